@@ -1,9 +1,11 @@
-"""Built-in assets a fresh machine lacks: the tiny model pair and the demo benchmark. Built offline, on
-first use, by whoever needs them first (the CLI, or the flow on a worker)."""
+"""Built-in assets a fresh machine lacks: the random-weight tiny pair, the demo benchmark and the `shapes`
+benchmark's splits. Built offline, on first use, by whoever needs them first (the CLI, or the flow on a
+worker). The trained `shapes` pair is not built: its weights ship with the package."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from mai.storage.paths import Home
 
@@ -19,24 +21,39 @@ def demo_data_dir(home: Home) -> Path:
 
 
 def build_demo_dataset(home: Home, n: int = DEMO_ROWS, seed: int = DEMO_SEED, force: bool = False) -> Path:
-    """Writes the demo rows as a hub-style Parquet file (with the `datasets` Image feature metadata, as
-    files on the hub have), so it loads through exactly the code path of a real benchmark's local copy."""
+    target = demo_data_dir(home) / "test-00000-of-00001.parquet"
+    if force or not target.exists():
+        write_hub_parquet(generate_demo_rows(n, seed), target)
+    return target.parent
+
+
+def build_shapes_dataset(home: Home, sizes: dict[str, int] | None = None, force: bool = False) -> Path:
+    """The `shapes` splits as `datasets/shapes/<split>-00000-of-00001.parquet`, no item in two splits."""
+    from mai.benchmarks.shapes_world import SPLIT_SIZES, split_items, to_row
+
+    sizes = sizes or SPLIT_SIZES
+    directory = home.datasets / "shapes"
+    for split in sizes:
+        target = directory / f"{split}-00000-of-00001.parquet"
+        if force or not target.exists():
+            write_hub_parquet([to_row(i, s, q) for i, (s, q) in enumerate(split_items(split, sizes))], target)
+    return directory
+
+
+def write_hub_parquet(rows: list[dict[str, Any]], target: Path) -> None:
+    """Rows as a hub-style Parquet file (with the `datasets` Image feature metadata, as files on the hub
+    have), so they load through exactly the code path of a real benchmark's local copy. Atomic."""
     import datasets
 
-    target = demo_data_dir(home) / "test-00000-of-00001.parquet"
-    if target.exists() and not force:
-        return target.parent
     features = datasets.Features({
         "index": datasets.Value("int64"), "question": datasets.Value("string"), "hint": datasets.Value("string"),
         **{letter: datasets.Value("string") for letter in "ABCD"},
         "answer": datasets.Value("string"), "category": datasets.Value("string"), "image": datasets.Image(),
     })
-    rows = generate_demo_rows(n, seed)
     target.parent.mkdir(parents=True, exist_ok=True)
     temp = target.with_name(".tmp-" + target.name)
     datasets.Dataset.from_list(rows, features=features).to_parquet(str(temp))
     temp.replace(target)
-    return target.parent
 
 
 def build_models(home: Home, force: bool = False) -> list[Path]:
@@ -49,5 +66,7 @@ def ensure_builtin_assets(config: RunConfig, home: Home) -> None:
     """Build what the configuration refers to and is missing; touch nothing else."""
     if config.benchmark == "demo" and config.data is None and not demo_data_dir(home).exists():
         build_demo_dataset(home)
+    if config.benchmark == "shapes" and config.data is None:
+        build_shapes_dataset(home)  # writes only missing splits
     if {config.small_model, config.large_model} & set(BUILTIN_MODELS):
         build_models(home)  # a no-op when both are built by the current builder

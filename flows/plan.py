@@ -13,7 +13,7 @@ from mai.tasks.jobs import RunContext
 from mai import cascade
 from mai.benchmarks.loading import DataSource, resolve_source
 from mai.benchmarks.registry import get_entry
-from mai.config import RunConfig, check_backend, check_transfer, resolve_model
+from mai.config import GENERATED_BENCHMARKS, RunConfig, check_backend, check_transfer, resolve_model
 from mai.errors import ConfigError
 from mai.types import Decoding, PromptKind, Role
 
@@ -57,8 +57,8 @@ def prepare_run(config: RunConfig, home: Home, run_id: str | None = None) -> Run
 def _data_location(config: RunConfig, home: Home, hub_ids: tuple[str, ...]) -> str:
     if config.data:
         return config.data
-    if config.benchmark == "demo":
-        return str(home.datasets / "demo")
+    if config.benchmark in GENERATED_BENCHMARKS:
+        return str(home.datasets / config.benchmark)
     if not hub_ids:
         raise ConfigError(f"benchmark '{config.benchmark}' has no default data: pass --data")
     return hub_ids[0]

@@ -18,11 +18,23 @@ from mai.types import PROMPT_KINDS, Decoding, ModelSpec, PromptKind, Role, RunMo
 SMALL_BUILTIN = "mai-tiny-small"
 LARGE_BUILTIN = "mai-tiny-large"
 BUILTIN_MODELS = (SMALL_BUILTIN, LARGE_BUILTIN)
+# the trained pair of the `shapes` world, shipped with the package (training/train_shapes_pair.py)
+SHAPES_SMALL = "mai-shapes-small"
+SHAPES_LARGE = "mai-shapes-large"
+SHIPPED_MODELS = (SHAPES_SMALL, SHAPES_LARGE)
+# benchmarks whose data the project generates itself (under the store's datasets/<name>)
+GENERATED_BENCHMARKS = ("demo", "shapes")
 
 # Reasoning needs room; short answers do not. Every value is part of the generations' identities.
 DEFAULT_MAX_NEW_TOKENS: dict[str, int] = {"S": 32, "E": 256, "R": 1024, "S2": 32, "RT": 32}
 # the built-in tiny models produce noise: short budgets keep the demo at a few minutes on 2 CPU cores
 DEMO_MAX_NEW_TOKENS: dict[str, int] = {"S": 12, "E": 32, "R": 48, "S2": 12, "RT": 12}
+# the trained shapes pair: the longest reasoning trace of the world is ~120 tokens, an S answer 4
+SHAPES_MAX_NEW_TOKENS: dict[str, int] = {"S": 12, "E": 48, "R": 160, "S2": 12, "RT": 12}
+
+
+def shipped_models_dir() -> Path:
+    return Path(__file__).resolve().parent / "assets" / "models"
 
 
 class RunConfig(BaseModel):
@@ -120,6 +132,11 @@ def resolve_model(name: str, revision: str, dtype: str, models_dir: Path) -> Mod
             raise ConfigError(f"unknown architecture '{name}': use one of {['random:' + a for a in SHAPES]}")
         return ModelSpec(name, revision="random-init-seed0", dtype=dtype)
     path = models_dir / name if name in BUILTIN_MODELS else Path(name).expanduser()
+    if name in SHIPPED_MODELS:
+        path = shipped_models_dir() / name
+        if not (path / "model.safetensors").exists():
+            raise ConfigError(f"the shipped weights of '{name}' are missing from {path}: reinstall mai, or retrain "
+                              "them with training/train_shapes_pair.py and copy them there")
     if name in BUILTIN_MODELS and not (path / "config.json").exists():
         raise ConfigError(f"built-in model '{name}' is not built yet: run `mai build-models`")
     if path.exists():
@@ -129,7 +146,7 @@ def resolve_model(name: str, revision: str, dtype: str, models_dir: Path) -> Mod
     if name.startswith((".", "/", "~")) or name.count("/") != 1:
         raise ConfigError(
             f"model '{name}' is neither an existing local directory nor a hub id 'owner/name' "
-            f"(built-in models: {list(BUILTIN_MODELS)})"
+            f"(built-in models: {list(BUILTIN_MODELS + SHIPPED_MODELS)})"
         )
     _check_hub_model(name, revision)
     return ModelSpec(name, revision=revision, dtype=dtype)

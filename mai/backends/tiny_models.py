@@ -61,7 +61,8 @@ def tokenizer_corpus() -> list[str]:
     return prose * 20 + questions * 5 + list(INSTRUCTIONS.values()) * 10 + list(RT_TEMPLATES.values()) * 10
 
 
-def build_tokenizer(directory: Path, vocab_size: int = 1024) -> Any:
+def build_tokenizer(directory: Path, vocab_size: int = 1024, corpus: list[str] | None = None) -> Any:
+    """A byte-level BPE over `corpus` (default: the random pair's corpus), loadable as Qwen2's tokenizer."""
     from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
     from transformers import Qwen2TokenizerFast  # type: ignore[attr-defined]  # lazy alias in 5.x
 
@@ -76,7 +77,7 @@ def build_tokenizer(directory: Path, vocab_size: int = 1024) -> Any:
         vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS), show_progress=False,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
-    bpe.train_from_iterator(tokenizer_corpus(), trainer)
+    bpe.train_from_iterator(tokenizer_corpus() if corpus is None else corpus, trainer)
     directory.mkdir(parents=True, exist_ok=True)
     bpe.save(str(directory / "tokenizer.json"))
     tokenizer = Qwen2TokenizerFast(
@@ -86,20 +87,21 @@ def build_tokenizer(directory: Path, vocab_size: int = 1024) -> Any:
     return tokenizer
 
 
-def build_image_processor() -> Any:
+def build_image_processor(min_pixels: int = 64 * 64, max_pixels: int = 128 * 128) -> Any:
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
     # Qwen3-VL's real preprocessing; only the pixel budget is small (64x64 -> 4 image tokens)
     return Qwen2VLImageProcessorPil(
         patch_size=16, temporal_patch_size=2, merge_size=2, image_mean=[0.5] * 3, image_std=[0.5] * 3,
-        size={"shortest_edge": 64 * 64, "longest_edge": 128 * 128},
+        size={"shortest_edge": min_pixels, "longest_edge": max_pixels},
     )
 
 
-def build_config(size_name: str, tokenizer: Any) -> Any:
+def build_config(size_name: str | dict[str, int], tokenizer: Any, vision_size: dict[str, int] | None = None) -> Any:
+    """`size_name` is a key of SIZES or a size dict of the same form; `vision_size` overrides VISION."""
     from transformers import Qwen3VLConfig
 
-    size = SIZES[size_name]
+    size = SIZES[size_name] if isinstance(size_name, str) else size_name
     ids = {token: tokenizer.convert_tokens_to_ids(token) for token in SPECIAL_TOKENS}
     quarter = size["head_dim"] // 2
     mrope = [quarter - 2 * (quarter // 3), quarter // 3, quarter // 3]  # sums to head_dim / 2
@@ -113,7 +115,7 @@ def build_config(size_name: str, tokenizer: Any) -> Any:
         "tie_word_embeddings": True, "pad_token_id": ids["<|endoftext|>"],
         "bos_token_id": None, "eos_token_id": ids["<|im_end|>"],
     }
-    vision = dict(VISION, patch_size=16, temporal_patch_size=2, spatial_merge_size=2, in_channels=3,
+    vision = dict(vision_size or VISION, patch_size=16, temporal_patch_size=2, spatial_merge_size=2, in_channels=3,
                   out_hidden_size=size["hidden"], num_position_embeddings=256, deepstack_visual_indexes=[1],
                   hidden_act="gelu_pytorch_tanh")
     return Qwen3VLConfig(

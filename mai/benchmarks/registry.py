@@ -12,6 +12,7 @@ from mai.benchmarks.mmbench import MMBenchBenchmark
 from mai.benchmarks.mmmu import MMMUBenchmark
 from mai.benchmarks.pope import PopeBenchmark
 from mai.benchmarks.realworldqa import RealWorldQABenchmark
+from mai.benchmarks.shapes import ShapesBenchmark
 from mai.errors import ConfigError
 
 
@@ -25,6 +26,7 @@ class BenchmarkEntry:
 
 BENCHMARKS: dict[str, BenchmarkEntry] = {
     "demo": BenchmarkEntry(DemoBenchmark, hub_ids=(), split="test"),
+    "shapes": BenchmarkEntry(ShapesBenchmark, hub_ids=(), split="test"),
     "pope": BenchmarkEntry(PopeBenchmark, ("lmms-lab-encoder/POPE", "lmms-lab/POPE"), split="test"),
     "mmbench": BenchmarkEntry(MMBenchBenchmark, ("lmms-lab-encoder/MMBench", "lmms-lab/MMBench"), split="dev",
                               config="en"),

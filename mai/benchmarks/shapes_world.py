@@ -1,0 +1,275 @@
+"""The `shapes` world: seeded scenes of coloured shapes on a 4x4 grid, questions in four families that mirror
+the paper's benchmarks, and, for training, the answer each prompt kind should produce.
+
+Families (the row's `category`):
+- `presence`  yes/no object presence (POPE-like);
+- `counting`  a number: shapes of one colour or of one kind (ChartQA-like, relaxed accuracy);
+- `attribute` the colour of the one shape of a kind, options A-D (MMBench-like);
+- `two_step`  how many more shapes of one colour than of another: two counts, then a subtraction, which
+  step-by-step reasoning makes easy and a one-shot answer makes hard.
+
+Images are 128x128 px: with Qwen3-VL's preprocessing (patch 16, merge 2) that is exactly 16 image tokens,
+one per grid cell. Reasoning traces walk the grid row by row, then conclude, then answer in `[[...]]`;
+`corrupt_scene` makes plausible wrong reasoning (one cell misperceived) for teaching the large model to
+check a smaller model's reference against the image instead of copying it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import random
+from dataclasses import dataclass
+from typing import Any, Literal
+
+GRID = 4
+CELL_PX = 32
+IMAGE_PX = GRID * CELL_PX
+COLORS: dict[str, tuple[int, int, int]] = {
+    "red": (220, 40, 40), "green": (40, 170, 60), "blue": (40, 80, 220), "yellow": (230, 200, 30),
+}
+SHAPES = ("circle", "square", "triangle")
+LETTERS = ("A", "B", "C", "D")
+FAMILIES = ("presence", "counting", "attribute", "two_step")
+SPLIT_SEEDS = {"train": 1, "validation": 2, "test": 3}
+# the held-out sizes are fixed: the shipped models were trained on items that exclude exactly these
+# test and validation items; the train split written to disk is the first items of the training stream
+SPLIT_SIZES = {"test": 480, "validation": 240, "train": 4800}
+
+Family = Literal["presence", "counting", "attribute", "two_step"]
+Cell = tuple[str, str] | None  # (colour, shape) or empty
+Scene = tuple[Cell, ...]        # GRID * GRID cells, row-major
+
+
+@dataclass(frozen=True)
+class Question:
+    """One question about a scene: what the benchmark row holds, plus what a trace needs."""
+
+    family: Family
+    text: str
+    options: tuple[str, ...]
+    answer: str
+    color: str = ""
+    shape: str = ""
+    other_color: str = ""
+
+
+def random_scene(rng: random.Random) -> Scene:
+    cells: list[Cell] = [None] * (GRID * GRID)
+    for slot in rng.sample(range(GRID * GRID), rng.randint(2, 7)):
+        cells[slot] = (rng.choice(list(COLORS)), rng.choice(SHAPES))
+    return tuple(cells)
+
+
+def objects(scene: Scene) -> list[tuple[str, str]]:
+    return [cell for cell in scene if cell is not None]
+
+
+def count(scene: Scene, color: str = "", shape: str = "") -> int:
+    return sum(1 for c, s in objects(scene) if (not color or c == color) and (not shape or s == shape))
+
+
+def plural(shape: str) -> str:
+    return shape + "s"
+
+
+def make_question(scene: Scene, family: Family, rng: random.Random) -> Question | None:
+    """A question of `family` about `scene`, or None when the scene cannot carry one (e.g. no unique shape)."""
+    if family == "presence":
+        present = rng.random() < 0.5
+        pool = sorted(set(objects(scene))) if present else [
+            (c, s) for c in COLORS for s in SHAPES if (c, s) not in set(objects(scene))]
+        color, shape = rng.choice(pool)
+        return Question("presence", f"Is there a {color} {shape} in the image?", (), "yes" if present else "no",
+                        color=color, shape=shape)
+    if family == "counting":
+        if rng.random() < 0.5:
+            color = rng.choice(list(COLORS))
+            return Question("counting", f"How many {color} shapes are in the image?", (), str(count(scene, color)),
+                            color=color)
+        shape = rng.choice(SHAPES)
+        return Question("counting", f"How many {plural(shape)} are in the image?", (), str(count(scene, shape=shape)),
+                        shape=shape)
+    if family == "attribute":
+        unique = [s for s in SHAPES if count(scene, shape=s) == 1]
+        if not unique:
+            return None
+        shape = rng.choice(unique)
+        color = next(c for c, s in objects(scene) if s == shape)
+        options = list(COLORS)
+        rng.shuffle(options)
+        return Question("attribute", f"What color is the {shape}?", tuple(options), LETTERS[options.index(color)],
+                        color=color, shape=shape)
+    first, second = rng.sample(list(COLORS), 2)
+    if count(scene, first) < count(scene, second):
+        first, second = second, first
+    return Question("two_step", f"How many more {first} shapes than {second} shapes are in the image?", (),
+                    str(count(scene, first) - count(scene, second)), color=first, other_color=second)
+
+
+def recompute(question: Question, scene: Scene) -> Question:
+    """The same question asked of another scene (the answer a misperceiving reasoner would reach)."""
+    if question.family == "presence":
+        answer = "yes" if (question.color, question.shape) in objects(scene) else "no"
+    elif question.family == "counting":
+        answer = str(count(scene, question.color, question.shape))
+    elif question.family == "attribute":
+        seen = [c for c, s in objects(scene) if s == question.shape]
+        color = seen[0] if seen else question.options[0]
+        answer = LETTERS[question.options.index(color)]
+    else:
+        answer = str(count(scene, question.color) - count(scene, question.other_color))
+    return Question(question.family, question.text, question.options, answer, question.color, question.shape,
+                    question.other_color)
+
+
+def corrupt_scene(scene: Scene, rng: random.Random) -> Scene:
+    """One cell misperceived: a shape recoloured, reshaped, missed, or imagined in an empty cell."""
+    cells = list(scene)
+    slot = rng.randrange(len(cells))
+    cell = cells[slot]
+    if cell is None:
+        cells[slot] = (rng.choice(list(COLORS)), rng.choice(SHAPES))
+    elif rng.random() < 0.25:
+        cells[slot] = None
+    elif rng.random() < 0.5:
+        cells[slot] = (rng.choice([c for c in COLORS if c != cell[0]]), cell[1])
+    else:
+        cells[slot] = (cell[0], rng.choice([s for s in SHAPES if s != cell[1]]))
+    return tuple(cells)
+
+
+# --- what each prompt kind should produce -------------------------------------------------------------
+
+def grid_walk(scene: Scene) -> str:
+    rows = []
+    for row in range(GRID):
+        cells = scene[row * GRID : (row + 1) * GRID]
+        rows.append(f"Row {row + 1}: " + ", ".join(f"{c[0]} {c[1]}" if c else "empty" for c in cells) + ".")
+    return "Let me look at each row of the grid.\n" + "\n".join(rows)
+
+
+def _tally(scene: Scene, color: str = "", shape: str = "") -> str:
+    """A running count over the matching shapes, in grid order: `red circle (1), red square (2)`."""
+    found = [f"{c} {s} ({i})" for i, (c, s) in enumerate(
+        [(c, s) for c, s in objects(scene) if (not color or c == color) and (not shape or s == shape)], start=1)]
+    return ", ".join(found) if found else "none"
+
+
+def _what(question: Question) -> str:
+    return f"{question.color} shapes" if question.color else plural(question.shape)
+
+
+def reasoning(question: Question, scene: Scene) -> str:
+    """The R answer: walk the grid, conclude step by step, answer in [[...]]. `scene` is what was seen."""
+    answer = recompute(question, scene).answer
+    walk = grid_walk(scene)
+    if question.family == "presence":
+        where = [f"row {i // GRID + 1}" for i, c in enumerate(scene) if c == (question.color, question.shape)]
+        found = f"There is a {question.color} {question.shape} in {where[0]}" if where else \
+            f"No cell holds a {question.color} {question.shape}"
+        return f"{walk}\n{found}, so the answer is {answer}. [[{answer}]]"
+    if question.family == "counting":
+        tally = _tally(scene, question.color, question.shape)
+        return f"{walk}\nThe {_what(question)}: {tally}. That makes {answer}. [[{answer}]]"
+    if question.family == "attribute":
+        color = question.options[LETTERS.index(answer)]
+        return f"{walk}\nThe {question.shape} is {color}, which is option {answer}. [[{answer}]]"
+    first, second = count(scene, question.color), count(scene, question.other_color)
+    return (f"{walk}\nThe {question.color} shapes: {_tally(scene, question.color)}. "
+            f"The {question.other_color} shapes: {_tally(scene, question.other_color)}. "
+            f"{first} - {second} = {answer}. [[{answer}]]")
+
+
+def explanation(question: Question, scene: Scene) -> str:
+    """The E answer: one sentence of explanation, then [[answer]]."""
+    answer = question.answer
+    if question.family == "presence":
+        there = "There is a" if answer == "yes" else "There is no"
+        return f"{there} {question.color} {question.shape} in the image. [[{answer}]]"
+    if question.family == "counting":
+        return f"I count {answer} {_what(question)}. [[{answer}]]"
+    if question.family == "attribute":
+        return f"The {question.shape} is {question.options[LETTERS.index(answer)]}, option {answer}. [[{answer}]]"
+    first, second = count(scene, question.color), count(scene, question.other_color)
+    return (f"There are {first} {question.color} and {second} {question.other_color} shapes, "
+            f"and {first} - {second} = {answer}. [[{answer}]]")
+
+
+def short_answer(question: Question) -> str:
+    """The S answer."""
+    return f"[[{question.answer}]]"
+
+
+# --- images and benchmark rows ------------------------------------------------------------------------
+
+def draw(scene: Scene) -> bytes:
+    from PIL import Image, ImageDraw
+
+    image = Image.new("RGB", (IMAGE_PX, IMAGE_PX), (245, 245, 245))
+    pen = ImageDraw.Draw(image)
+    for slot, cell in enumerate(scene):
+        if cell is None:
+            continue
+        x0, y0 = (slot % GRID) * CELL_PX + 4, (slot // GRID) * CELL_PX + 4
+        box = (x0, y0, x0 + CELL_PX - 9, y0 + CELL_PX - 9)
+        fill = COLORS[cell[0]]
+        if cell[1] == "circle":
+            pen.ellipse(box, fill=fill)
+        elif cell[1] == "square":
+            pen.rectangle(box, fill=fill)
+        else:
+            pen.polygon([(box[0], box[3]), (box[2], box[3]), ((box[0] + box[2]) // 2, box[1])], fill=fill)
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def item_key(scene: Scene, question: Question) -> str:
+    """What makes two items the same item: splits never share one."""
+    return hashlib.sha256(repr((scene, question.text, question.options)).encode()).hexdigest()
+
+
+def generate_items(split: str, n: int, exclude: frozenset[str] = frozenset(), seed: int | None = None
+                   ) -> list[tuple[Scene, Question]]:
+    """`n` (scene, question) items, families in rotation, deterministic for the split (or `seed`)."""
+    rng = random.Random(SPLIT_SEEDS[split] if seed is None else seed)
+    items: list[tuple[Scene, Question]] = []
+    seen = set(exclude)
+    while len(items) < n:
+        scene = random_scene(rng)
+        question = make_question(scene, FAMILIES[len(items) % len(FAMILIES)], rng)  # type: ignore[arg-type]
+        if question is None or item_key(scene, question) in seen:
+            continue
+        seen.add(item_key(scene, question))
+        items.append((scene, question))
+    return items
+
+
+SPLIT_ORDER = ("test", "validation", "train")
+
+
+def split_items(split: str, sizes: dict[str, int]) -> list[tuple[Scene, Question]]:
+    """The items of a split. Splits are made in a fixed order (test, validation, train), each excluding
+    every item of the splits before it, so no item is in two splits."""
+    exclude: frozenset[str] = frozenset()
+    for name in SPLIT_ORDER:
+        items = generate_items(name, sizes[name], exclude)
+        if name == split:
+            return items
+        exclude = exclude | {item_key(s, q) for s, q in items}
+    raise ValueError(f"unknown split '{split}': choose one of {list(SPLIT_ORDER)}")
+
+
+def held_out_keys(sizes: dict[str, int]) -> frozenset[str]:
+    """Keys of the validation and test items, which the training stream must never produce."""
+    return frozenset(item_key(s, q) for split in ("test", "validation") for s, q in split_items(split, sizes))
+
+
+def to_row(index: int, scene: Scene, question: Question) -> dict[str, Any]:
+    """A row in the hub schema the loaders read (MMBench columns; options empty for open questions)."""
+    options = dict(zip(LETTERS, question.options)) if question.options else {}
+    return {"index": index, "question": question.text, "hint": None,
+            **{letter: options.get(letter) for letter in LETTERS},
+            "answer": question.answer, "category": question.family,
+            "image": {"bytes": draw(scene), "path": None}}

@@ -1,0 +1,110 @@
+"""The shapes world: deterministic disjoint splits, answers true to the scene, traces that parse to the answer
+under the benchmark's own parser, scoring per family, and 16 image tokens per image."""
+
+from __future__ import annotations
+
+import io
+import random
+
+import pytest
+
+from mai.benchmarks.base import BadRow
+from mai.benchmarks.shapes import ShapesBenchmark
+from mai.benchmarks.shapes_world import (
+    FAMILIES,
+    SPLIT_SIZES,
+    corrupt_scene,
+    draw,
+    explanation,
+    item_key,
+    reasoning,
+    recompute,
+    short_answer,
+    split_items,
+    to_row,
+)
+from mai.types import Sample
+
+SIZES = {"test": 40, "validation": 24, "train": 200}
+BENCHMARK = ShapesBenchmark()
+
+
+def sample_of(row: dict, index: int = 0) -> Sample:
+    fields = BENCHMARK.parse_row(row, index, with_images=False)
+    sample = Sample(sample_id=fields.sample_id, benchmark="shapes", question=fields.question, options=fields.options,
+                    answer=fields.answer, image_paths=(), image_sha256=(), category=fields.category, content_hash="",
+                    answer_style="phrase")
+    return Sample(**{**sample.__dict__, "answer_style": BENCHMARK.answer_style(sample)})
+
+
+def test_splits_are_deterministic_and_disjoint() -> None:
+    splits = {name: split_items(name, SIZES) for name in SIZES}
+    assert splits["test"] == split_items("test", SIZES)
+    keys = {name: {item_key(s, q) for s, q in items} for name, items in splits.items()}
+    assert all(len(keys[name]) == SIZES[name] for name in SIZES)  # no duplicates within a split
+    assert not keys["test"] & keys["validation"] and not keys["train"] & (keys["test"] | keys["validation"])
+    # the held-out splits do not depend on how much training data is asked for
+    assert split_items("test", {**SIZES, "train": 5}) == splits["test"]
+    assert {q.family for _, q in splits["test"]} == set(FAMILIES)
+    assert SPLIT_SIZES["test"] >= 400  # enough items for per-family accuracies worth reporting
+
+
+def test_answers_are_true_to_the_scene_and_every_trace_parses_to_them() -> None:
+    for index, (scene, question) in enumerate(split_items("validation", SIZES)):
+        assert recompute(question, scene).answer == question.answer
+        sample = sample_of(to_row(index, scene, question))
+        for text in (reasoning(question, scene), explanation(question, scene), short_answer(question)):
+            parsed = BENCHMARK.parse_answer(text, sample)
+            assert BENCHMARK.score(parsed, sample) == 1.0, (question, text)
+        assert reasoning(question, scene).count("Row ") == 4  # the grid walk, row by row
+
+
+def test_a_corrupted_scene_misperceives_exactly_one_cell() -> None:
+    rng = random.Random(0)
+    changed_answers = 0
+    for scene, question in split_items("validation", SIZES):
+        seen = corrupt_scene(scene, rng)
+        assert sum(a != b for a, b in zip(scene, seen)) == 1
+        changed_answers += recompute(question, seen).answer != question.answer
+    assert 0 < changed_answers < SIZES["validation"]  # sometimes the misperception matters, sometimes not
+
+
+def test_each_family_is_scored_as_the_benchmark_it_mirrors() -> None:
+    presence = sample_of({"index": 1, "question": "Is there a red circle in the image?", "answer": "yes",
+                          "category": "presence"})
+    assert BENCHMARK.parse_answer("[[yes]]", presence) == "yes"
+    assert BENCHMARK.parse_answer("[[Yes, there is]]", presence) is None  # POPE: exact yes/no only
+    counting = sample_of({"index": 2, "question": "How many circles are in the image?", "answer": "3",
+                          "category": "counting"})
+    assert BENCHMARK.score(BENCHMARK.parse_answer("3", counting), counting) == 1.0  # S2: a bare answer
+    assert BENCHMARK.score("3.0", counting) == 1.0 and BENCHMARK.score("4", counting) == 0.0
+    assert BENCHMARK.agree("2", "2.0", counting) and not BENCHMARK.agree("2", None, counting)
+    attribute = sample_of({"index": 3, "question": "What color is the square?", "A": "red", "B": "green",
+                           "C": "blue", "D": "yellow", "answer": "C", "category": "attribute"})
+    assert attribute.answer_style == "letter" and BENCHMARK.rt_template(attribute) == "rt_reference"
+    assert BENCHMARK.rt_template(counting) == "rt_s2_style"
+    assert BENCHMARK.parse_answer("option C [[C]]", attribute) == "C"
+    assert BENCHMARK.format_question(attribute).endswith("C. blue\nD. yellow")
+
+
+@pytest.mark.parametrize("row, reason", [
+    ({"index": 1, "question": "q?", "answer": "maybe", "category": "presence"}, "yes or no"),
+    ({"index": 1, "question": "q?", "answer": "two", "category": "counting"}, "whole number"),
+    ({"index": 1, "question": "q?", "answer": "x", "category": "colour"}, "category"),
+    ({"index": 1, "question": "q?", "A": "red", "B": "blue", "answer": "D", "category": "attribute"}, "letters"),
+])
+def test_bad_rows_are_rejected_with_the_reason(row: dict, reason: str) -> None:
+    with pytest.raises(BadRow, match=reason):
+        BENCHMARK.parse_row(row, 0, with_images=False)
+
+
+def test_an_image_is_one_image_token_per_grid_cell() -> None:
+    from PIL import Image
+
+    from mai.backends.tiny_models import build_image_processor
+
+    scene, _ = split_items("test", SIZES)[0]
+    image = Image.open(io.BytesIO(draw(scene))).convert("RGB")
+    processor = build_image_processor(128 * 128, 128 * 128)
+    grid = processor(images=[image], return_tensors="pt")["image_grid_thw"][0]
+    assert int(grid.prod()) // processor.merge_size**2 == 16

@@ -1,0 +1,261 @@
+"""Train the `shapes` world's tiny small/large Qwen3-VL pair from scratch, on CPU (or a GPU when present).
+
+    .venv/bin/python training/train_shapes_pair.py --out build/shapes-pair --steps-small 3000 --steps-large 3000
+
+Both models share one tokenizer (byte-level BPE trained here on the world's text with Qwen2's pipeline) and
+Qwen3-VL's image preprocessing at 128x128 px (16 image tokens, one per grid cell). Every training example is a
+prompt built by the pipeline's own prompt code (`mai.prompts.build_prompt`, the benchmark's question layout,
+the tokenizer's chat template), so what the models learn is exactly what the cascade will ask:
+- S -> `[[answer]]`; E -> one sentence + `[[answer]]`; R -> a row-by-row walk of the grid, the steps,
+  `[[answer]]`;
+- S2 -> the bare answer stated by the reasoning in the prompt (the model's own previous thinking);
+- RT (large only) -> the true answer, given a smaller model's reference reasoning that is right or, in
+  `--corrupt` of the cases, misperceives one cell (so the large model learns to check, not to copy).
+Training items never overlap the validation and test splits. Deterministic for a seed and thread count.
+Loss is on the answer tokens only. Writes `<out>/<name>/` checkpoints (safetensors) and `training_log.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mai.backends.processor import ImageOnlyProcessor
+from mai.backends.tiny_models import build_config, build_image_processor, build_tokenizer
+from mai.benchmarks.shapes import ShapesBenchmark
+from mai.benchmarks.shapes_world import (
+    IMAGE_PX,
+    SPLIT_SIZES,
+    Question,
+    Scene,
+    corrupt_scene,
+    draw,
+    explanation,
+    generate_items,
+    held_out_keys,
+    reasoning,
+    recompute,
+    short_answer,
+)
+from mai.prompts import INSTRUCTIONS, RT_TEMPLATES, build_prompt
+from mai.types import PromptKind, Sample
+
+SMALL, LARGE = "mai-shapes-small", "mai-shapes-large"
+# ~1.2 M (small) and ~5.7 M (large) parameters in all; the vision towers differ too
+SIZES = {
+    SMALL: {"hidden": 128, "layers": 4, "heads": 4, "kv_heads": 2, "head_dim": 32, "ffn": 384, "seed": 11},
+    LARGE: {"hidden": 256, "layers": 6, "heads": 8, "kv_heads": 4, "head_dim": 32, "ffn": 640, "seed": 12},
+}
+VISION_SIZES = {
+    SMALL: {"depth": 2, "hidden_size": 64, "intermediate_size": 128, "num_heads": 2},
+    LARGE: {"depth": 3, "hidden_size": 128, "intermediate_size": 256, "num_heads": 4},
+}
+# share of each prompt kind in a model's training stream
+MIXTURES: dict[str, dict[PromptKind, float]] = {
+    SMALL: {"S": 0.3, "E": 0.15, "R": 0.35, "S2": 0.2},
+    LARGE: {"S": 0.3, "E": 0.1, "R": 0.25, "S2": 0.05, "RT": 0.3},
+}
+BENCHMARK = ShapesBenchmark()
+
+
+@dataclass(frozen=True)
+class Example:
+    prompt_text: str
+    target: str
+    scene: Scene
+
+
+def as_sample(question: Question) -> Sample:
+    """Just enough of a Sample for the benchmark's prompt layout and answer style."""
+    return Sample(sample_id="", benchmark="shapes", question=question.text, options=question.options,
+                  answer=question.answer, image_paths=(), image_sha256=(), category=question.family,
+                  content_hash="", answer_style="letter" if question.options else "phrase")
+
+
+def make_example(scene: Scene, question: Question, kind: PromptKind, rng: random.Random, corrupt: float) -> Example:
+    sample = as_sample(question)
+    style, rt_template = BENCHMARK.answer_style(sample), BENCHMARK.rt_template(sample)
+    upstream = None
+    if kind == "S":
+        target = short_answer(question)
+    elif kind == "E":
+        target = explanation(question, scene)
+    elif kind == "R":
+        target = reasoning(question, scene)
+    else:
+        seen = corrupt_scene(scene, rng) if rng.random() < corrupt else scene
+        upstream = reasoning(question, seen)
+        # S2 restates the model's own reasoning; RT answers from the image, the reference only a hint
+        answer = recompute(question, seen).answer if kind == "S2" else question.answer
+        target = f"[[{answer}]]" if kind == "RT" and rt_template == "rt_reference" else answer
+    prompt = build_prompt(BENCHMARK.format_question(sample), ("image",), kind, style, rt_template, upstream)
+    return Example(prompt.text, target, scene)
+
+
+def corpus(items: list[tuple[Scene, Question]]) -> list[str]:
+    """Tokenizer training text: every instruction, and every kind of answer over a sample of items."""
+    texts = list(INSTRUCTIONS.values()) * 20 + list(RT_TEMPLATES.values()) * 20
+    for scene, question in items:
+        texts += [BENCHMARK.format_question(as_sample(question)), reasoning(question, scene),
+                  explanation(question, scene), short_answer(question)]
+    return texts
+
+
+class Batcher:
+    """Examples -> padded model inputs with loss on the answer tokens (and the end-of-turn token) only."""
+
+    def __init__(self, tokenizer: Any, image_processor: Any) -> None:
+        self.tokenizer = tokenizer
+        self.processor = ImageOnlyProcessor(tokenizer, image_processor)
+        self.images: dict[Scene, Any] = {}
+
+    def image(self, scene: Scene) -> Any:
+        import io
+
+        from PIL import Image
+
+        if scene not in self.images:
+            if len(self.images) > 20000:
+                self.images.clear()
+            self.images[scene] = Image.open(io.BytesIO(draw(scene))).convert("RGB")
+        return self.images[scene]
+
+    def __call__(self, examples: list[Example]) -> dict[str, Any]:
+        import torch
+
+        texts = [self.processor.apply_chat_template(
+            [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": e.prompt_text}]}],
+            tokenize=False, add_generation_prompt=True) for e in examples]
+        encoded = self.processor(text=texts, images=[[self.image(e.scene)] for e in examples], return_tensors="pt",
+                                 padding=True)
+        rows, labels = [], []
+        for row, example in enumerate(examples):
+            prompt = encoded["input_ids"][row][encoded["attention_mask"][row].bool()].tolist()
+            answer = self.tokenizer(example.target + "<|im_end|>", add_special_tokens=False)["input_ids"]
+            rows.append(prompt + answer)
+            labels.append([-100] * len(prompt) + answer)
+        width = max(len(r) for r in rows)
+        pad = self.tokenizer.pad_token_id
+        input_ids = torch.tensor([r + [pad] * (width - len(r)) for r in rows])
+        return {
+            "input_ids": input_ids,
+            "attention_mask": torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows]),
+            "labels": torch.tensor([lab + [-100] * (width - len(lab)) for lab in labels]),
+            "mm_token_type_ids": (input_ids == self.processor.image_token_id).to(torch.int32),
+            "pixel_values": encoded["pixel_values"], "image_grid_thw": encoded["image_grid_thw"],
+        }
+
+
+def batch_stream(name: str, seed: int, corrupt: float, exclude: frozenset[str], pool: int, size: int) -> Any:
+    """An endless, seeded stream of (kind, examples) batches for one model over `pool` train items. A batch
+    holds one prompt kind: lengths within a kind are close, so padding wastes little (a third of the compute
+    of mixed batches)."""
+    rng = random.Random(seed)
+    items = generate_items("train", pool, exclude)
+    kinds, weights = zip(*MIXTURES[name].items())
+    while True:
+        kind = rng.choices(kinds, weights)[0]
+        picks = [items[rng.randrange(len(items))] for _ in range(size)]
+        yield kind, [make_example(scene, question, kind, rng, corrupt) for scene, question in picks]
+
+
+def train_model(name: str, out: Path, tokenizer: Any, image_processor: Any, args: argparse.Namespace,
+                exclude: frozenset[str]) -> dict[str, Any]:
+    import torch
+    from transformers import GenerationConfig, Qwen3VLForConditionalGeneration
+
+    size, steps = SIZES[name], (args.steps_small if name == SMALL else args.steps_large)
+    torch.manual_seed(size["seed"] + args.seed)
+    config = build_config(size, tokenizer, VISION_SIZES[name])
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model = Qwen3VLForConditionalGeneration(config).to(device).train()  # type: ignore[arg-type]
+    parameters = sum(p.numel() for p in model.parameters())
+    lr = args.lr_small if name == SMALL else args.lr_large
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.01)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: _lr_factor(step, steps, args.warmup))
+    batcher = Batcher(tokenizer, image_processor)
+    stream = batch_stream(name, size["seed"] + args.seed, args.corrupt, exclude, args.pool, args.batch)
+    log: list[dict[str, Any]] = []
+    started, smoothed = time.perf_counter(), None
+    per_kind: dict[str, float] = {}
+    for step in range(1, steps + 1):
+        kind, examples = next(stream)
+        batch = {k: v.to(device) for k, v in batcher(examples).items()}
+        loss = model(**batch).loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        smoothed = loss.item() if smoothed is None else 0.95 * smoothed + 0.05 * loss.item()
+        per_kind[kind] = loss.item() if kind not in per_kind else 0.8 * per_kind[kind] + 0.2 * loss.item()
+        if step % args.log_every == 0 or step == steps:
+            elapsed = time.perf_counter() - started
+            kinds = {k: round(v, 4) for k, v in sorted(per_kind.items())}
+            log.append({"step": step, "loss": round(loss.item(), 4), "smoothed_loss": round(smoothed, 4),
+                        "loss_by_kind": kinds, "elapsed_s": round(elapsed, 1)})
+            print(f"[{name}] step {step}/{steps} loss {smoothed:.4f} {kinds} ({elapsed / 60:.1f} min)",
+                  file=sys.stderr, flush=True)
+    model = model.eval().to("cpu")
+    pad, eos = tokenizer.convert_tokens_to_ids("<|endoftext|>"), tokenizer.convert_tokens_to_ids("<|im_end|>")
+    model.generation_config = GenerationConfig(eos_token_id=[eos, pad], pad_token_id=pad, do_sample=False)
+    target = out / name
+    model.save_pretrained(target)
+    tokenizer.save_pretrained(target)
+    image_processor.save_pretrained(target)
+    summary = {"name": name, "command": "python " + " ".join(sys.argv), "parameters": parameters, "steps": steps, "batch_size": args.batch, "lr": lr,
+               "seed": args.seed, "device": device, "threads": torch.get_num_threads(),
+               "train_s": round(time.perf_counter() - started, 1), "final_smoothed_loss": round(smoothed or 0.0, 4),
+               "final_loss_by_kind": {k: round(v, 4) for k, v in sorted(per_kind.items())},
+               "mixture": MIXTURES[name], "corrupt_reference_share": args.corrupt, "log": log}
+    (target / "training_log.json").write_text(json.dumps(summary, indent=1))
+    (target / "mai_builtin.json").write_text(json.dumps({"name": name, "builder_version": "trained-1"}))
+    return summary
+
+
+def _lr_factor(step: int, total: int, warmup: int) -> float:
+    if step < warmup:
+        return (step + 1) / warmup
+    progress = (step - warmup) / max(1, total - warmup)
+    return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=Path("build/shapes-pair"))
+    parser.add_argument("--models", default=f"{SMALL},{LARGE}", help="which of the pair to train")
+    parser.add_argument("--steps-small", type=int, default=2500)
+    parser.add_argument("--steps-large", type=int, default=1800)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--lr-small", type=float, default=2e-3)
+    parser.add_argument("--lr-large", type=float, default=1.5e-3)
+    parser.add_argument("--warmup", type=int, default=100)
+    parser.add_argument("--corrupt", type=float, default=0.4, help="share of S2/RT references with one error")
+    parser.add_argument("--pool", type=int, default=60000, help="distinct training items")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    parser.add_argument("--log-every", type=int, default=50)
+    args = parser.parse_args(argv)
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    exclude = held_out_keys(SPLIT_SIZES)
+    tokenizer = build_tokenizer(args.out / "_tokenizer", vocab_size=640,
+                                corpus=corpus(generate_items("train", 4000, exclude, seed=99)))
+    image_processor = build_image_processor(IMAGE_PX * IMAGE_PX, IMAGE_PX * IMAGE_PX)
+    for name in args.models.split(","):
+        summary = train_model(name, args.out, tokenizer, image_processor, args, exclude)
+        print(json.dumps({k: v for k, v in summary.items() if k != "log"}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
