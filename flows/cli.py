@@ -117,6 +117,13 @@ def _parser() -> argparse.ArgumentParser:
     data.add_argument("--force", action="store_true")
     data.set_defaults(handler=_build_demo)
 
+    serve = commands.add_parser("serve", help="keep a vLLM server per model up across runs (--backend vllm)")
+    serve.add_argument("models", nargs="+", help="built-in names, local checkpoints or hub ids")
+    serve.add_argument("--revision", default="main")
+    serve.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
+    serve.add_argument("--vllm-env", help="environment with vLLM (default $MAI_VLLM_ENV, else .venv-vllm)")
+    serve.set_defaults(handler=_serve)
+
     catalog = commands.add_parser("catalog", help="(re)build the DuckDB catalog file and print its path")
     catalog.set_defaults(handler=_catalog)
     return parser
@@ -142,7 +149,11 @@ def _add_run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--transfer", choices=("full", "sparse"))
     run.add_argument("--transfer-layer", type=int, help="0-based layer of the large model (sparse RT)")
     run.add_argument("--transfer-delta", type=float, help="share of attention the selected tokens cover (0.8)")
-    run.add_argument("--backend")
+    run.add_argument("--backend", help="transformers (in-process, default) or vllm (`vllm serve` per model)")
+    run.add_argument("--vllm-url", action="append", default=[], metavar="ROLE=URL",
+                     help="backend vllm: a running server for the small/large model, e.g. small=http://host:8000")
+    run.add_argument("--vllm-env", help="backend vllm: environment to start servers from (default $MAI_VLLM_ENV, "
+                                        "else .venv-vllm in the checkout: `make vllm-env`)")
     run.add_argument("--shards", type=int)
     run.add_argument("--batch-size", type=int)
     run.add_argument("--max-new-tokens", action="append", default=[], metavar="KIND=N",
@@ -165,8 +176,38 @@ def _run_config(args: argparse.Namespace) -> RunConfig:
                 raise ConfigError(f"--max-new-tokens expects KIND=N, got '{item}'")
             budgets[kind] = int(number)
         values["max_new_tokens"] = budgets
+    if args.vllm_url:
+        values["vllm_urls"] = {**values.get("vllm_urls", {}), **_role_urls(args.vllm_url)}
     values["home"] = args.home
     return config_from_mapping(values)
+
+
+def _role_urls(items: list[str]) -> dict[str, str]:
+    urls = {}
+    for item in (part for value in items for part in value.split(",") if part.strip()):
+        role, _, url = item.partition("=")
+        if role not in ("small", "large") or not url:
+            raise ConfigError(f"--vllm-url expects small=URL or large=URL, got '{item}'")
+        urls[role] = url
+    return urls
+
+
+def _serve(args: argparse.Namespace) -> int:
+    """Keep a vLLM server per model up until Ctrl-C; runs with --backend vllm on the same store find them."""
+    from mai.flows.assets import build_models
+    from mai.storage.paths import Home
+
+    from mai.backends.vllm_server import require_env, serve_forever
+    from mai.config import BUILTIN_MODELS, resolve_model
+
+    home = Home.at(args.home)
+    env = require_env(args.vllm_env)
+    if set(args.models) & set(BUILTIN_MODELS):
+        build_models(home)
+    models = [resolve_model(name, args.revision, args.dtype, home.models) for name in args.models]
+    print(f"starting {len(models)} vLLM server(s) from {env}; Ctrl-C stops them", flush=True)
+    serve_forever(env, models, home.root, on_ready=lambda line: print(line, flush=True))
+    return 0
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -279,6 +320,11 @@ def render_summary(manifest: dict[str, Any]) -> str:
     lines += [f"  error {e['sample_id']}: {e['error']}" for e in manifest["errors"][:10]]
     lines.append(f"wall time: {timings['wall_s']:.1f} s (model generate {timings['engine_generate_s']:.1f} s, "
                  f"model load {timings['model_load_s']:.1f} s)")
+    backend = manifest.get("backend") or {}
+    for server in backend.get("servers", []):
+        lines.append(f"vLLM {server['model']}: {server['url']} ({server['owner']}), log {server['log_path']}")
+    if backend.get("servers") or backend.get("restarts"):
+        lines.append(f"vLLM server restarts during the run: {backend['restarts']}")
     return "\n".join(lines)
 
 

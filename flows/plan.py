@@ -32,7 +32,7 @@ def new_run_id() -> str:
 
 def prepare_run(config: RunConfig, home: Home, run_id: str | None = None) -> RunPlan:
     entry = get_entry(config.benchmark)
-    check_backend(config.backend)
+    check_backend(config.backend, config.vllm_urls)
     stages = cascade.stages_for(config.mode, config.s2, config.single_model, config.single_prompt)
     roles: set[Role] = {stage.role for stage in stages}
     models = {
@@ -43,9 +43,14 @@ def prepare_run(config: RunConfig, home: Home, run_id: str | None = None) -> Run
     source = resolve_source(_data_location(config, home, entry.hub_ids), config.split or entry.split,
                             config.subset or entry.config, config.revision)
     check_transfer(config, models.get("large"))
+    if config.backend == "vllm":
+        from mai.backends.vllm_backend import check_setup
+
+        check_setup(dict(models), config.vllm_urls, config.vllm_env, home.root)
     context = RunContext(
         run_id=run_id or new_run_id(), home=str(home.root), benchmark=config.benchmark, mode=config.mode,
         models=models, stages=stages, backend=config.backend, batch_size=config.batch_size,
+        vllm_urls=config.vllm_urls, vllm_env=config.vllm_env,
         transfer=config.transfer, transfer_layer=config.transfer_layer, transfer_delta=config.transfer_delta,
         capture_layers=sorted({*config.capture_layers, *([config.transfer_layer] if config.transfer_layer is not None
                                                           else [])}),

@@ -31,7 +31,20 @@ def engine_totals() -> dict[str, float]:
         "generate_s": sum(e.counters.generate_s for e in engines),
         "load_s": sum(e.counters.load_s for e in engines),
         "captures": float(sum(e.counters.captures for e in engines)),
+        "restarts": float(sum(e.counters.restarts for e in engines)),
     }
+
+
+def backend_report(backend: str, started_at: datetime, before: dict[str, float], after: dict[str, float]
+                   ) -> dict[str, Any]:
+    """Which servers the run's engines used (URL, owner, log file) and what happened to them during the run
+    (starts, restarts after a server died); empty lists for in-process backends."""
+    engines = [e for e in loaded_engines() if e.backend == backend]
+    servers = [dict(server.__dict__) for e in engines if (server := getattr(e, "server", None)) is not None]
+    events = [event for e in engines for event in getattr(e, "events", [])
+              if event["at"] >= started_at.isoformat()]
+    return {"name": backend, "servers": servers, "events": events,
+            "restarts": int(after["restarts"] - before["restarts"])}
 
 
 def package_versions() -> dict[str, str]:
@@ -100,6 +113,7 @@ def build_manifest(
         "shard_paths": sorted(stage_maps), "scorer_profile": outcome["scorer_profile"],
         "counts": counts, "routes": routes, "stages": stages, "metrics": outcome["metrics"],
         "errors": outcome["errors"], "timings": timings,
+        "backend": backend_report(config.backend, started_at, engines_before, after),
     }
     return manifest, _catalog_row(manifest, plan, config)
 
@@ -143,4 +157,9 @@ def summary_markdown(manifest: dict[str, Any]) -> str:
     c = manifest["counts"]
     lines += ["", (f"generations computed {c['generations_computed']}, reused {c['generations_reused']}; "
                    f"wall {manifest['timings']['wall_s']:.1f} s")]
+    backend = manifest.get("backend") or {}
+    if backend.get("servers"):
+        lines += ["", f"backend {backend['name']}: " + ", ".join(f"{s['model']} at {s['url']} ({s['owner']})"
+                                                             for s in backend["servers"])
+                  + f"; server restarts {backend['restarts']}"]
     return "\n".join(lines)

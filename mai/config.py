@@ -62,6 +62,9 @@ class RunConfig(BaseModel):
     transfer_delta: float = Field(0.8, gt=0.0, le=1.0, description="share of attention the selection covers")
     capture_layers: list[int] = Field(default_factory=list, description="more layers to capture in the same prefill")
     backend: str = "transformers"
+    vllm_urls: dict[str, str] = Field(default_factory=dict,
+                                      description="backend vllm: role -> base URL of a running server")
+    vllm_env: str | None = Field(None, description="backend vllm: environment with vLLM (default $MAI_VLLM_ENV)")
     shards: int = Field(2, ge=1)
     batch_size: int = Field(8, ge=1)
     max_new_tokens: dict[str, int] = Field(default_factory=lambda: dict(DEFAULT_MAX_NEW_TOKENS))
@@ -83,7 +86,9 @@ class RunConfig(BaseModel):
 
     def key(self) -> str:
         """Identifies what the run computes (not its name, store location or extra captured layers)."""
-        payload = self.model_dump(exclude={"run_name", "home", "batch_size", "shards", "capture_layers"})
+        # the backend's servers never change outputs (float32: vLLM == transformers, tested)
+        payload = self.model_dump(exclude={"run_name", "home", "batch_size", "shards", "capture_layers",
+                                           "vllm_urls", "vllm_env"})
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -115,9 +120,11 @@ def model_num_layers(model: ModelSpec) -> int:
     return int(text["num_hidden_layers"])
 
 
-def check_backend(backend: str) -> None:
+def check_backend(backend: str, vllm_urls: Mapping[str, str] | None = None) -> None:
     if backend not in BACKENDS:
         raise ConfigError(f"unknown backend '{backend}': choose one of {list(BACKENDS)}")
+    if vllm_urls and backend != "vllm":
+        raise ConfigError("--vllm-url applies only with --backend vllm")
 
 
 def resolve_model(name: str, revision: str, dtype: str, models_dir: Path) -> ModelSpec:

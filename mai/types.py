@@ -115,6 +115,7 @@ class GenResult:
     wall_s: float
     batch_size: int
     token_ids: tuple[int, ...] = ()  # output token ids without the end-of-sequence token
+    cached_prompt_tokens: int | None = None  # prompt tokens served from a prefix cache (None: not reported)
 
 
 # marks where the upstream reasoning goes in an RT prompt, so a prefill can insert it as token ids

@@ -58,8 +58,9 @@ def view_definitions(home: Home) -> dict[str, str]:
             f"SELECT * FROM ({_over_files(home.samples / '*' / '*' / '*.parquet', SAMPLES)}) "
             "QUALIFY row_number() OVER (PARTITION BY dataset_fingerprint, sample_id ORDER BY shard) = 1"
         ),
-        "generations": (
-            f"SELECT * FROM ({_over_files(home.generations / '*' / '*' / '*.parquet', GENERATIONS)}) "
+        "generations": (  # BY NAME over the full schema: columns added later read as NULL in older files
+            f"SELECT * FROM ({_empty_relation(GENERATIONS)} UNION ALL BY NAME "
+            f"{_over_files(home.generations / '*' / '*' / '*.parquet', GENERATIONS)}) "
             "QUALIFY row_number() OVER (PARTITION BY gen_id ORDER BY created_at) = 1"
         ),
         "runs": runs,

@@ -114,5 +114,5 @@ def _row(
         "prompt_tokens": result.prompt_tokens, "output_tokens": result.output_tokens,
         "finish_reason": result.finish_reason, "ttft_s": result.ttft_s, "decode_s": result.decode_s,
         "wall_s": result.wall_s, "batch_size": result.batch_size, "backend": context["backend"],
-        "run_id": context["run_id"], "created_at": now,
+        "run_id": context["run_id"], "created_at": now, "cached_prompt_tokens": result.cached_prompt_tokens,
     }

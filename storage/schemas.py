@@ -52,6 +52,8 @@ GENERATIONS = pa.schema([
     ("backend", pa.string()),
     ("run_id", pa.string()),  # the run that computed it; every later run reuses it
     ("created_at", pa.timestamp("us", tz="UTC")),
+    # prompt tokens the engine took from its prefix cache (vLLM); NULL in rows written before it existed
+    ("cached_prompt_tokens", pa.int32()),
 ])
 
 ROUTES = pa.schema(

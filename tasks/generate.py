@@ -62,7 +62,8 @@ def generate_stage(job: StageJob) -> dict[str, str]:
         progress.advanced(stage_label, len(batch))
 
     if pending:
-        get_engine(model, ctx.backend).generate(pending, ctx.batch_size, on_batch=persist)
+        get_engine(model, ctx.backend, ctx.engine_options(job.stage.role)).generate(pending, ctx.batch_size,
+                                                                                    on_batch=persist)
     return {r.sample_id: r.gen_id for r in requests}
 
 

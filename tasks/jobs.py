@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from mai.backends.base import EngineOptions
 from mai.identity import canonical_hash
 from mai.types import Decoding, ModelSpec, Role, RunMode, StageName, StageSpec
 
@@ -26,9 +27,14 @@ class RunContext(BaseModel):
     transfer_layer: int | None = None
     transfer_delta: float = 0.8
     capture_layers: list[int] = []
+    vllm_urls: dict[str, str] = {}
+    vllm_env: str | None = None
 
     def stage(self, name: StageName) -> StageSpec:
         return next(s for s in self.stages if s.name == name)
+
+    def engine_options(self, role: Role) -> EngineOptions:
+        return EngineOptions(url=self.vllm_urls.get(role), env=self.vllm_env, home=self.home)
 
 
 class StageJob(BaseModel):

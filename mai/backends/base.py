@@ -9,7 +9,7 @@ from typing import Protocol
 
 from mai.types import GenRequest, GenResult, ModelSpec
 
-BACKENDS = ("transformers",)
+BACKENDS = ("transformers", "vllm")
 
 
 @dataclass
@@ -24,6 +24,7 @@ class EngineCounters:
 
     captures: int = 0
     capture_s: float = 0.0
+    restarts: int = 0  # vLLM: servers restarted after dying mid-run
 
     def add_capture(self, requests: int, seconds: float) -> None:
         with self.lock:
@@ -35,6 +36,15 @@ class EngineCounters:
             self.calls += 1
             self.generations += generations
             self.generate_s += seconds
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """Per-run settings of an engine that do not change its outputs (so not part of any identity)."""
+
+    url: str | None = None   # vLLM: an already running server for this model
+    env: str | None = None   # vLLM: the environment to start `vllm serve` from (default: $MAI_VLLM_ENV)
+    home: str | None = None  # vLLM: store root, for server logs and the `mai serve` registry
 
 
 class Engine(Protocol):

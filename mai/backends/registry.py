@@ -5,27 +5,33 @@ from __future__ import annotations
 
 import threading
 
-from mai.backends.base import BACKENDS, Engine
+from mai.backends.base import BACKENDS, Engine, EngineOptions
 from mai.errors import ConfigError
 from mai.types import ModelSpec
 
-_ENGINES: dict[tuple[ModelSpec, str], Engine] = {}
+_ENGINES: dict[tuple[ModelSpec, str, EngineOptions], Engine] = {}
 _LOCK = threading.Lock()
 
 
-def get_engine(model: ModelSpec, backend: str) -> Engine:
+def get_engine(model: ModelSpec, backend: str, options: EngineOptions | None = None) -> Engine:
+    """`options` matter only to vLLM (which server); transformers has one engine per model whatever they are."""
+    options = options if backend == "vllm" and options is not None else EngineOptions()
     with _LOCK:
-        key = (model, backend)
+        key = (model, backend, options)
         if key not in _ENGINES:
-            _ENGINES[key] = _create(model, backend)
+            _ENGINES[key] = _create(model, backend, options)
         return _ENGINES[key]
 
 
-def _create(model: ModelSpec, backend: str) -> Engine:
+def _create(model: ModelSpec, backend: str, options: EngineOptions) -> Engine:
     if backend == "transformers":
         from mai.backends.transformers_backend import TransformersEngine
 
         return TransformersEngine(model)
+    if backend == "vllm":
+        from mai.backends.vllm_backend import VllmEngine
+
+        return VllmEngine(model, options)
     raise ConfigError(f"unknown backend '{backend}': choose one of {BACKENDS}")
 
 
@@ -35,6 +41,11 @@ def loaded_engines() -> list[Engine]:
 
 
 def clear_engines() -> None:
-    """Drop every engine (tests use this to start from cold counters)."""
+    """Drop every engine (tests use this to start from cold counters); vLLM engines stop their servers."""
     with _LOCK:
+        engines = list(_ENGINES.values())
         _ENGINES.clear()
+    for engine in engines:
+        close = getattr(engine, "close", None)
+        if close is not None:
+            close()

@@ -330,4 +330,5 @@ def _result(
         decode_s=max(0.0, finished - first),
         wall_s=finished - clock.start,
         batch_size=batch_size,
+        cached_prompt_tokens=0,  # every request prefills its whole prompt
     )
