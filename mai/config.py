@@ -92,6 +92,14 @@ class RunConfig(BaseModel):
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def shapes_pair_config(**overrides: Any) -> RunConfig:
+    """The trained shapes pair (shipped weights) on the shapes test split, MAI cascade: what `mai demo` runs and
+    the default configuration of the regression flow."""
+    values: dict[str, Any] = {"benchmark": "shapes", "small_model": SHAPES_SMALL, "large_model": SHAPES_LARGE,
+                              "max_new_tokens": dict(SHAPES_MAX_NEW_TOKENS), **overrides}
+    return RunConfig(**values)
+
+
 def check_transfer(config: RunConfig, large: ModelSpec | None) -> None:
     """Sparse RT needs a layer that exists in the large model (read from its config.json, no weights)."""
     if config.transfer == "full":

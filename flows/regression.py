@@ -1,0 +1,91 @@
+"""`mai-regression`: run a configuration and fail when it is significantly worse than a baseline.
+
+CI triggers it (`mai regress`, exit status 1 on a regression, or `prefect deployment run ... --watch`, which
+exits 1 when the flow fails). The default configuration is the trained shapes pair's cascade on the shapes
+test split; its default baseline is the shipped baseline file of that configuration
+(`mai/assets/regression/shapes-cascade.json`). A baseline is either a stored run id or a baseline file
+(`mai baseline RUN_ID --out FILE` writes one). The comparison is paired per sample (`mai.regression`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from mai.flows.run import mai_run
+from mai.storage.paths import Home
+from mai.storage.runs import read_manifest, read_routes
+from prefect import flow
+from prefect.artifacts import create_markdown_artifact
+
+from mai.config import RunConfig, shapes_pair_config
+from mai.errors import ConfigError
+from mai.regression import SampleScores, Verdict, compare_runs
+
+
+class RegressionDetected(RuntimeError):
+    """The candidate run is significantly worse than its baseline (the message says where)."""
+
+
+def default_baseline() -> Path:
+    """The shipped baseline, wherever the package is installed (editable checkout or wheel)."""
+    from mai.config import shipped_models_dir
+
+    return shipped_models_dir().parent / "regression" / "shapes-cascade.json"
+
+
+def run_scores(home: Home, run_id: str) -> SampleScores:
+    rows = read_routes(home, run_id)
+    return {r["sample_id"]: (r["category"] or "", None if r["score"] is None else float(r["score"])) for r in rows}
+
+
+def baseline_file(home: Home, run_id: str) -> dict[str, Any]:
+    """A stored run as a self-contained baseline: its configuration, metrics and per-sample scores."""
+    manifest = read_manifest(home, run_id)
+    return {"run_id": run_id, "git_commit": manifest.get("git_commit"), "config": manifest["config"],
+            "config_key": manifest.get("config_key"), "metrics": manifest["metrics"],
+            "samples": {sid: [category, score] for sid, (category, score) in sorted(run_scores(home, run_id).items())}}
+
+
+def load_baseline(home: Home, baseline: str) -> tuple[str, SampleScores]:
+    """`baseline` names a baseline file or a completed run in the store."""
+    path = Path(baseline).expanduser()
+    if path.is_file():
+        data = json.loads(path.read_text())
+        return f"{path.name} (run {data['run_id']})", {sid: (c, s) for sid, (c, s) in data["samples"].items()}
+    if (home.runs / baseline / "manifest.json").exists():
+        return f"run {baseline}", run_scores(home, baseline)
+    raise ConfigError(f"baseline '{baseline}' is neither a baseline file nor a completed run in {home.root}")
+
+
+def report_markdown(candidate_run: str, baseline_name: str, verdict: Verdict, min_drop: float, alpha: float) -> str:
+    status = "REGRESSION" if verdict.regressed else "no regression"
+    lines = [f"# {status}: run `{candidate_run}` vs {baseline_name}", "",
+             f"A drop counts when it is >= {min_drop} points and the paired sign test gives p < {alpha}.", "",
+             "| subset | n | baseline | candidate | drop (points) | worse | better | p | regressed |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {c.subset} | {c.n} | {c.baseline:.1f} | {c.candidate:.1f} | {c.drop_points:+.1f} | {c.worse} | "
+              f"{c.better} | {c.p_value:.3g} | {'yes' if c.regressed else ''} |" for c in verdict.comparisons]
+    if verdict.missing:
+        lines += ["", f"{len(verdict.missing)} baseline samples have no candidate score: "
+                      + ", ".join(verdict.missing[:20])]
+    return "\n".join(lines)
+
+
+@flow(name="mai-regression", persist_result=False)
+def mai_regression(config: RunConfig | None = None, baseline: str | None = None, min_drop_points: float = 1.0,
+                   alpha: float = 0.05) -> dict[str, Any]:
+    """Run `config` (default: the shapes pair's cascade), compare it with `baseline` (default: the shipped
+    baseline file) and fail the flow run on a significant drop."""
+    config = config or shapes_pair_config(run_name="regression")
+    home = Home.at(config.home)
+    baseline_name, baseline_scores = load_baseline(home, baseline or str(default_baseline()))
+    manifest = mai_run(config)
+    verdict = compare_runs(baseline_scores, run_scores(home, manifest["run_id"]), min_drop_points, alpha)
+    report = report_markdown(manifest["run_id"], baseline_name, verdict, min_drop_points, alpha)
+    (home.runs / manifest["run_id"] / "regression.md").write_text(report + "\n")
+    create_markdown_artifact(report, key="mai-regression", description=f"run {manifest['run_id']} vs {baseline_name}")
+    if verdict.regressed:
+        raise RegressionDetected(report)
+    return {"run_id": manifest["run_id"], "baseline": baseline_name, "regressed": False, "report": report}
