@@ -44,11 +44,13 @@ def vllm_pair(home: Any) -> dict[str, str]:
     """The built-in pair, or a head-size-32 stand-in for a model vLLM's CPU attention cannot run (as in
     tests/test_vllm_backend.py)."""
     from mai.backends.vllm_backend import CPU_HEAD_SIZES
+    from mai.config import RunConfig, resolve_model
 
     models: dict[str, str] = {}
     for role in ("small", "large"):
-        config = json.loads((home.models / f"mai-tiny-{role}" / "config.json").read_text())["text_config"]
-        models[f"{role}_model"] = f"mai-tiny-{role}"
+        models[f"{role}_model"] = getattr(RunConfig(), f"{role}_model")
+        spec = resolve_model(models[f"{role}_model"], "main", "float32", home.models)
+        config = json.loads((Path(spec.name_or_path) / "config.json").read_text())["text_config"]
         if config["head_dim"] not in CPU_HEAD_SIZES:
             from mai.backends.tiny_models import LARGE_NAME, build_variant
 

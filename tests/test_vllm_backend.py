@@ -29,7 +29,7 @@ from mai import progress
 from mai.backends import vllm_server
 from mai.backends.registry import clear_engines, loaded_engines
 from mai.backends.vllm_backend import CPU_HEAD_SIZES, VllmEngine
-from mai.config import RunConfig
+from mai.config import RunConfig, resolve_model
 from mai.errors import ConfigError
 
 BUDGET = {"S": 8, "E": 16, "R": 24, "S2": 8, "RT": 8}
@@ -83,8 +83,10 @@ def model_overrides(home: Path) -> dict[str, str]:
     """The built-in pair, unless one of its models has an attention head size vLLM's CPU kernels lack (the
     random-weight small model has 16): then a same-family small model with head size 32 stands in for it."""
     overrides: dict[str, str] = {}
+    defaults = RunConfig()
     for role in ("small", "large"):
-        config = json.loads((home / "models" / f"mai-tiny-{role}" / "config.json").read_text())["text_config"]
+        spec = resolve_model(getattr(defaults, f"{role}_model"), "main", "float32", home / "models")
+        config = json.loads((Path(spec.name_or_path) / "config.json").read_text())["text_config"]
         if config["head_dim"] not in CPU_HEAD_SIZES:
             from mai.backends.tiny_models import LARGE_NAME, build_variant
 
@@ -145,6 +147,7 @@ def test_vllm_run_matches_transformers_even_when_a_server_dies(
     core) once its R stage has stored a batch: it is restarted, the unanswered requests are sent again, and
     the run completes with exactly the transformers backend's generations, routes and metrics."""
     home = new_home(tmp_path_factory, assets_home, "vllm")
+    small = Path(model_overrides(home).get("small_model", RunConfig().small_model)).name
     killed: list[int] = []
 
     class KillSmallServer:
@@ -153,7 +156,7 @@ def test_vllm_run_matches_transformers_even_when_a_server_dies(
         def advanced(self, stage: str, done: int) -> None:
             if stage == "r_small" and not killed:
                 engine = next(e for e in loaded_engines()
-                              if isinstance(e, VllmEngine) and e.server and "small" in e.model.identity_name)
+                              if isinstance(e, VllmEngine) and e.server and e.model.identity_name == small)
                 assert engine._managed is not None and engine._managed.process is not None
                 killed.append(engine._managed.process.pid)
                 os.killpg(killed[0], signal.SIGKILL)
@@ -185,7 +188,7 @@ def test_mai_serve_keeps_servers_for_runs_prefix_cache_hits_and_given_urls(
 ) -> None:
     home = new_home(tmp_path_factory, assets_home, "served")
     models = model_overrides(home)
-    names = [models.get("small_model", "mai-tiny-small"), models.get("large_model", "mai-tiny-large")]
+    names = [models.get(f"{role}_model", getattr(RunConfig(), f"{role}_model")) for role in ("small", "large")]
     serve = subprocess.Popen([sys.executable, "-m", "mai.flows.cli", "--home", str(home), "serve", *names],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:

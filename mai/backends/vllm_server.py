@@ -311,6 +311,10 @@ def lookup(home: Path, model: ModelSpec) -> ServerInfo | None:
 def serve_forever(env: Path, models: list[ModelSpec], home: Path, on_ready: object = print) -> None:
     """`mai serve`: start a server per model (concurrently), register them, block until SIGTERM/SIGINT,
     then stop and unregister them."""
+    from mai.backends.vllm_backend import check_cpu_head_dim
+
+    for model in models:
+        check_cpu_head_dim(env, model)
     servers = [ManagedServer(env, model, log_dir(home), owner="mai-serve") for model in models]
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
