@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,24 +39,34 @@ COMPARED = ["text", "output_token_ids", "output_tokens", "prompt_tokens", "finis
             "prompt_kind", "model", "sample_id", "upstream_gen_id"]
 
 
+# Servers inherit the environment of whoever starts them (this process, or `mai serve` started by a test), so
+# this mark tells the processes of this test session from those of anyone else on the machine. The engine
+# core rewrites its environment block (setproctitle); it is found by its process group, the API server's.
+SESSION_MARK = f"mai-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+os.environ["MAI_TEST_SESSION"] = SESSION_MARK
+SERVED_PIDS: list[int] = []  # servers of `mai serve` processes started by the tests
+
+
 def vllm_processes() -> list[str]:
-    """Every vLLM server process on the machine (API servers and their engine cores), from /proc."""
-    found = []
+    """vLLM server processes (API servers and their engine cores) started by this test session, from /proc."""
+    processes = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
             command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
+            marked = f"MAI_TEST_SESSION={SESSION_MARK}".encode() in (entry / "environ").read_bytes().split(b"\0")
+            group = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[2])
+        except (OSError, ValueError, IndexError):
             continue
         if "vllm.entrypoints" in command or command.startswith("VLLM::"):
-            found.append(f"{entry.name}: {command[:120]}")
-    return found
+            processes.append((entry.name, command, marked, group))
+    groups = {g for _, _, marked, g in processes if marked} | set(vllm_server.STARTED_PIDS) | set(SERVED_PIDS)
+    return [f"{pid}: {command[:120]}" for pid, command, marked, group in processes if marked or group in groups]
 
 
 @pytest.fixture(scope="module", autouse=True)
 def no_servers_left() -> Iterator[None]:
-    assert vllm_processes() == [], "vLLM servers were running before the tests"
     yield
     clear_engines()
     vllm_server.stop_all_started()
@@ -199,6 +210,7 @@ def test_mai_serve_keeps_servers_for_runs_prefix_cache_hits_and_given_urls(
             assert time.monotonic() < deadline, "mai serve did not come up"
             time.sleep(0.5)
         entries = json.loads(registry.read_text())
+        SERVED_PIDS.extend(e["pid"] for e in entries.values())
 
         # a run on the same store finds the servers (this process starts none) and matches transformers
         first = run(home, backend="vllm")

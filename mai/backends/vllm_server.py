@@ -119,6 +119,8 @@ def server_command(env: Path, model: ModelSpec, port: int) -> list[str]:
         command += ["--revision", model.revision]
     if is_cpu_build(env):
         command += ["--block-size", "32"]  # only full blocks are cached; the CPU default (128) misses short prompts
+    else:  # the small and the large model's servers may share one GPU (vLLM's default takes 90 % of it)
+        command += ["--gpu-memory-utilization", os.environ.get("MAI_VLLM_GPU_MEMORY", "0.45")]
     return command + os.environ.get("MAI_VLLM_SERVE_ARGS", "").split()
 
 
@@ -147,6 +149,7 @@ def server_environment(model: ModelSpec, cpu: bool) -> dict[str, str]:
 _LAUNCHER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mai-vllm-launcher")
 _STARTED: set[ManagedServer] = set()
 _STARTED_LOCK = threading.Lock()
+STARTED_PIDS: list[int] = []  # every server process this process ever started (= its process group id)
 
 
 class ManagedServer:
@@ -165,6 +168,7 @@ class ManagedServer:
         self.process = _LAUNCHER.submit(self._spawn, port, log_path).result()
         with _STARTED_LOCK:
             _STARTED.add(self)
+            STARTED_PIDS.append(self.process.pid)
         url = f"http://127.0.0.1:{port}"
         try:
             self._wait_healthy(url, log_path, timeout_s)
