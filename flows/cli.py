@@ -16,7 +16,7 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 # the first start of the embedded Prefect API migrates a fresh database: more than the default 20 s here
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
-from mai.config import DEMO_MAX_NEW_TOKENS, RunConfig, config_from_mapping
+from mai.config import RunConfig, config_from_mapping, shapes_pair_config
 from mai.errors import ConfigError
 from mai.types import PROMPT_KINDS, RUN_MODES
 
@@ -36,8 +36,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--home", default=None, help="store root (default: $MAI_HOME or ~/.mai)")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
-    demo = commands.add_parser("demo", help="build the tiny models and demo data if needed, run the cascade")
-    demo.add_argument("--limit", type=int, default=None, help="only the first N demo rows")
+    demo = commands.add_parser("demo", help="the MAI cascade of the trained shapes pair on the shapes test split")
+    demo.add_argument("--limit", type=int, default=None, help="only the first N test rows")
     demo.add_argument("--s2", action="store_true", help="with the S2 stage")
     demo.set_defaults(handler=_demo)
 
@@ -111,6 +111,10 @@ def _parser() -> argparse.ArgumentParser:
     models.add_argument("--force", action="store_true")
     models.set_defaults(handler=_build_models)
 
+    shapes = commands.add_parser("build-shapes", help="generate the shapes benchmark's train/validation/test splits")
+    shapes.add_argument("--force", action="store_true")
+    shapes.set_defaults(handler=_build_shapes)
+
     data = commands.add_parser("build-demo", help="generate the demo benchmark (offline, seeded)")
     data.add_argument("--rows", type=int, default=None)
     data.add_argument("--seed", type=int, default=None)
@@ -123,6 +127,19 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
     serve.add_argument("--vllm-env", help="environment with vLLM (default $MAI_VLLM_ENV, else .venv-vllm)")
     serve.set_defaults(handler=_serve)
+
+    regress = commands.add_parser("regress", help="run a configuration (default: the shapes pair's cascade) and exit 1 "
+                                                  "if it is significantly worse than a baseline")
+    _add_run_options(regress)
+    regress.add_argument("--baseline", help="baseline file or stored run id (default: the shipped shapes baseline)")
+    regress.add_argument("--min-drop", type=float, default=1.0, help="smallest drop that counts, in points (1.0)")
+    regress.add_argument("--alpha", type=float, default=0.05, help="significance level of the paired sign test")
+    regress.set_defaults(handler=_regress)
+
+    baseline = commands.add_parser("baseline", help="write a stored run as a baseline file for `mai regress`")
+    baseline.add_argument("run_id")
+    baseline.add_argument("--out", type=Path, required=True)
+    baseline.set_defaults(handler=_baseline)
 
     catalog = commands.add_parser("catalog", help="(re)build the DuckDB catalog file and print its path")
     catalog.set_defaults(handler=_catalog)
@@ -162,8 +179,10 @@ def _add_run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--json", action="store_true", help="print the run manifest as JSON")
 
 
-def _run_config(args: argparse.Namespace) -> RunConfig:
-    values: dict[str, Any] = json.loads(args.config.read_text()) if args.config else {}
+def _run_config(args: argparse.Namespace, defaults: RunConfig | None = None) -> RunConfig:
+    """Flags over a --config file over `defaults` (default: RunConfig's own defaults)."""
+    values: dict[str, Any] = defaults.model_dump(exclude={"home"}) if defaults else {}
+    values.update(json.loads(args.config.read_text()) if args.config else {})
     for field in RunConfig.model_fields:
         value = getattr(args, field, None)
         if value is not None and field != "max_new_tokens":
@@ -269,8 +288,7 @@ def _speculative(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    config = RunConfig(home=args.home, limit=args.limit, s2=args.s2, max_new_tokens=DEMO_MAX_NEW_TOKENS,
-                       run_name="demo")
+    config = shapes_pair_config(home=args.home, limit=args.limit, s2=args.s2, run_name="demo")
     manifest = execute(config)
     print(render_summary(manifest))
     command = Path(sys.argv[0]).resolve() if Path(sys.argv[0]).name == "mai" else "mai"
@@ -489,6 +507,50 @@ def _build_models(args: argparse.Namespace) -> int:
 
     for path in build_models(Home.at(args.home), force=args.force):
         print(path)
+    return 0
+
+
+def _regress(args: argparse.Namespace) -> int:
+    from mai.flows.assets import ensure_builtin_assets
+    from mai.flows.plan import prepare_run
+    from mai.flows.progress_bar import ProgressBar
+    from mai.flows.regression import RegressionDetected, default_baseline, load_baseline, mai_regression
+    from mai.storage.paths import Home
+
+    config = _run_config(args, defaults=shapes_pair_config(run_name="regression"))
+    home = Home.at(config.home)
+    load_baseline(home, args.baseline or str(default_baseline()))  # fails fast on a missing baseline
+    ensure_builtin_assets(config, home)
+    prepare_run(config, home)  # a bad configuration fails here, before any model loads
+    _quiet_library_progress_bars()
+    try:
+        with ProgressBar():
+            result = mai_regression(config, args.baseline, args.min_drop, args.alpha)
+    except RegressionDetected as regression:
+        print(str(regression))
+        return 1
+    print(result["report"])
+    return 0
+
+
+def _baseline(args: argparse.Namespace) -> int:
+    from mai.flows.regression import baseline_file
+    from mai.storage.paths import Home
+
+    home = Home.at(args.home)
+    if not (home.runs / args.run_id / "manifest.json").exists():
+        raise ConfigError(f"no completed run '{args.run_id}' in {home.root}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(baseline_file(home, args.run_id), indent=1) + "\n")
+    print(args.out)
+    return 0
+
+
+def _build_shapes(args: argparse.Namespace) -> int:
+    from mai.flows.assets import build_shapes_dataset
+    from mai.storage.paths import Home
+
+    print(build_shapes_dataset(Home.at(args.home), force=args.force))
     return 0
 
 

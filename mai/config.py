@@ -180,11 +180,17 @@ def _check_hub_model(repo_id: str, revision: str) -> None:
         ) from error
 
 
+# files that document a checkpoint without changing what it computes: editing a model card must not
+# invalidate the stored outputs of the model
+DOCUMENTATION_FILES = ("README.md", "evaluation.json", "training_log.json")
+
+
 def fingerprint_directory(path: Path) -> str:
     """sha256 over file names and contents; files over 64 MiB contribute their size and first/last MiB
-    (hashing 16 GB of weights on every run would cost minutes)."""
+    (hashing 16 GB of weights on every run would cost minutes). Dotfiles and documentation are skipped."""
     digest = hashlib.sha256()
-    for file in sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".")):
+    for file in sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".")
+                       and p.name not in DOCUMENTATION_FILES):
         digest.update(str(file.relative_to(path)).encode())
         size = file.stat().st_size
         with open(file, "rb") as handle:
