@@ -74,7 +74,7 @@ class DemoBenchmark:
         if not sample.options:
             match = _YES_NO.search(span.lower())
             return match.group(1) if match else None
-        return _parse_letter(span, sample.options)
+        return parse_letter(span, sample.options)
 
     def agree(self, a: str | None, b: str | None, sample: Sample) -> bool:
         return a is not None and a == b
@@ -90,7 +90,7 @@ def normalize_reference(sample: Sample) -> str:
     return sample.answer if sample.options else sample.answer.lower()
 
 
-def _parse_letter(span: str, options: tuple[str, ...]) -> str | None:
+def parse_letter(span: str, options: tuple[str, ...]) -> str | None:
     """A bare letter, a letter followed by punctuation, or the text of exactly one option."""
     valid = LETTERS[: len(options)]
     match = _LETTER.search(span.strip())

@@ -25,22 +25,20 @@ from mai.benchmarks.base import (
     row_id,
 )
 from mai.benchmarks.chartqa import relaxed_correctness
-from mai.benchmarks.demo import _parse_letter
+from mai.benchmarks.demo import DemoBenchmark, parse_letter
 from mai.benchmarks.pope import pope_metrics
 from mai.benchmarks.shapes_world import FAMILIES, LETTERS
-from mai.types import AnswerStyle, Sample
+from mai.types import Sample
 
 NUMERIC = ("counting", "two_step")
 
 
-class ShapesBenchmark:
+class ShapesBenchmark(DemoBenchmark):
+    """The demo's row schema, answer styles, RT templates and MMBench question layout; its own families."""
+
     name = "shapes"
     version = "1"
     agreement_rule = "exact_match_after_parsing (numbers: relaxed match)"
-    required_columns = ("index", "question", "answer", "category", "image")
-    image_columns = ("image",)
-    id_column = "index"
-    profiles = ("exact-match",)
 
     def parse_row(self, row: dict[str, Any], index: int, with_images: bool = True) -> RowFields:
         family = require_text(row, "category")
@@ -55,19 +53,10 @@ class ShapesBenchmark:
             images=(image_bytes(row.get("image"), "image"),) if with_images else (),
         )
 
-    def answer_style(self, sample: Sample) -> AnswerStyle:
-        return "letter" if sample.options else "phrase"
-
-    def rt_template(self, sample: Sample) -> str:
-        return "rt_reference" if sample.options else "rt_s2_style"
-
-    def format_question(self, sample: Sample) -> str:
-        return "\n".join([sample.question] + [f"{k}. {text}" for k, text in zip(LETTERS, sample.options)])
-
     def parse_answer(self, text: str, sample: Sample, profile: str | None = None) -> str | None:
         span = answer_span(text).strip()
         if sample.options:
-            return _parse_letter(span, sample.options)
+            return parse_letter(span, sample.options)
         if sample.category == "presence":
             candidate = span.lower()
             return candidate if candidate in ("yes", "no") else None

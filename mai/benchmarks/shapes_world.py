@@ -22,14 +22,11 @@ import random
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from mai.benchmarks.demo import COLORS, LETTERS, SHAPES  # the demo's palette, shapes and option letters
+
 GRID = 4
 CELL_PX = 32
 IMAGE_PX = GRID * CELL_PX
-COLORS: dict[str, tuple[int, int, int]] = {
-    "red": (220, 40, 40), "green": (40, 170, 60), "blue": (40, 80, 220), "yellow": (230, 200, 30),
-}
-SHAPES = ("circle", "square", "triangle")
-LETTERS = ("A", "B", "C", "D")
 FAMILIES = ("presence", "counting", "attribute", "two_step")
 SPLIT_SEEDS = {"train": 1, "validation": 2, "test": 3}
 # the held-out sizes are fixed: the shipped models were trained on items that exclude exactly these
