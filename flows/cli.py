@@ -7,7 +7,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 # quiet, offline-friendly Prefect defaults for an embedded (serverless) run; the user's env wins
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
@@ -19,6 +19,9 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 from mai.config import RunConfig, config_from_mapping, shapes_pair_config
 from mai.errors import ConfigError
 from mai.types import PROMPT_KINDS, RUN_MODES
+
+if TYPE_CHECKING:
+    from mai.storage.paths import Home
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -299,20 +302,29 @@ def _demo(args: argparse.Namespace) -> int:
 
 def execute(config: RunConfig) -> dict[str, Any]:
     """Validate (before any model loads), then run the flow with a progress bar on the terminal."""
-    from mai.flows.assets import ensure_builtin_assets
-    from mai.flows.plan import prepare_run
     from mai.flows.progress_bar import ProgressBar
     from mai.flows.run import mai_run
+
+    home = prepare_for_terminal(config)
+    with ProgressBar():
+        manifest = mai_run(config)
+    manifest["home"], manifest["catalog"] = str(home.root), str(home.catalog)
+    return manifest
+
+
+def prepare_for_terminal(config: RunConfig) -> Home:
+    """What every command that runs a configuration does first: quiet the libraries' own progress bars, build
+    the built-in models and data the configuration names, and validate it, so a bad one fails before any
+    model loads."""
+    from mai.flows.assets import ensure_builtin_assets
+    from mai.flows.plan import prepare_run
     from mai.storage.paths import Home
 
     _quiet_library_progress_bars()
     home = Home.at(config.home)
     ensure_builtin_assets(config, home)
     prepare_run(config, home)
-    with ProgressBar():
-        manifest = mai_run(config)
-    manifest["home"], manifest["catalog"] = str(home.root), str(home.catalog)
-    return manifest
+    return home
 
 
 def _quiet_library_progress_bars() -> None:
@@ -511,18 +523,13 @@ def _build_models(args: argparse.Namespace) -> int:
 
 
 def _regress(args: argparse.Namespace) -> int:
-    from mai.flows.assets import ensure_builtin_assets
-    from mai.flows.plan import prepare_run
     from mai.flows.progress_bar import ProgressBar
     from mai.flows.regression import RegressionDetected, default_baseline, load_baseline, mai_regression
     from mai.storage.paths import Home
 
     config = _run_config(args, defaults=shapes_pair_config(run_name="regression"))
-    home = Home.at(config.home)
-    load_baseline(home, args.baseline or str(default_baseline()))  # fails fast on a missing baseline
-    ensure_builtin_assets(config, home)
-    prepare_run(config, home)  # a bad configuration fails here, before any model loads
-    _quiet_library_progress_bars()
+    load_baseline(Home.at(config.home), args.baseline or str(default_baseline()))  # fails fast on a missing baseline
+    prepare_for_terminal(config)
     try:
         with ProgressBar():
             result = mai_regression(config, args.baseline, args.min_drop, args.alpha)
