@@ -105,19 +105,15 @@ def model_card(name: str, role: str, training: dict[str, Any], results: dict[str
         "observable offline in minutes. Weights: `model.safetensors` (float32). Tokenizer: a byte-level BPE "
         "(Qwen2 pipeline) shared by the pair; image preprocessing: Qwen3-VL's (patch 16, merge 2) at 128x128 px, "
         "16 image tokens, one per grid cell."), "",
-        f"**Status: {sum(t['met'] for t in targets)} of {len(targets)} targets met (table at the end).** "
-        + ("" if all(t["met"] for t in targets) else
-           "Accuracies near chance mean the models have learned the prompt formats, the output lengths and the "
-           "S2/RT reading of a reference, but not yet to answer a question from the image: stage 1 makes every "
-           "cell's content and position linearly readable from the image tokens, yet the question-conditioned "
-           "lookup (read the question, then find the matching cells) had not emerged within this CPU budget."), "",
+        (f"**Status: {sum(t['met'] for t in targets)} of {len(targets)} targets met** (table at the end; how the "
+         "pair was trained, what each attempt measured and what is left: `docs/benchmarks.md`, \"Training the "
+         "shapes pair\")."), "",
         "## Training", "",
         *[f"- command: `{command}`" for command in _commands(training)],
         (f"- data: `mai.benchmarks.shapes_world`, training stream seed {training['seed']} (+ the model's own seed), "
         f"split seeds {SPLIT_SEEDS}; training items exclude every test and validation item "
         f"(sizes {SPLIT_SIZES['test']} and {SPLIT_SIZES['validation']})"),
-        (f"- prompt kinds in the training stream: {training['mixture']}; share of S2/RT references with one "
-        f"misperceived cell: {training['corrupt_reference_share']}"),
+        *_stream_lines(training),
         vision_line,
         (f"- stage 2 (everything, answer tokens only): {training['steps']} steps of batch {training['batch_size']}, AdamW, peak lr {training['lr']}, "
         f"on {training['device']} with {training['threads']} thread(s): {training['train_s'] / 60:.1f} min"),
@@ -134,6 +130,17 @@ def model_card(name: str, role: str, training: dict[str, Any], results: dict[str
         *[f"| {t['target']} | {'yes' if t['met'] else 'no'} | {t['measured']} |" for t in targets], "",
         "Reproduce: `python training/evaluate_shapes_pair.py` (numbers also in `evaluation.json`).", "",
     ])
+
+
+def _stream_lines(training: dict[str, Any]) -> list[str]:
+    """What stage 2 was fed: the curriculum's phases in order (or, for older logs, one flat mixture)."""
+    corrupt = f"share of S2/RT references with one misperceived cell: {training['corrupt_reference_share']}"
+    if "curriculum" not in training:
+        return [f"- prompt kinds in the training stream: {training['mixture']}; {corrupt}"]
+    return [("- stage 2 curriculum, in order (walk weight: how much an R target's grid-walk tokens count in the "
+            f"loss relative to its other answer tokens); {corrupt}:"),
+            *[f"  - {p['phase']}: {p['steps']} steps, prompt kinds {p['mixture']}, walk weight "
+              f"{p['walk_token_weight']}" for p in training["curriculum"]]]
 
 
 def _commands(training: dict[str, Any]) -> list[str]:

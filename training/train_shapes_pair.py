@@ -11,6 +11,8 @@ the tokenizer's chat template), so what the models learn is exactly what the cas
 - S2 -> the bare answer stated by the reasoning in the prompt (the model's own previous thinking);
 - RT (large only) -> the true answer, given a smaller model's reference reasoning that is right or, in
   `--corrupt` of the cases, misperceives one cell (so the large model learns to check, not to copy).
+Stage 1 teaches the vision tower to name each cell; stage 2 is a curriculum (`curriculum`): R alone until the
+grid walk is read, then R with the loss weighted on the conclusion after the walk, then every kind.
 Training items never overlap the validation and test splits. Deterministic for a seed and thread count.
 Loss is on the answer tokens only. Writes `<out>/<name>/` checkpoints (safetensors) and `training_log.json`.
 """
@@ -42,6 +44,7 @@ from mai.benchmarks.shapes_world import (
     draw,
     explanation,
     generate_items,
+    grid_walk,
     held_out_keys,
     random_scene,
     reasoning,
@@ -61,11 +64,36 @@ VISION_SIZES = {
     SMALL: {"depth": 2, "hidden_size": 64, "intermediate_size": 128, "num_heads": 2},
     LARGE: {"depth": 3, "hidden_size": 128, "intermediate_size": 256, "num_heads": 4},
 }
-# share of each prompt kind in a model's training stream
+# share of each prompt kind in a model's training stream once it reads the grid (the last curriculum phase)
 MIXTURES: dict[str, dict[PromptKind, float]] = {
     SMALL: {"S": 0.35, "E": 0.1, "R": 0.35, "S2": 0.2},
     LARGE: {"S": 0.3, "E": 0.1, "R": 0.25, "S2": 0.05, "RT": 0.3},
 }
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One stretch of stage 2: its share of the steps, its prompt-kind mixture, and how much the grid-walk
+    tokens of R targets count in the loss relative to the rest of the answer (1.0: every token alike)."""
+
+    name: str
+    share: float
+    mixture: dict[PromptKind, float]
+    walk_weight: float = 1.0
+
+
+def curriculum(name: str) -> tuple[Phase, ...]:
+    """Walk, then conclude, then everything. Measured in #6: a mixed stream from the start never taught the
+    walk (shapes at chance after 1,600 steps) because the other kinds starve it, while R alone reads every
+    cell's colour and shape within ~500 steps; but the few tokens after the walk (match the question against
+    the walk, tally, pick the option letter) barely move a token-mean loss, so that R-only model still
+    answered 'yes' and 'D' almost always. The conclusion phase weights those tokens up; the last phase adds
+    the other prompt kinds while keeping the walk's weight low (it is learned, and it is most of R's tokens)."""
+    return (Phase("walk", 0.2, {"R": 1.0}),
+            Phase("conclusion", 0.3, {"R": 1.0}, walk_weight=0.1),
+            Phase("all kinds", 0.5, MIXTURES[name], walk_weight=0.25))
+
+
 BENCHMARK = ShapesBenchmark()
 
 
@@ -74,6 +102,7 @@ class Example:
     prompt_text: str
     target: str
     scene: Scene
+    walk_chars: int = 0  # length of the grid walk that opens an R target (0: no walk)
 
 
 def as_sample(question: Question) -> Sample:
@@ -100,7 +129,7 @@ def make_example(scene: Scene, question: Question, kind: PromptKind, rng: random
         answer = recompute(question, seen).answer if kind == "S2" else question.answer
         target = f"[[{answer}]]" if kind == "RT" and rt_template == "rt_reference" else answer
     prompt = build_prompt(BENCHMARK.format_question(sample), ("image",), kind, style, rt_template, upstream)
-    return Example(prompt.text, target, scene)
+    return Example(prompt.text, target, scene, len(grid_walk(scene)) if kind == "R" else 0)
 
 
 def corpus(items: list[tuple[Scene, Question]]) -> list[str]:
@@ -132,6 +161,11 @@ class Batcher:
         return self.images[scene]
 
     def __call__(self, examples: list[Example]) -> dict[str, Any]:
+        return self.encode(examples)[0]
+
+    def encode(self, examples: list[Example]) -> tuple[dict[str, Any], Any]:
+        """Model inputs (labels on the answer tokens only) and a mask of the answer tokens that belong to an
+        R target's grid walk, for the curriculum's loss weights."""
         import torch
 
         texts = [self.processor.apply_chat_template(
@@ -139,35 +173,55 @@ class Batcher:
             tokenize=False, add_generation_prompt=True) for e in examples]
         encoded = self.processor(text=texts, images=[[self.image(e.scene)] for e in examples], return_tensors="pt",
                                  padding=True)
-        rows, labels = [], []
+        rows, labels, walks = [], [], []
         for row, example in enumerate(examples):
             prompt = encoded["input_ids"][row][encoded["attention_mask"][row].bool()].tolist()
-            answer = self.tokenizer(example.target + "<|im_end|>", add_special_tokens=False)["input_ids"]
-            rows.append(prompt + answer)
-            labels.append([-100] * len(prompt) + answer)
+            answer = self.tokenizer(example.target + "<|im_end|>", add_special_tokens=False,
+                                    return_offsets_mapping=True)
+            rows.append(prompt + answer["input_ids"])
+            labels.append([-100] * len(prompt) + answer["input_ids"])
+            walks.append([False] * len(prompt) + [end <= example.walk_chars for _, end in answer["offset_mapping"]])
         width = max(len(r) for r in rows)
         pad = self.tokenizer.pad_token_id
         input_ids = torch.tensor([r + [pad] * (width - len(r)) for r in rows])
-        return {
+        inputs = {
             "input_ids": input_ids,
             "attention_mask": torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows]),
             "labels": torch.tensor([lab + [-100] * (width - len(lab)) for lab in labels]),
             "mm_token_type_ids": (input_ids == self.processor.image_token_id).to(torch.int32),
             "pixel_values": encoded["pixel_values"], "image_grid_thw": encoded["image_grid_thw"],
         }
+        return inputs, torch.tensor([w + [False] * (width - len(w)) for w in walks])
 
 
-def batch_stream(name: str, seed: int, corrupt: float, exclude: frozenset[str], pool: int, size: int) -> Any:
-    """An endless, seeded stream of (kind, examples) batches for one model over `pool` train items. A batch
-    holds one prompt kind: lengths within a kind are close, so padding wastes little (a third of the compute
-    of mixed batches)."""
-    rng = random.Random(seed)
-    items = generate_items("train", pool, exclude)
-    kinds, weights = zip(*MIXTURES[name].items())
+def weighted_answer_loss(logits: Any, labels: Any, walk_mask: Any, walk_weight: float) -> Any:
+    """Next-token cross-entropy on the answer tokens, walk tokens counting `walk_weight` each and the rest 1;
+    with walk_weight 1 this is exactly the model's own token-mean loss."""
+    import torch
+
+    targets, walk = labels[:, 1:], walk_mask[:, 1:]
+    losses = torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1).float(), targets.flatten(),
+                                               ignore_index=-100, reduction="none").view_as(targets)
+    weights = torch.where(walk, walk_weight, 1.0) * (targets != -100)
+    return (losses * weights).sum() / weights.sum()
+
+
+def batch_stream(mixture: dict[PromptKind, float], rng: random.Random, corrupt: float,
+                 items: list[tuple[Scene, Question]], size: int) -> Any:
+    """An endless, seeded stream of (kind, examples) batches drawn from `items`. A batch holds one prompt
+    kind: lengths within a kind are close, so padding wastes little (a third of the compute of mixed
+    batches)."""
+    kinds, weights = zip(*mixture.items())
     while True:
         kind = rng.choices(kinds, weights)[0]
         picks = [items[rng.randrange(len(items))] for _ in range(size)]
         yield kind, [make_example(scene, question, kind, rng, corrupt) for scene, question in picks]
+
+
+def phase_steps(phases: tuple[Phase, ...], steps: int) -> list[int]:
+    """Each phase's whole number of steps; the last takes what rounding leaves, so they sum to `steps`."""
+    counts = [round(phase.share * steps) for phase in phases[:-1]]
+    return counts + [steps - sum(counts)]
 
 
 def cell_labels(scenes: list[Scene]) -> Any:
@@ -210,7 +264,7 @@ def pretrain_vision(model: Any, batcher: Batcher, image_processor: Any, args: ar
         if step % 50 == 0 or step == args.vision_steps:
             accuracy = {n: round(float((lg.argmax(-1) == tg).float().mean()), 4)
                         for n, lg, tg in zip(("content", "row", "column"), logits, targets)}
-            print(f"[vision] step {step}/{args.vision_steps} loss {float(loss):.4f} accuracy {accuracy}",
+            print(f"[vision] step {step}/{args.vision_steps} loss {loss.item():.4f} accuracy {accuracy}",
                   file=sys.stderr, flush=True)
     return accuracy
 
@@ -249,14 +303,19 @@ def train_model(name: str, out: Path, tokenizer: Any, image_processor: Any, args
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=lr, betas=(0.9, 0.95), weight_decay=0.01)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: _lr_factor(step, steps, args.warmup))
-    stream = batch_stream(name, size["seed"] + args.seed, args.corrupt, exclude, args.pool, args.batch)
+    rng, items = random.Random(size["seed"] + args.seed), generate_items("train", args.pool, exclude)
+    phases = curriculum(name) if args.curriculum else (Phase("mixed", 1.0, MIXTURES[name]),)
+    schedule_of_phases = [phase for phase, n in zip(phases, phase_steps(phases, steps)) for _ in range(n)]
+    streams = {phase.name: batch_stream(phase.mixture, rng, args.corrupt, items, args.batch) for phase in phases}
     log: list[dict[str, Any]] = []
     started, smoothed = time.perf_counter(), None
     per_kind: dict[str, float] = {}
-    for step in range(1, steps + 1):
-        kind, examples = next(stream)
-        batch = {k: v.to(device) for k, v in batcher(examples).items()}
-        loss = model(**batch).loss
+    for step, phase in enumerate(schedule_of_phases, start=1):
+        kind, examples = next(streams[phase.name])
+        inputs, walk_mask = batcher.encode(examples)
+        inputs = {k: v.to(device) for k, v in inputs.items()}
+        labels = inputs.pop("labels")
+        loss = weighted_answer_loss(model(**inputs).logits, labels, walk_mask.to(device), phase.walk_weight)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(trainable, 1.0)
@@ -267,10 +326,16 @@ def train_model(name: str, out: Path, tokenizer: Any, image_processor: Any, args
         if step % args.log_every == 0 or step == steps:
             elapsed = time.perf_counter() - started
             kinds = {k: round(v, 4) for k, v in sorted(per_kind.items())}
-            log.append({"step": step, "loss": round(loss.item(), 4), "smoothed_loss": round(smoothed, 4),
-                        "loss_by_kind": kinds, "elapsed_s": round(elapsed, 1)})
-            print(f"[{name}] step {step}/{steps} loss {smoothed:.4f} {kinds} ({elapsed / 60:.1f} min)",
-                  file=sys.stderr, flush=True)
+            log.append({"step": step, "phase": phase.name, "loss": round(loss.item(), 4),
+                        "smoothed_loss": round(smoothed, 4), "loss_by_kind": kinds, "elapsed_s": round(elapsed, 1)})
+            print(f"[{name}] step {step}/{steps} ({phase.name}) loss {smoothed:.4f} {kinds} "
+                  f"({elapsed / 60:.1f} min)", file=sys.stderr, flush=True)
+        if args.save_phases and step < steps and schedule_of_phases[step].name != phase.name:
+            # a snapshot at each phase boundary, to measure what each phase taught (diagnose_shapes_pair.py)
+            snapshot = out / f"{name}-after-{phase.name.replace(' ', '-')}"
+            model.save_pretrained(snapshot)
+            tokenizer.save_pretrained(snapshot)
+            image_processor.save_pretrained(snapshot)
     model = model.eval().to("cpu")
     pad, eos = tokenizer.convert_tokens_to_ids("<|endoftext|>"), tokenizer.convert_tokens_to_ids("<|im_end|>")
     model.generation_config = GenerationConfig(eos_token_id=[eos, pad], pad_token_id=pad, do_sample=False)
@@ -282,7 +347,10 @@ def train_model(name: str, out: Path, tokenizer: Any, image_processor: Any, args
                "seed": args.seed, "device": device, "threads": torch.get_num_threads(),
                "train_s": round(time.perf_counter() - started, 1), "final_smoothed_loss": round(smoothed or 0.0, 4),
                "final_loss_by_kind": {k: round(v, 4) for k, v in sorted(per_kind.items())},
-               "mixture": MIXTURES[name], "corrupt_reference_share": args.corrupt,
+               "curriculum": [{"phase": phase.name, "steps": n, "mixture": phase.mixture,
+                               "walk_token_weight": phase.walk_weight}
+                              for phase, n in zip(phases, phase_steps(phases, steps))],
+               "corrupt_reference_share": args.corrupt,
                "vision_tower_frozen_in_stage_2": args.freeze_vision,
                "vision_pretraining": previous.get("vision_pretraining") or {
                    "steps": args.vision_steps, "batch_images": args.vision_batch, "lr": args.vision_lr,
@@ -320,6 +388,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="continue from <dir>/<model name> (a previous --out): stage 2 only, same tokenizer")
     parser.add_argument("--freeze-vision", action=argparse.BooleanOptionalAction, default=True,
                         help="keep the stage-1 vision tower frozen in stage 2 (its mergers still train)")
+    parser.add_argument("--curriculum", action=argparse.BooleanOptionalAction, default=True,
+                        help="stage 2 as walk -> conclusion -> all kinds (see `curriculum`); off: one flat mixture")
+    parser.add_argument("--save-phases", action="store_true",
+                        help="also save <out>/<name>-after-<phase>/ at each curriculum phase boundary")
     parser.add_argument("--corrupt", type=float, default=0.4, help="share of S2/RT references with one error")
     parser.add_argument("--pool", type=int, default=60000, help="distinct training items")
     parser.add_argument("--seed", type=int, default=0)

@@ -1,0 +1,95 @@
+"""`training/train_shapes_pair.py`'s stage-2 curriculum: phases split the steps as declared, the loss weights
+single out an R target's grid walk exactly, the weighted loss is the model's own loss at weight 1, and a real
+(tiny) training run goes through every phase and leaves a snapshot at each boundary."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+TRAINING = Path(__file__).resolve().parents[1] / "training"
+
+
+@pytest.fixture(scope="module")
+def train():  # type: ignore[no-untyped-def]
+    sys.path.insert(0, str(TRAINING))
+    import train_shapes_pair
+
+    yield train_shapes_pair
+    sys.path.remove(str(TRAINING))
+
+
+@pytest.fixture(scope="module")
+def shipped_small():  # type: ignore[no-untyped-def]
+    from transformers import AutoImageProcessor, AutoTokenizer, Qwen3VLForConditionalGeneration
+
+    from mai.config import SHAPES_SMALL, shipped_models_dir
+
+    checkpoint = shipped_models_dir() / SHAPES_SMALL
+    return (Qwen3VLForConditionalGeneration.from_pretrained(checkpoint).eval(),
+            AutoTokenizer.from_pretrained(checkpoint), AutoImageProcessor.from_pretrained(checkpoint))
+
+
+def test_phase_steps_follow_the_shares_and_sum_to_the_total(train) -> None:  # type: ignore[no-untyped-def]
+    phases = train.curriculum(train.SMALL)
+    assert [p.name for p in phases] == ["walk", "conclusion", "all kinds"]
+    assert train.phase_steps(phases, 5000) == [1000, 1500, 2500]
+    assert sum(train.phase_steps(phases, 7)) == 7
+    assert phases[-1].mixture == train.MIXTURES[train.SMALL]  # the last phase is the full mixture
+
+
+def test_walk_mask_covers_the_grid_walk_and_nothing_else(train, shipped_small) -> None:  # type: ignore[no-untyped-def]
+    from mai.benchmarks.shapes_world import SPLIT_SIZES, split_items
+
+    _, tokenizer, image_processor = shipped_small
+    batcher = train.Batcher(tokenizer, image_processor)
+    scene, question = split_items("validation", SPLIT_SIZES)[3]
+    rng = random.Random(0)
+    examples = [train.make_example(scene, question, kind, rng, corrupt=0.0) for kind in ("R", "S")]
+    inputs, walk = batcher.encode(examples)
+    answer = inputs["labels"] != -100
+    walk_text = tokenizer.decode(inputs["input_ids"][0][walk[0]])
+    rest_text = tokenizer.decode(inputs["input_ids"][0][answer[0] & ~walk[0]])
+    assert walk_text.startswith("Let me look at each row of the grid.\nRow 1:") and "Row 4:" in walk_text
+    assert "[[" not in walk_text and rest_text.rstrip().endswith(f"[[{question.answer}]]<|im_end|>")
+    assert not bool(walk[1].any())  # an S target has no walk
+    assert not bool((walk & ~answer).any())  # the prompt is never part of the walk
+
+
+def test_weighted_loss_is_the_models_own_loss_at_weight_one(train, shipped_small) -> None:  # type: ignore[no-untyped-def]
+    import torch
+
+    from mai.benchmarks.shapes_world import SPLIT_SIZES, split_items
+
+    model, tokenizer, image_processor = shipped_small
+    batcher = train.Batcher(tokenizer, image_processor)
+    rng = random.Random(1)
+    examples = [train.make_example(scene, question, "R", rng, corrupt=0.0)
+                for scene, question in split_items("validation", SPLIT_SIZES)[:4]]
+    inputs, walk = batcher.encode(examples)
+    with torch.no_grad():
+        output = model(**inputs)
+    labels = inputs["labels"]
+    assert train.weighted_answer_loss(output.logits, labels, walk, 1.0).item() == pytest.approx(output.loss.item(),
+                                                                                                 rel=1e-5)
+    # weight 0: the mean over the conclusion tokens alone
+    conclusion_only = labels.masked_fill(walk, -100)
+    with torch.no_grad():
+        expected = model(**{**inputs, "labels": conclusion_only}).loss.item()
+    assert train.weighted_answer_loss(output.logits, labels, walk, 0.0).item() == pytest.approx(expected, rel=1e-5)
+
+
+def test_tiny_training_run_walks_through_every_phase(train, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "pair"
+    assert train.main(["--out", str(out), "--models", train.SMALL, "--steps-small", "6", "--vision-steps", "1",
+                       "--pool", "64", "--batch", "4", "--log-every", "1", "--threads", "1", "--save-phases"]) == 0
+    log = json.loads((out / train.SMALL / "training_log.json").read_text())
+    assert [(p["phase"], p["steps"]) for p in log["curriculum"]] == [("walk", 1), ("conclusion", 2), ("all kinds", 3)]
+    assert [entry["phase"] for entry in log["log"]] == ["walk"] + ["conclusion"] * 2 + ["all kinds"] * 3
+    for phase in ("walk", "conclusion"):
+        assert (out / f"{train.SMALL}-after-{phase}" / "model.safetensors").is_file()
+    assert (out / train.SMALL / "model.safetensors").is_file()
