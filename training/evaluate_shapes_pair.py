@@ -115,8 +115,10 @@ def model_card(name: str, role: str, training: dict[str, Any], results: dict[str
         f"(sizes {SPLIT_SIZES['test']} and {SPLIT_SIZES['validation']})"),
         *_stream_lines(training),
         vision_line,
-        (f"- stage 2 (everything, answer tokens only): {training['steps']} steps of batch {training['batch_size']}, AdamW, peak lr {training['lr']}, "
-        f"on {training['device']} with {training['threads']} thread(s): {training['train_s'] / 60:.1f} min"),
+        (f"- stage 2 (everything but the vision tower, answer tokens only): "
+         f"{training.get('total_stage2_steps', training['steps'])} steps in all (the last run: {training['steps']} "
+         f"of batch {training['batch_size']}, AdamW, peak lr {training['lr']}, on {training['device']} with "
+         f"{training['threads']} thread(s)), {training.get('total_train_s', training['train_s']) / 60:.1f} min"),
         f"- final training loss (answer tokens, smoothed): {training['final_smoothed_loss']}; by prompt kind: {losses}",
         "",
         f"## Accuracy on the held-out {split} split (%), through the mai pipeline", "",
@@ -133,14 +135,19 @@ def model_card(name: str, role: str, training: dict[str, Any], results: dict[str
 
 
 def _stream_lines(training: dict[str, Any]) -> list[str]:
-    """What stage 2 was fed: the curriculum's phases in order (or, for older logs, one flat mixture)."""
+    """What stage 2 was fed, run by run (a continued run keeps the log of the one it continued): the
+    curriculum's phases in order, or one flat mixture."""
+    earlier = _stream_lines(training["continued_from"]) if training.get("continued_from") else []
     corrupt = f"share of S2/RT references with one misperceived cell: {training['corrupt_reference_share']}"
-    if "curriculum" not in training:
-        return [f"- prompt kinds in the training stream: {training['mixture']}; {corrupt}"]
-    return [("- stage 2 curriculum, in order (walk weight: how much an R target's grid-walk tokens count in the "
-            f"loss relative to its other answer tokens); {corrupt}:"),
+    run = "then, continued" if earlier else "stage 2"
+    phases = training.get("curriculum") or [{"phase": "mixed", "mixture": training["mixture"]}]
+    if len(phases) == 1:  # one flat mixture (--no-curriculum, or a log from before the curriculum)
+        return [*earlier, f"- {run}: prompt kinds {phases[0]['mixture']}; {corrupt}"]
+    return [*earlier,
+            (f"- {run}, a curriculum, in order (walk weight: how much an R target's grid-walk tokens count in the loss "
+             f"relative to its other answer tokens); {corrupt}:"),
             *[f"  - {p['phase']}: {p['steps']} steps, prompt kinds {p['mixture']}, walk weight "
-              f"{p['walk_token_weight']}" for p in training["curriculum"]]]
+              f"{p['walk_token_weight']}" for p in phases]]
 
 
 def _commands(training: dict[str, Any]) -> list[str]:

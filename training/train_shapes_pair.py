@@ -304,7 +304,7 @@ def train_model(name: str, out: Path, tokenizer: Any, image_processor: Any, args
     optimizer = torch.optim.AdamW(trainable, lr=lr, betas=(0.9, 0.95), weight_decay=0.01)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: _lr_factor(step, steps, args.warmup))
     rng, items = random.Random(size["seed"] + args.seed), generate_items("train", args.pool, exclude)
-    phases = curriculum(name) if args.curriculum else (Phase("mixed", 1.0, MIXTURES[name]),)
+    phases = curriculum(name) if args.curriculum else (Phase("mixed", 1.0, args.mixture or MIXTURES[name]),)
     schedule_of_phases = [phase for phase, n in zip(phases, phase_steps(phases, steps)) for _ in range(n)]
     streams = {phase.name: batch_stream(phase.mixture, rng, args.corrupt, items, args.batch) for phase in phases}
     log: list[dict[str, Any]] = []
@@ -364,6 +364,22 @@ def train_model(name: str, out: Path, tokenizer: Any, image_processor: Any, args
     return summary
 
 
+def parse_mixture(text: str) -> dict[PromptKind, float]:
+    """`S=0.5,R=0.2,RT=0.3` -> {"S": 0.5, "R": 0.2, "RT": 0.3}; kinds must be ones the training targets know."""
+    mixture: dict[PromptKind, float] = {}
+    for part in text.split(","):
+        kind, _, share = part.partition("=")
+        if kind.strip() not in ("S", "E", "R", "S2", "RT"):
+            raise argparse.ArgumentTypeError(f"unknown prompt kind {kind.strip()!r} (use S, E, R, S2, RT)")
+        try:
+            mixture[kind.strip()] = float(share)  # type: ignore[index]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"share of {kind.strip()} must be a number, got {share!r}") from None
+    if sum(mixture.values()) <= 0:
+        raise argparse.ArgumentTypeError("the shares must add up to more than 0")
+    return mixture
+
+
 def _lr_factor(step: int, total: int, warmup: int) -> float:
     if step < warmup:
         return (step + 1) / warmup
@@ -390,6 +406,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="keep the stage-1 vision tower frozen in stage 2 (its mergers still train)")
     parser.add_argument("--curriculum", action=argparse.BooleanOptionalAction, default=True,
                         help="stage 2 as walk -> conclusion -> all kinds (see `curriculum`); off: one flat mixture")
+    parser.add_argument("--mixture", type=parse_mixture, default=None,
+                        help="with --no-curriculum: the prompt-kind shares, e.g. S=0.5,R=0.2,RT=0.3 (default: MIXTURES)")
     parser.add_argument("--save-phases", action="store_true",
                         help="also save <out>/<name>-after-<phase>/ at each curriculum phase boundary")
     parser.add_argument("--corrupt", type=float, default=0.4, help="share of S2/RT references with one error")
