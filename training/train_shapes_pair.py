@@ -401,7 +401,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vision-batch", type=int, default=64, help="images per stage-1 step")
     parser.add_argument("--vision-lr", type=float, default=3e-3)
     parser.add_argument("--init-from", type=Path, default=None,
-                        help="continue from <dir>/<model name> (a previous --out): stage 2 only, same tokenizer")
+                        help="continue from <dir>/<model name> (a previous --out): stage 2 only, same tokenizer; with "
+                             "--no-curriculum (and --mixture) unless the walk phase should run again")
     parser.add_argument("--freeze-vision", action=argparse.BooleanOptionalAction, default=True,
                         help="keep the stage-1 vision tower frozen in stage 2 (its mergers still train)")
     parser.add_argument("--curriculum", action=argparse.BooleanOptionalAction, default=True,
