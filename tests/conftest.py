@@ -7,6 +7,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -56,3 +57,16 @@ def cold_engines() -> Iterator[None]:
     clear_engines()
     yield
     clear_engines()
+
+
+@pytest.fixture(scope="session")
+def training_script() -> Iterator[Any]:
+    """Imports a script of `training/` by module name (they import each other, so the folder goes on the path
+    for the session and comes off after)."""
+    import importlib
+    import sys
+
+    folder = str(Path(__file__).resolve().parents[1] / "training")
+    sys.path.insert(0, folder)
+    yield importlib.import_module
+    sys.path.remove(folder)

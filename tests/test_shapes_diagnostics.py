@@ -5,21 +5,13 @@ conclusion -> all kinds curriculum, names every cell's colour and shape, issue #
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-TRAINING = Path(__file__).resolve().parents[1] / "training"
-
 
 @pytest.fixture(scope="module")
-def diagnose():  # type: ignore[no-untyped-def]
-    sys.path.insert(0, str(TRAINING))
-    import diagnose_shapes_pair
-
-    yield diagnose_shapes_pair
-    sys.path.remove(str(TRAINING))
+def diagnose(training_script):  # type: ignore[no-untyped-def]
+    return training_script("diagnose_shapes_pair")
 
 
 def test_parse_walk_reads_sixteen_cells_in_row_major_order(diagnose) -> None:  # type: ignore[no-untyped-def]

@@ -6,21 +6,14 @@ from __future__ import annotations
 
 import json
 import random
-import sys
 from pathlib import Path
 
 import pytest
 
-TRAINING = Path(__file__).resolve().parents[1] / "training"
-
 
 @pytest.fixture(scope="module")
-def train():  # type: ignore[no-untyped-def]
-    sys.path.insert(0, str(TRAINING))
-    import train_shapes_pair
-
-    yield train_shapes_pair
-    sys.path.remove(str(TRAINING))
+def train(training_script):  # type: ignore[no-untyped-def]
+    return training_script("train_shapes_pair")
 
 
 @pytest.fixture(scope="module")
