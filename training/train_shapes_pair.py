@@ -332,17 +332,12 @@ def train_model(name: str, out: Path, tokenizer: Any, image_processor: Any, args
                   f"({elapsed / 60:.1f} min)", file=sys.stderr, flush=True)
         if args.save_phases and step < steps and schedule_of_phases[step].name != phase.name:
             # a snapshot at each phase boundary, to measure what each phase taught (diagnose_shapes_pair.py)
-            snapshot = out / f"{name}-after-{phase.name.replace(' ', '-')}"
-            model.save_pretrained(snapshot)
-            tokenizer.save_pretrained(snapshot)
-            image_processor.save_pretrained(snapshot)
+            save_checkpoint(out / f"{name}-after-{phase.name.replace(' ', '-')}", model, tokenizer, image_processor)
     model = model.eval().to("cpu")
     pad, eos = tokenizer.convert_tokens_to_ids("<|endoftext|>"), tokenizer.convert_tokens_to_ids("<|im_end|>")
     model.generation_config = GenerationConfig(eos_token_id=[eos, pad], pad_token_id=pad, do_sample=False)
     target = out / name
-    model.save_pretrained(target)
-    tokenizer.save_pretrained(target)
-    image_processor.save_pretrained(target)
+    save_checkpoint(target, model, tokenizer, image_processor)
     summary = {"name": name, "command": "python " + " ".join(sys.argv), "parameters": parameters, "steps": steps, "batch_size": args.batch, "lr": lr,
                "seed": args.seed, "device": device, "threads": torch.get_num_threads(),
                "train_s": round(time.perf_counter() - started, 1), "final_smoothed_loss": round(smoothed or 0.0, 4),
@@ -378,6 +373,13 @@ def parse_mixture(text: str) -> dict[PromptKind, float]:
     if sum(mixture.values()) <= 0:
         raise argparse.ArgumentTypeError("the shares must add up to more than 0")
     return mixture
+
+
+def save_checkpoint(directory: Path, model: Any, tokenizer: Any, image_processor: Any) -> None:
+    """A directory `from_pretrained` (and the pipeline) can load: weights, tokenizer, image processor."""
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    image_processor.save_pretrained(directory)
 
 
 def _lr_factor(step: int, total: int, warmup: int) -> float:
