@@ -108,3 +108,16 @@ def test_an_image_is_one_image_token_per_grid_cell() -> None:
     processor = build_image_processor(128 * 128, 128 * 128)
     grid = processor(images=[image], return_tensors="pt")["image_grid_thw"][0]
     assert int(grid.prod()) // processor.merge_size**2 == 16
+
+
+def test_attribute_traces_read_the_options_in_order_and_stop_at_the_match() -> None:
+    attribute = [(s, q) for s, q in split_items("validation", SIZES) if q.family == "attribute"]
+    assert {q.answer for _, q in attribute} == set("ABCD")  # every stopping point is exercised
+    for scene, question in attribute:
+        stop = "ABCD".index(question.answer)
+        read = ", ".join(f"option {letter} is {text}" for letter, text in zip("ABCD", question.options[: stop + 1]))
+        color = question.options[stop]
+        ending = f"The {question.shape} is {color}: {read}, so the answer is {question.answer}. [[{question.answer}]]"
+        assert reasoning(question, scene).endswith("\n" + ending)
+        assert explanation(question, scene) == ending
+        assert read.count(f" is {color}") == 1  # the reading stops at the first (only) match

@@ -1,6 +1,7 @@
 """`training/train_shapes_pair.py`'s stage-2 curriculum: phases split the steps as declared, the loss weights
 single out an R target's grid walk exactly, the weighted loss is the model's own loss at weight 1, and a real
-(tiny) training run goes through every phase and leaves a snapshot at each boundary."""
+(tiny) training run goes through every phase and leaves a snapshot at each boundary, and a continued run
+keeps its checkpoint's tokenizer and a flat mixture with the walk weight asked for."""
 
 from __future__ import annotations
 
@@ -76,7 +77,8 @@ def test_weighted_loss_is_the_models_own_loss_at_weight_one(train, shipped_small
     assert train.weighted_answer_loss(output.logits, labels, walk, 0.0).item() == pytest.approx(expected, rel=1e-5)
 
 
-def test_tiny_training_run_walks_through_every_phase(train, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_tiny_training_run_walks_through_every_phase(train, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "pair"
     assert train.main(["--out", str(out), "--models", train.SMALL, "--steps-small", "6", "--vision-steps", "1",
                        "--pool", "64", "--batch", "4", "--log-every", "1", "--threads", "1", "--save-phases"]) == 0
@@ -86,3 +88,16 @@ def test_tiny_training_run_walks_through_every_phase(train, tmp_path: Path) -> N
     for phase in ("walk", "conclusion"):
         assert (out / f"{train.SMALL}-after-{phase}" / "model.safetensors").is_file()
     assert (out / train.SMALL / "model.safetensors").is_file()
+    # a continuation: one flat mixture with the walk down-weighted, on the checkpoint's own tokenizer even
+    # though the traces' wording (the tokenizer corpus) has changed since
+    monkeypatch.setattr(train, "corpus", lambda items: ["traces worded anew"] * 50)
+    more = tmp_path / "more"
+    assert train.main(["--out", str(more), "--init-from", str(out), "--models", train.SMALL, "--no-curriculum",
+                       "--mixture", "R=0.5,S=0.5", "--walk-weight", "0.25", "--steps-small", "2", "--pool", "64",
+                       "--batch", "4", "--log-every", "1", "--threads", "1"]) == 0
+    continued = json.loads((more / train.SMALL / "training_log.json").read_text())
+    assert continued["curriculum"] == [{"phase": "mixed", "steps": 2, "mixture": {"R": 0.5, "S": 0.5},
+                                        "walk_token_weight": 0.25}]
+    assert continued["total_stage2_steps"] == 8 and continued["continued_from"]["steps"] == 6
+    before, after = (json.loads((d / train.SMALL / "tokenizer.json").read_text())["model"] for d in (out, more))
+    assert (after["vocab"], after["merges"]) == (before["vocab"], before["merges"])

@@ -304,7 +304,8 @@ def train_model(name: str, out: Path, tokenizer: Any, image_processor: Any, args
     optimizer = torch.optim.AdamW(trainable, lr=lr, betas=(0.9, 0.95), weight_decay=0.01)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: _lr_factor(step, steps, args.warmup))
     rng, items = random.Random(size["seed"] + args.seed), generate_items("train", args.pool, exclude)
-    phases = curriculum(name) if args.curriculum else (Phase("mixed", 1.0, args.mixture or MIXTURES[name]),)
+    phases = curriculum(name) if args.curriculum else (
+        Phase("mixed", 1.0, args.mixture or MIXTURES[name], walk_weight=args.walk_weight),)
     schedule_of_phases = [phase for phase, n in zip(phases, phase_steps(phases, steps)) for _ in range(n)]
     streams = {phase.name: batch_stream(phase.mixture, rng, args.corrupt, items, args.batch) for phase in phases}
     log: list[dict[str, Any]] = []
@@ -375,6 +376,17 @@ def parse_mixture(text: str) -> dict[PromptKind, float]:
     return mixture
 
 
+def load_or_build_tokenizer(args: argparse.Namespace, exclude: frozenset[str]) -> Any:
+    """A continued run keeps its checkpoint's tokenizer: one rebuilt from the corpus would differ as soon as
+    the traces change wording, and the embeddings would then read the wrong tokens."""
+    if args.init_from:
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(args.init_from / args.models.split(",")[0])
+    return build_tokenizer(args.out / "_tokenizer", vocab_size=640,
+                           corpus=corpus(generate_items("train", 4000, exclude, seed=99)))
+
+
 def save_checkpoint(directory: Path, model: Any, tokenizer: Any, image_processor: Any) -> None:
     """A directory `from_pretrained` (and the pipeline) can load: weights, tokenizer, image processor."""
     model.save_pretrained(directory)
@@ -411,6 +423,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="stage 2 as walk -> conclusion -> all kinds (see `curriculum`); off: one flat mixture")
     parser.add_argument("--mixture", type=parse_mixture, default=None,
                         help="with --no-curriculum: the prompt-kind shares, e.g. S=0.5,R=0.2,RT=0.3 (default: MIXTURES)")
+    parser.add_argument("--walk-weight", type=float, default=1.0,
+                        help="with --no-curriculum: loss weight of the grid-walk tokens of R answers (the rest "
+                             "weigh 1); below 1 puts the gradient on the conclusions once the walk is learned")
     parser.add_argument("--save-phases", action="store_true",
                         help="also save <out>/<name>-after-<phase>/ at each curriculum phase boundary")
     parser.add_argument("--corrupt", type=float, default=0.4, help="share of S2/RT references with one error")
@@ -424,8 +439,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     exclude = held_out_keys(SPLIT_SIZES)
-    tokenizer = build_tokenizer(args.out / "_tokenizer", vocab_size=640,
-                                corpus=corpus(generate_items("train", 4000, exclude, seed=99)))
+    tokenizer = load_or_build_tokenizer(args, exclude)
     image_processor = build_image_processor(IMAGE_PX * IMAGE_PX, IMAGE_PX * IMAGE_PX)
     for name in args.models.split(","):
         summary = train_model(name, args.out, tokenizer, image_processor, args, exclude)

@@ -157,6 +157,18 @@ def _what(question: Question) -> str:
     return f"{question.color} shapes" if question.color else plural(question.shape)
 
 
+def _options_up_to(question: Question, answer: str) -> str:
+    """`option A is red, option B is green, so the answer is B`: the options read in order up to the match.
+
+    A tiny model cannot look a colour up in the option list and return the letter before it (the first
+    trace, `green, which is option B`, left attribute near chance for R, E and RT). Reading the options
+    aloud turns that lookup into copying the next line of the prompt, and stopping at the match puts the
+    letter a fixed few tokens before the final answer, where it is easy to copy."""
+    stop = LETTERS.index(answer)
+    read = ", ".join(f"option {letter} is {text}" for letter, text in zip(LETTERS[: stop + 1], question.options))
+    return f"{read}, so the answer is {answer}"
+
+
 def reasoning(question: Question, scene: Scene) -> str:
     """The R answer: walk the grid, conclude step by step, answer in [[...]]. `scene` is what was seen."""
     answer = recompute(question, scene).answer
@@ -171,7 +183,7 @@ def reasoning(question: Question, scene: Scene) -> str:
         return f"{walk}\nThe {_what(question)}: {tally}. That makes {answer}. [[{answer}]]"
     if question.family == "attribute":
         color = question.options[LETTERS.index(answer)]
-        return f"{walk}\nThe {question.shape} is {color}, which is option {answer}. [[{answer}]]"
+        return f"{walk}\nThe {question.shape} is {color}: {_options_up_to(question, answer)}. [[{answer}]]"
     first, second = count(scene, question.color), count(scene, question.other_color)
     return (f"{walk}\nThe {question.color} shapes: {_tally(scene, question.color)}. "
             f"The {question.other_color} shapes: {_tally(scene, question.other_color)}. "
@@ -187,7 +199,8 @@ def explanation(question: Question, scene: Scene) -> str:
     if question.family == "counting":
         return f"I count {answer} {_what(question)}. [[{answer}]]"
     if question.family == "attribute":
-        return f"The {question.shape} is {question.options[LETTERS.index(answer)]}, option {answer}. [[{answer}]]"
+        color = question.options[LETTERS.index(answer)]
+        return f"The {question.shape} is {color}: {_options_up_to(question, answer)}. [[{answer}]]"
     first, second = count(scene, question.color), count(scene, question.other_color)
     return (f"There are {first} {question.color} and {second} {question.other_color} shapes, "
             f"and {first} - {second} = {answer}. [[{answer}]]")
