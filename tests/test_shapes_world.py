@@ -17,6 +17,7 @@ from mai.benchmarks.shapes_world import (
     draw,
     explanation,
     item_key,
+    objects,
     reasoning,
     recompute,
     short_answer,
@@ -111,7 +112,7 @@ def test_an_image_is_one_image_token_per_grid_cell() -> None:
 
 
 def test_attribute_traces_read_the_options_in_order_and_stop_at_the_match() -> None:
-    attribute = [(s, q) for s, q in split_items("validation", SIZES) if q.family == "attribute"]
+    attribute = [(s, q) for s, q in split_items("validation", SPLIT_SIZES) if q.family == "attribute"]
     assert {q.answer for _, q in attribute} == set("ABCD")  # every stopping point is exercised
     for scene, question in attribute:
         stop = "ABCD".index(question.answer)
@@ -121,3 +122,16 @@ def test_attribute_traces_read_the_options_in_order_and_stop_at_the_match() -> N
         assert reasoning(question, scene).endswith("\n" + ending)
         assert explanation(question, scene) == ending
         assert read.count(f" is {color}") == 1  # the reading stops at the first (only) match
+
+
+def test_presence_traces_list_the_asked_shape_then_look_for_the_colour() -> None:
+    presence = [(s, q) for s, q in split_items("validation", SPLIT_SIZES) if q.family == "presence"]
+    assert {q.answer for _, q in presence} == {"yes", "no"}
+    for scene, question in presence:
+        kind = [f"{c} {s}" for c, s in objects(scene) if s == question.shape]
+        listed = ", ".join(f"{text} ({i})" for i, text in enumerate(kind, start=1)) or "none"
+        verdict = "a" if question.answer == "yes" else "no"
+        assert reasoning(question, scene).endswith(
+            f"\nThe {question.shape}s: {listed}. There is {verdict} {question.color} {question.shape}, "
+            f"so the answer is {question.answer}. [[{question.answer}]]")
+        assert (f"{question.color} {question.shape}" in kind) == (question.answer == "yes")
