@@ -142,7 +142,11 @@ def _stream_lines(training: dict[str, Any]) -> list[str]:
     run = "then, continued" if earlier else "stage 2"
     phases = training.get("curriculum") or [{"phase": "mixed", "mixture": training["mixture"]}]
     if len(phases) == 1:  # one flat mixture (--no-curriculum, or a log from before the curriculum)
-        return [*earlier, f"- {run}: prompt kinds {phases[0]['mixture']}; {corrupt}"]
+        flat = phases[0]
+        steps = f"{flat['steps']} steps, " if "steps" in flat else ""
+        walk = flat.get("walk_token_weight", 1.0)
+        weight = f", R's grid-walk tokens weighted {walk} in the loss" if walk != 1.0 else ""
+        return [*earlier, f"- {run}: {steps}prompt kinds {flat['mixture']}{weight}; {corrupt}"]
     return [*earlier,
             (f"- {run}, a curriculum, in order (walk weight: how much an R target's grid-walk tokens count in the loss "
              f"relative to its other answer tokens); {corrupt}:"),
