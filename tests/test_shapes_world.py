@@ -16,9 +16,11 @@ from mai.benchmarks.shapes_world import (
     corrupt_scene,
     draw,
     explanation,
+    grid_walk,
     item_key,
     objects,
     reasoning,
+    reasoning_with_walk,
     recompute,
     short_answer,
     split_items,
@@ -135,3 +137,16 @@ def test_presence_traces_list_the_asked_shape_then_look_for_the_colour() -> None
             f"\nThe {question.shape}s: {listed}. There is {verdict} {question.color} {question.shape}, "
             f"so the answer is {question.answer}. [[{question.answer}]]")
         assert (f"{question.color} {question.shape}" in kind) == (question.answer == "yes")
+
+
+def test_a_wrong_conclusion_over_a_right_walk() -> None:
+    rng = random.Random(3)
+    wrong = 0
+    for scene, question in split_items("validation", SPLIT_SIZES):
+        seen = corrupt_scene(scene, rng)
+        text = reasoning_with_walk(question, scene, seen)
+        assert text.startswith(grid_walk(scene) + "\n")  # the walk is the true one
+        assert text.endswith(reasoning(question, seen)[len(grid_walk(seen)):])  # the conclusion is the misled one
+        sample = sample_of(to_row(0, scene, question))
+        wrong += BENCHMARK.score(BENCHMARK.parse_answer(text, sample), sample) == 0.0
+    assert 0 < wrong < SPLIT_SIZES["validation"]

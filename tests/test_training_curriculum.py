@@ -101,3 +101,20 @@ def test_tiny_training_run_walks_through_every_phase(train, tmp_path: Path,  # t
     assert continued["total_stage2_steps"] == 8 and continued["continued_from"]["steps"] == 6
     before, after = (json.loads((d / train.SMALL / "tokenizer.json").read_text())["model"] for d in (out, more))
     assert (after["vocab"], after["merges"]) == (before["vocab"], before["merges"])
+
+
+def test_conclusion_error_references_keep_the_true_walk(train) -> None:  # type: ignore[no-untyped-def]
+    from mai.benchmarks.shapes_world import SPLIT_SIZES, grid_walk, split_items
+
+    items = split_items("validation", SPLIT_SIZES)[:40]
+    rng = random.Random(5)
+    misled = 0
+    for scene, question in items:
+        example = train.make_example(scene, question, "RT", rng, corrupt=1.0, conclusion_errors=1.0)
+        assert grid_walk(scene) in example.prompt_text  # every reference walks the true grid ...
+        assert example.target.strip("[]") == question.answer  # ... and RT is still taught the true answer
+        misled += f"[[{question.answer}]]" not in example.prompt_text  # the reference concluded otherwise
+    assert misled > 0
+    # without conclusion errors the references misperceive a cell in the walk itself
+    plain = [train.make_example(s, q, "RT", random.Random(5), corrupt=1.0) for s, q in items]
+    assert any(grid_walk(s) not in e.prompt_text for (s, _), e in zip(items, plain))

@@ -139,6 +139,8 @@ def _stream_lines(training: dict[str, Any]) -> list[str]:
     curriculum's phases in order, or one flat mixture."""
     earlier = _stream_lines(training["continued_from"]) if training.get("continued_from") else []
     corrupt = f"share of S2/RT references with one misperceived cell: {training['corrupt_reference_share']}"
+    if training.get("conclusion_error_share"):
+        corrupt += f" (of which {training['conclusion_error_share']} with the true walk and a wrong conclusion)"
     run = "then, continued" if earlier else "stage 2"
     phases = training.get("curriculum") or [{"phase": "mixed", "mixture": training["mixture"]}]
     if len(phases) == 1:  # one flat mixture (--no-curriculum, or a log from before the curriculum)

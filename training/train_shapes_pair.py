@@ -48,6 +48,7 @@ from mai.benchmarks.shapes_world import (
     held_out_keys,
     random_scene,
     reasoning,
+    reasoning_with_walk,
     recompute,
     short_answer,
 )
@@ -112,7 +113,10 @@ def as_sample(question: Question) -> Sample:
                   content_hash="", answer_style="letter" if question.options else "phrase")
 
 
-def make_example(scene: Scene, question: Question, kind: PromptKind, rng: random.Random, corrupt: float) -> Example:
+def make_example(scene: Scene, question: Question, kind: PromptKind, rng: random.Random, corrupt: float,
+                 conclusion_errors: float = 0.0) -> Example:
+    """`corrupt`: share of S2/RT references that misperceive one cell; `conclusion_errors`: share of those
+    whose walk is nevertheless the true one, so the error sits in the conclusion alone."""
     sample = as_sample(question)
     style, rt_template = BENCHMARK.answer_style(sample), BENCHMARK.rt_template(sample)
     upstream = None
@@ -125,6 +129,9 @@ def make_example(scene: Scene, question: Question, kind: PromptKind, rng: random
     else:
         seen = corrupt_scene(scene, rng) if rng.random() < corrupt else scene
         upstream = reasoning(question, seen)
+        # drawn only when asked for, so that runs without it keep the stream they always had
+        if conclusion_errors and seen != scene and rng.random() < conclusion_errors:
+            upstream = reasoning_with_walk(question, scene, seen)
         # S2 restates the model's own reasoning; RT answers from the image, the reference only a hint
         answer = recompute(question, seen).answer if kind == "S2" else question.answer
         target = f"[[{answer}]]" if kind == "RT" and rt_template == "rt_reference" else answer
@@ -207,7 +214,7 @@ def weighted_answer_loss(logits: Any, labels: Any, walk_mask: Any, walk_weight: 
 
 
 def batch_stream(mixture: dict[PromptKind, float], rng: random.Random, corrupt: float,
-                 items: list[tuple[Scene, Question]], size: int) -> Any:
+                 items: list[tuple[Scene, Question]], size: int, conclusion_errors: float = 0.0) -> Any:
     """An endless, seeded stream of (kind, examples) batches drawn from `items`. A batch holds one prompt
     kind: lengths within a kind are close, so padding wastes little (a third of the compute of mixed
     batches)."""
@@ -215,7 +222,7 @@ def batch_stream(mixture: dict[PromptKind, float], rng: random.Random, corrupt: 
     while True:
         kind = rng.choices(kinds, weights)[0]
         picks = [items[rng.randrange(len(items))] for _ in range(size)]
-        yield kind, [make_example(scene, question, kind, rng, corrupt) for scene, question in picks]
+        yield kind, [make_example(scene, question, kind, rng, corrupt, conclusion_errors) for scene, question in picks]
 
 
 def phase_steps(phases: tuple[Phase, ...], steps: int) -> list[int]:
@@ -307,7 +314,8 @@ def train_model(name: str, out: Path, tokenizer: Any, image_processor: Any, args
     phases = curriculum(name) if args.curriculum else (
         Phase("mixed", 1.0, args.mixture or MIXTURES[name], walk_weight=args.walk_weight),)
     schedule_of_phases = [phase for phase, n in zip(phases, phase_steps(phases, steps)) for _ in range(n)]
-    streams = {phase.name: batch_stream(phase.mixture, rng, args.corrupt, items, args.batch) for phase in phases}
+    streams = {phase.name: batch_stream(phase.mixture, rng, args.corrupt, items, args.batch, args.conclusion_errors)
+               for phase in phases}
     log: list[dict[str, Any]] = []
     started, smoothed = time.perf_counter(), None
     per_kind: dict[str, float] = {}
@@ -346,7 +354,7 @@ def train_model(name: str, out: Path, tokenizer: Any, image_processor: Any, args
                "curriculum": [{"phase": phase.name, "steps": n, "mixture": phase.mixture,
                                "walk_token_weight": phase.walk_weight}
                               for phase, n in zip(phases, phase_steps(phases, steps))],
-               "corrupt_reference_share": args.corrupt,
+               "corrupt_reference_share": args.corrupt, "conclusion_error_share": args.conclusion_errors,
                "vision_tower_frozen_in_stage_2": args.freeze_vision,
                "vision_pretraining": previous.get("vision_pretraining") or {
                    "steps": args.vision_steps, "batch_images": args.vision_batch, "lr": args.vision_lr,
@@ -429,6 +437,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--save-phases", action="store_true",
                         help="also save <out>/<name>-after-<phase>/ at each curriculum phase boundary")
     parser.add_argument("--corrupt", type=float, default=0.4, help="share of S2/RT references with one error")
+    parser.add_argument("--conclusion-errors", type=float, default=0.0,
+                        help="share of those erring references whose grid walk is right and whose conclusion is "
+                             "not (a trained small model's kind of error; teaches RT to check the conclusion too)")
     parser.add_argument("--pool", type=int, default=60000, help="distinct training items")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")

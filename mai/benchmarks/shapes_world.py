@@ -192,6 +192,13 @@ def reasoning(question: Question, scene: Scene) -> str:
             f"{first} - {second} = {answer}. [[{answer}]]")
 
 
+def reasoning_with_walk(question: Question, walked: Scene, concluded: Scene) -> str:
+    """The grid walk of `walked`, then the conclusion reached over `concluded`: a reasoner whose walk is right
+    and whose conclusion is not, the error a trained small model makes (it walks the grid without a slip and
+    then, say, names a row that holds no such shape)."""
+    return grid_walk(walked) + reasoning(question, concluded)[len(grid_walk(concluded)):]
+
+
 def explanation(question: Question, scene: Scene) -> str:
     """The E answer: one sentence of explanation, then [[answer]]."""
     answer = question.answer
