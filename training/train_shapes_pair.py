@@ -9,8 +9,9 @@ the tokenizer's chat template), so what the models learn is exactly what the cas
 - S -> `[[answer]]`; E -> one sentence + `[[answer]]`; R -> a row-by-row walk of the grid, the steps,
   `[[answer]]`;
 - S2 -> the bare answer stated by the reasoning in the prompt (the model's own previous thinking);
-- RT (large only) -> the true answer, given a smaller model's reference reasoning that is right or, in
-  `--corrupt` of the cases, misperceives one cell (so the large model learns to check, not to copy).
+- RT -> the true answer, given a smaller model's reference reasoning that is right or, in `--corrupt` of the
+  cases, misperceives one cell, and in `--conclusion-errors` of those walks the grid right but concludes
+  wrongly (so the large model learns to check, not to copy).
 Stage 1 teaches the vision tower to name each cell; stage 2 is a curriculum (`curriculum`): R alone until the
 grid walk is read, then R with the loss weighted on the conclusion after the walk, then every kind.
 Training items never overlap the validation and test splits. Deterministic for a seed and thread count.
