@@ -157,8 +157,9 @@ def _what(question: Question) -> str:
     return f"{question.color} shapes" if question.color else plural(question.shape)
 
 
-def _options_up_to(question: Question, answer: str) -> str:
-    """`option A is red, option B is green, so the answer is B`: the options read in order up to the match.
+def _attribute_by_options(question: Question, answer: str) -> str:
+    """`The circle is green: option A is red, option B is green, so the answer is B`: the options read in order
+    up to the match (R and E alike).
 
     A tiny model cannot look a colour up in the option list and return the letter before it (the first
     trace, `green, which is option B`, left attribute near chance for R, E and RT). Reading the options
@@ -166,37 +167,38 @@ def _options_up_to(question: Question, answer: str) -> str:
     letter a fixed few tokens before the final answer, where it is easy to copy."""
     stop = LETTERS.index(answer)
     read = ", ".join(f"option {letter} is {text}" for letter, text in zip(LETTERS[: stop + 1], question.options))
-    return f"{read}, so the answer is {answer}"
+    return f"The {question.shape} is {question.options[stop]}: {read}, so the answer is {answer}"
 
 
-def reasoning(question: Question, scene: Scene) -> str:
-    """The R answer: walk the grid, conclude step by step, answer in [[...]]. `scene` is what was seen."""
+def _conclusion(question: Question, scene: Scene) -> str:
+    """What R says after the grid walk: the steps over what was seen in `scene`, then [[answer]]."""
     answer = recompute(question, scene).answer
-    walk = grid_walk(scene)
     if question.family == "presence":
         # list the shapes of the asked kind, then look for the colour among them: two one-attribute steps,
         # as counting does. Finding the colour-and-shape pair in the walk at once (the first trace) is a
         # conjunction the small model got wrong on a quarter of the items even with a correct walk.
         found = f"There is {'a' if answer == 'yes' else 'no'} {question.color} {question.shape}"
-        return (f"{walk}\nThe {plural(question.shape)}: {_tally(scene, shape=question.shape)}. {found}, "
+        return (f"The {plural(question.shape)}: {_tally(scene, shape=question.shape)}. {found}, "
                 f"so the answer is {answer}. [[{answer}]]")
     if question.family == "counting":
-        tally = _tally(scene, question.color, question.shape)
-        return f"{walk}\nThe {_what(question)}: {tally}. That makes {answer}. [[{answer}]]"
+        return f"The {_what(question)}: {_tally(scene, question.color, question.shape)}. That makes {answer}. [[{answer}]]"
     if question.family == "attribute":
-        color = question.options[LETTERS.index(answer)]
-        return f"{walk}\nThe {question.shape} is {color}: {_options_up_to(question, answer)}. [[{answer}]]"
+        return f"{_attribute_by_options(question, answer)}. [[{answer}]]"
     first, second = count(scene, question.color), count(scene, question.other_color)
-    return (f"{walk}\nThe {question.color} shapes: {_tally(scene, question.color)}. "
+    return (f"The {question.color} shapes: {_tally(scene, question.color)}. "
             f"The {question.other_color} shapes: {_tally(scene, question.other_color)}. "
             f"{first} - {second} = {answer}. [[{answer}]]")
 
 
+def reasoning(question: Question, scene: Scene) -> str:
+    """The R answer: walk the grid, conclude step by step, answer in [[...]]. `scene` is what was seen."""
+    return reasoning_with_walk(question, scene, scene)
+
+
 def reasoning_with_walk(question: Question, walked: Scene, concluded: Scene) -> str:
-    """The grid walk of `walked`, then the conclusion reached over `concluded`: a reasoner whose walk is right
-    and whose conclusion is not, the error a trained small model makes (it walks the grid without a slip and
-    then, say, names a row that holds no such shape)."""
-    return grid_walk(walked) + reasoning(question, concluded)[len(grid_walk(concluded)):]
+    """The grid walk of `walked`, then the conclusion reached over `concluded`: with two scenes, a reasoner
+    whose walk is right and whose conclusion is not, the error a trained small model makes."""
+    return f"{grid_walk(walked)}\n{_conclusion(question, concluded)}"
 
 
 def explanation(question: Question, scene: Scene) -> str:
@@ -208,8 +210,7 @@ def explanation(question: Question, scene: Scene) -> str:
     if question.family == "counting":
         return f"I count {answer} {_what(question)}. [[{answer}]]"
     if question.family == "attribute":
-        color = question.options[LETTERS.index(answer)]
-        return f"The {question.shape} is {color}: {_options_up_to(question, answer)}. [[{answer}]]"
+        return f"{_attribute_by_options(question, answer)}. [[{answer}]]"
     first, second = count(scene, question.color), count(scene, question.other_color)
     return (f"There are {first} {question.color} and {second} {question.other_color} shapes, "
             f"and {first} - {second} = {answer}. [[{answer}]]")
