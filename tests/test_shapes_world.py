@@ -12,6 +12,7 @@ from mai.benchmarks.base import BadRow
 from mai.benchmarks.shapes import ShapesBenchmark
 from mai.benchmarks.shapes_world import (
     FAMILIES,
+    OBJECTS_PER_SCENE,
     SPLIT_SIZES,
     corrupt_scene,
     draw,
@@ -50,6 +51,14 @@ def test_splits_are_deterministic_and_disjoint() -> None:
     assert split_items("test", {**SIZES, "train": 5}) == splits["test"]
     assert {q.family for _, q in splits["test"]} == set(FAMILIES)
     assert SPLIT_SIZES["test"] >= 400  # enough items for per-family accuracies worth reporting
+
+
+def test_scenes_span_sparse_to_dense_within_the_stated_range() -> None:
+    sizes = [len(objects(scene)) for scene, _ in split_items("test", SPLIT_SIZES)]
+    low, high = OBJECTS_PER_SCENE
+    assert low <= min(sizes) and max(sizes) <= high
+    # the dense scenes that make a one-shot count hard are a real share of the test split, not a rarity
+    assert sum(size > 7 for size in sizes) >= len(sizes) // 3
 
 
 def test_answers_are_true_to_the_scene_and_every_trace_parses_to_them() -> None:

@@ -99,6 +99,9 @@ def test_tiny_training_run_walks_through_every_phase(train, tmp_path: Path,  # t
     assert continued["curriculum"] == [{"phase": "mixed", "steps": 2, "mixture": {"R": 0.5, "S": 0.5},
                                         "walk_token_weight": 0.25}]
     assert continued["total_stage2_steps"] == 8 and continued["continued_from"]["steps"] == 6
+    from mai.benchmarks.shapes_world import OBJECTS_PER_SCENE
+
+    assert continued["objects_per_scene"] == list(OBJECTS_PER_SCENE)  # which world each run trained on
     before, after = (json.loads((d / train.SMALL / "tokenizer.json").read_text())["model"] for d in (out, more))
     assert (after["vocab"], after["merges"]) == (before["vocab"], before["merges"])
 
@@ -118,3 +121,12 @@ def test_conclusion_error_references_keep_the_true_walk(train) -> None:  # type:
     # without conclusion errors the references misperceive a cell in the walk itself
     plain = [train.make_example(s, q, "RT", random.Random(5), corrupt=1.0) for s, q in items]
     assert any(grid_walk(s) not in e.prompt_text for (s, _), e in zip(items, plain))
+
+
+def test_model_card_says_which_world_each_run_trained_on(training_script) -> None:  # type: ignore[no-untyped-def]
+    evaluate = training_script("evaluate_shapes_pair")
+    first = {"corrupt_reference_share": 0.4, "mixture": {"S": 1.0}}  # a log from before density was recorded
+    later = {"corrupt_reference_share": 0.5, "objects_per_scene": [3, 12], "continued_from": first,
+             "curriculum": [{"phase": "mixed", "steps": 10, "mixture": {"R": 1.0}, "walk_token_weight": 0.5}]}
+    lines = evaluate._stream_lines(later)
+    assert len(lines) == 2 and lines[0].endswith("scenes of 2-7 shapes") and lines[1].endswith("scenes of 3-12 shapes")

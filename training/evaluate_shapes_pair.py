@@ -20,6 +20,7 @@ from typing import Any
 from mai.benchmarks.shapes_world import FAMILIES, SPLIT_SEEDS, SPLIT_SIZES
 from mai.config import SHAPES_LARGE, SHAPES_MAX_NEW_TOKENS, SHAPES_SMALL, RunConfig
 
+FIRST_WORLD_OBJECTS_PER_SCENE = (2, 7)
 SINGLE_RUNS = [(role, kind, s2) for role in ("small", "large") for kind, s2 in
                (("S", False), ("E", False), ("R", False), ("R", True))]
 
@@ -141,6 +142,9 @@ def _stream_lines(training: dict[str, Any]) -> list[str]:
     corrupt = f"share of S2/RT references with one misperceived cell: {training['corrupt_reference_share']}"
     if training.get("conclusion_error_share"):
         corrupt += f" (of which {training['conclusion_error_share']} with the true walk and a wrong conclusion)"
+    # runs logged before the world's density was recorded all trained on the first world's 2-7 shapes
+    low, high = training.get("objects_per_scene", FIRST_WORLD_OBJECTS_PER_SCENE)
+    corrupt += f"; scenes of {low}-{high} shapes"
     run = "then, continued" if earlier else "stage 2"
     phases = training.get("curriculum") or [{"phase": "mixed", "mixture": training["mixture"]}]
     if len(phases) == 1:  # one flat mixture (--no-curriculum, or a log from before the curriculum)

@@ -37,6 +37,7 @@ from mai.benchmarks.shapes_world import (
     COLORS,
     GRID,
     IMAGE_PX,
+    OBJECTS_PER_SCENE,
     SHAPES,
     SPLIT_SIZES,
     Question,
@@ -356,6 +357,7 @@ def train_model(name: str, out: Path, tokenizer: Any, image_processor: Any, args
                                "walk_token_weight": phase.walk_weight}
                               for phase, n in zip(phases, phase_steps(phases, steps))],
                "corrupt_reference_share": args.corrupt, "conclusion_error_share": args.conclusion_errors,
+               "objects_per_scene": list(OBJECTS_PER_SCENE),
                "vision_tower_frozen_in_stage_2": args.freeze_vision,
                "vision_pretraining": previous.get("vision_pretraining") or {
                    "steps": args.vision_steps, "batch_images": args.vision_batch, "lr": args.vision_lr,
