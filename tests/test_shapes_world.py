@@ -135,17 +135,22 @@ def test_attribute_traces_read_the_options_in_order_and_stop_at_the_match() -> N
         assert read.count(f" is {color}") == 1  # the reading stops at the first (only) match
 
 
-def test_presence_traces_list_the_asked_shape_then_look_for_the_colour() -> None:
+def test_presence_traces_list_the_asked_shape_then_check_each_colour_up_to_the_match() -> None:
     presence = [(s, q) for s, q in split_items("validation", SPLIT_SIZES) if q.family == "presence"]
     assert {q.answer for _, q in presence} == {"yes", "no"}
+    lengths = set()
     for scene, question in presence:
-        kind = [f"{c} {s}" for c, s in objects(scene) if s == question.shape]
-        listed = ", ".join(f"{text} ({i})" for i, text in enumerate(kind, start=1)) or "none"
-        verdict = "a" if question.answer == "yes" else "no"
+        colours = [c for c, s in objects(scene) if s == question.shape]
+        listed = ", ".join(f"{c} {question.shape} ({i})" for i, c in enumerate(colours, start=1)) or "none"
+        stop = colours.index(question.color) + 1 if question.answer == "yes" else len(colours)
+        checks = ", ".join(f"{c} {'yes' if c == question.color else 'no'}" for c in colours[:stop]) or "none"
         assert reasoning(question, scene).endswith(
-            f"\nThe {question.shape}s: {listed}. There is {verdict} {question.color} {question.shape}, "
+            f"\nThe {question.shape}s: {listed}. A {question.color} one? {checks}, "
             f"so the answer is {question.answer}. [[{question.answer}]]")
-        assert (f"{question.color} {question.shape}" in kind) == (question.answer == "yes")
+        assert (question.color in colours) == (question.answer == "yes")
+        assert checks.count(" yes") == (question.answer == "yes")  # the checks stop at the first match
+        lengths.add(len(colours))
+    assert 0 in lengths and max(lengths) >= 4  # empty lists and long ones are both exercised
 
 
 def test_a_wrong_conclusion_over_a_right_walk() -> None:
