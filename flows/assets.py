@@ -4,6 +4,7 @@ worker). The trained `shapes` pair is not built: its weights ship with the packa
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -28,15 +29,22 @@ def build_demo_dataset(home: Home, n: int = DEMO_ROWS, seed: int = DEMO_SEED, fo
 
 
 def build_shapes_dataset(home: Home, sizes: dict[str, int] | None = None, force: bool = False) -> Path:
-    """The `shapes` splits as `datasets/shapes/<split>-00000-of-00001.parquet`, no item in two splits."""
-    from mai.benchmarks.shapes_world import SPLIT_SIZES, split_items, to_row
+    """The `shapes` splits as `datasets/shapes/<split>-00000-of-00001.parquet`, no item in two splits. Splits
+    written by another version of the world (or other sizes) are rewritten: `world.json` records the
+    fingerprint of the world that wrote them, and is written last, so an interrupted build is redone."""
+    from mai.benchmarks.shapes_world import SPLIT_SIZES, split_items, to_row, world_fingerprint
 
     sizes = sizes or SPLIT_SIZES
     directory = home.datasets / "shapes"
+    marker = directory / "world.json"
+    fingerprint = world_fingerprint(sizes)
+    stale = not marker.exists() or json.loads(marker.read_text()).get("world") != fingerprint
     for split in sizes:
         target = directory / f"{split}-00000-of-00001.parquet"
-        if force or not target.exists():
+        if force or stale or not target.exists():
             write_hub_parquet([to_row(i, s, q) for i, (s, q) in enumerate(split_items(split, sizes))], target)
+    if force or stale:
+        marker.write_text(json.dumps({"world": fingerprint, "sizes": sizes}) + "\n")
     return directory
 
 
@@ -67,6 +75,6 @@ def ensure_builtin_assets(config: RunConfig, home: Home) -> None:
     if config.benchmark == "demo" and config.data is None and not demo_data_dir(home).exists():
         build_demo_dataset(home)
     if config.benchmark == "shapes" and config.data is None:
-        build_shapes_dataset(home)  # writes only missing splits
+        build_shapes_dataset(home)  # writes only missing splits, or all of them when the world changed
     if {config.small_model, config.large_model} & set(BUILTIN_MODELS):
         build_models(home)  # a no-op when both are built by the current builder

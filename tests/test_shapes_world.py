@@ -164,3 +164,27 @@ def test_a_wrong_conclusion_over_a_right_walk() -> None:
         sample = sample_of(to_row(0, scene, question))
         wrong += BENCHMARK.score(BENCHMARK.parse_answer(text, sample), sample) == 0.0
     assert 0 < wrong < SPLIT_SIZES["validation"]
+
+
+def test_splits_written_by_another_world_are_rebuilt_not_reused(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pyarrow.parquet as pq
+    from mai.flows.assets import build_shapes_dataset
+    from mai.storage.paths import Home
+
+    import mai.benchmarks.shapes_world as world
+
+    home = Home.at(tmp_path)
+    test_split = build_shapes_dataset(home, SIZES) / "test-00000-of-00001.parquet"
+    first = pq.read_table(test_split).column("image").to_pylist()
+    written = test_split.stat().st_mtime_ns
+    build_shapes_dataset(home, SIZES)
+    assert test_split.stat().st_mtime_ns == written  # the same world: nothing rewritten
+    # the first world (2-7 shapes per scene), as a home built before the change holds it
+    monkeypatch.setattr(world, "OBJECTS_PER_SCENE", (2, 7))
+    build_shapes_dataset(home, SIZES)
+    rebuilt = pq.read_table(test_split)
+    assert rebuilt.column("image").to_pylist() != first
+    items = world.split_items("test", SIZES)  # the rows on disk are now that world's
+    assert max(len(objects(scene)) for scene, _ in items) <= 7
+    assert rebuilt.column("question").to_pylist() == [q.text for _, q in items]
+    assert rebuilt.column("answer").to_pylist() == [q.answer for _, q in items]

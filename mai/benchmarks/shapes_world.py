@@ -304,6 +304,19 @@ def held_out_keys(sizes: dict[str, int]) -> frozenset[str]:
     return frozenset(item_key(s, q) for split in ("test", "validation") for s, q in split_items(split, sizes))
 
 
+def world_fingerprint(sizes: dict[str, int]) -> str:
+    """What materialized splits depend on: the world's constants, the split sizes, and the first test items
+    (scenes, question texts, options, answers) and image they produce, so that a change to the generator's
+    logic shows even where no constant changed. Splits written by another world are rebuilt, never reused:
+    the first world's test split, left in a home, once ran `mai demo` after the world changed."""
+    probe = generate_items("test", 40)
+    digest = hashlib.sha256(repr((GRID, OBJECTS_PER_SCENE, CELL_PX, FAMILIES, SPLIT_SEEDS, sorted(sizes.items()),
+                                  COLORS, SHAPES, LETTERS,
+                                  [(item_key(s, q), q.answer) for s, q in probe])).encode())
+    digest.update(draw(probe[0][0]))
+    return digest.hexdigest()[:16]
+
+
 def to_row(index: int, scene: Scene, question: Question) -> dict[str, Any]:
     """A row in the hub schema the loaders read (MMBench columns; options empty for open questions)."""
     options = dict(zip(LETTERS, question.options)) if question.options else {}
