@@ -16,6 +16,7 @@ from typing import Any
 from mai.flows.run import mai_run
 from mai.storage.paths import Home
 from mai.storage.runs import read_manifest, read_routes
+from mai.storage.samples import read_shard
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
@@ -40,23 +41,44 @@ def run_scores(home: Home, run_id: str) -> SampleScores:
     return {r["sample_id"]: (r["category"] or "", None if r["score"] is None else float(r["score"])) for r in rows}
 
 
+def run_contents(home: Home, run_id: str) -> dict[str, str]:
+    """sample_id -> content hash (question, options, answer, images) of every sample the run read."""
+    return {sample.sample_id: sample.content_hash for path in read_manifest(home, run_id)["shard_paths"]
+            for sample in read_shard(home.root / path)}
+
+
 def baseline_file(home: Home, run_id: str) -> dict[str, Any]:
-    """A stored run as a self-contained baseline: its configuration, metrics and per-sample scores."""
+    """A stored run as a self-contained baseline: its configuration, metrics, per-sample scores and the content
+    hash of each sample, so that a later run is only ever paired with the very same items."""
     manifest = read_manifest(home, run_id)
     return {"run_id": run_id, "git_commit": manifest.get("git_commit"), "config": manifest["config"],
             "config_key": manifest.get("config_key"), "metrics": manifest["metrics"],
-            "samples": {sid: [category, score] for sid, (category, score) in sorted(run_scores(home, run_id).items())}}
+            "samples": {sid: [category, score] for sid, (category, score) in sorted(run_scores(home, run_id).items())},
+            "contents": dict(sorted(run_contents(home, run_id).items()))}
 
 
-def load_baseline(home: Home, baseline: str) -> tuple[str, SampleScores]:
-    """`baseline` names a baseline file or a completed run in the store."""
+def load_baseline(home: Home, baseline: str) -> tuple[str, SampleScores, dict[str, str]]:
+    """`baseline` names a baseline file or a completed run in the store: its name, scores and sample contents
+    (empty for a baseline file written before contents were recorded)."""
     path = Path(baseline).expanduser()
     if path.is_file():
         data = json.loads(path.read_text())
-        return f"{path.name} (run {data['run_id']})", {sid: (c, s) for sid, (c, s) in data["samples"].items()}
+        return (f"{path.name} (run {data['run_id']})", {sid: (c, s) for sid, (c, s) in data["samples"].items()},
+                data.get("contents", {}))
     if (home.runs / baseline / "manifest.json").exists():
-        return f"run {baseline}", run_scores(home, baseline)
+        return f"run {baseline}", run_scores(home, baseline), run_contents(home, baseline)
     raise ConfigError(f"baseline '{baseline}' is neither a baseline file nor a completed run in {home.root}")
+
+
+def check_same_items(baseline_name: str, baseline: dict[str, str], candidate: dict[str, str]) -> None:
+    """Sample ids are row positions: the same id over other data (a regenerated benchmark, another dataset
+    revision) is another item, and pairing it would compare nothing. Refuse, saying what to do."""
+    changed = sorted(sid for sid, content in baseline.items() if sid in candidate and candidate[sid] != content)
+    if changed:
+        raise ConfigError(
+            f"{len(changed)} samples of baseline {baseline_name} hold other items in this run's data "
+            f"(e.g. {', '.join(changed[:5])}): the benchmark's data changed since the baseline was written. "
+            "Write a new baseline from a run on the current data (`mai baseline RUN_ID --out FILE`).")
 
 
 def report_markdown(candidate_run: str, baseline_name: str, verdict: Verdict, min_drop: float, alpha: float) -> str:
@@ -80,8 +102,9 @@ def mai_regression(config: RunConfig | None = None, baseline: str | None = None,
     baseline file) and fail the flow run on a significant drop."""
     config = config or shapes_pair_config(run_name="regression")
     home = Home.at(config.home)
-    baseline_name, baseline_scores = load_baseline(home, baseline or str(default_baseline()))
+    baseline_name, baseline_scores, baseline_contents = load_baseline(home, baseline or str(default_baseline()))
     manifest = mai_run(config)
+    check_same_items(baseline_name, baseline_contents, run_contents(home, manifest["run_id"]))
     verdict = compare_runs(baseline_scores, run_scores(home, manifest["run_id"]), min_drop_points, alpha)
     report = report_markdown(manifest["run_id"], baseline_name, verdict, min_drop_points, alpha)
     (home.runs / manifest["run_id"] / "regression.md").write_text(report + "\n")

@@ -3,6 +3,7 @@ the trained formats, and the regression flow passes a rerun and catches a worse 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -43,3 +44,11 @@ def test_demo_runs_the_trained_pair_and_the_regression_flow_guards_it(home: Path
     assert main(["--home", str(home), "regress", "--limit", str(LIMIT), "--baseline", str(baseline),
                  "--small-model", "mai-tiny-small", "--large-model", "mai-tiny-large"]) == 1
     assert main(["--home", str(home), "regress", "--baseline", "no-such-run"]) == 2
+
+    # a baseline whose items are not this data's (the benchmark was regenerated since): refused, never paired
+    written = json.loads(baseline.read_text())
+    assert sorted(written["contents"]) == sorted(written["samples"])  # every scored sample's content is kept
+    written["contents"][min(written["contents"])] = "another item"
+    stale = tmp_path / "stale-baseline.json"
+    stale.write_text(json.dumps(written))
+    assert main(["--home", str(home), "regress", "--limit", str(LIMIT), "--baseline", str(stale)]) == 2
