@@ -25,7 +25,7 @@ from typing import Any, Literal
 from mai.benchmarks.demo import COLORS, LETTERS, SHAPES  # the demo's palette, shapes and option letters
 
 GRID = 4
-# shapes per scene: up to three quarters of the grid, so that counts run to 12 and a one-shot count is hard.
+# shapes per scene: up to three quarters of the grid, so that a one-shot count over a dense scene is hard.
 # With at most 7 (the first world) a well-trained large model answered 99.6 % with the S prompt, leaving
 # nothing for reasoning to add; on 6-12 shapes the same model fell to 94 % and the small one to 70 %.
 OBJECTS_PER_SCENE = (3, 12)
