@@ -22,7 +22,7 @@ from prefect.artifacts import create_markdown_artifact
 
 from mai.config import RunConfig, shapes_pair_config
 from mai.errors import ConfigError
-from mai.regression import SampleScores, Verdict, compare_runs
+from mai.regression import SampleScores, Verdict, check_same_items, compare_runs
 
 
 class RegressionDetected(RuntimeError):
@@ -68,17 +68,6 @@ def load_baseline(home: Home, baseline: str) -> tuple[str, SampleScores, dict[st
     if (home.runs / baseline / "manifest.json").exists():
         return f"run {baseline}", run_scores(home, baseline), run_contents(home, baseline)
     raise ConfigError(f"baseline '{baseline}' is neither a baseline file nor a completed run in {home.root}")
-
-
-def check_same_items(baseline_name: str, baseline: dict[str, str], candidate: dict[str, str]) -> None:
-    """Sample ids are row positions: the same id over other data (a regenerated benchmark, another dataset
-    revision) is another item, and pairing it would compare nothing. Refuse, saying what to do."""
-    changed = sorted(sid for sid, content in baseline.items() if sid in candidate and candidate[sid] != content)
-    if changed:
-        raise ConfigError(
-            f"{len(changed)} samples of baseline {baseline_name} hold other items in this run's data "
-            f"(e.g. {', '.join(changed[:5])}): the benchmark's data changed since the baseline was written. "
-            "Write a new baseline from a run on the current data (`mai baseline RUN_ID --out FILE`).")
 
 
 def report_markdown(candidate_run: str, baseline_name: str, verdict: Verdict, min_drop: float, alpha: float) -> str:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from mai.errors import ConfigError
+
 # sample_id -> (category, score); a score of None is a sample that errored
 SampleScores = dict[str, tuple[str, float | None]]
 
@@ -78,3 +80,14 @@ def compare_runs(baseline: SampleScores, candidate: SampleScores, min_drop_point
         groups.setdefault(f"category={category}", []).append((score, other))
     comparisons = tuple(compare_subset(subset, pairs, min_drop_points, alpha) for subset, pairs in groups.items())
     return Verdict(comparisons, missing)
+
+
+def check_same_items(baseline_name: str, baseline: dict[str, str], candidate: dict[str, str]) -> None:
+    """Sample ids are row positions: the same id over other data (a regenerated benchmark, another dataset
+    revision) is another item, and pairing it would compare nothing. Refuse, saying what to do."""
+    changed = sorted(sid for sid, content in baseline.items() if sid in candidate and candidate[sid] != content)
+    if changed:
+        raise ConfigError(
+            f"{len(changed)} samples of baseline {baseline_name} hold other items in this run's data "
+            f"(e.g. {', '.join(changed[:5])}): the benchmark's data changed since the baseline was written. "
+            "Write a new baseline from a run on the current data (`mai baseline RUN_ID --out FILE`).")

@@ -1,8 +1,12 @@
-"""The regression check: paired per-sample comparison, a sign test, per-category checks, missing samples."""
+"""The regression check: paired per-sample comparison, a sign test, per-category checks, missing samples, and
+no pairing of a baseline with other items."""
 
 from __future__ import annotations
 
-from mai.regression import compare_runs, sign_test_p
+import pytest
+
+from mai.errors import ConfigError
+from mai.regression import check_same_items, compare_runs, sign_test_p
 
 
 def scores(values: dict[str, list[float]]) -> dict[str, tuple[str, float | None]]:
@@ -47,3 +51,11 @@ def test_samples_the_candidate_lost_fail_the_check() -> None:
     candidate = {"a-0": ("a", 1.0), "a-1": ("a", None)}  # a-1 errored, a-2 missing
     verdict = compare_runs(base, candidate)
     assert verdict.missing == ("a-1", "a-2") and verdict.regressed
+
+
+def test_a_baseline_over_other_items_is_refused_not_paired() -> None:
+    baseline = {"s-0": "aaa", "s-1": "bbb"}
+    check_same_items("base.json", baseline, {"s-0": "aaa", "s-1": "bbb", "s-2": "ccc"})  # the same items
+    check_same_items("base.json", baseline, {"s-0": "aaa"})  # a lost sample is compare_runs' to report
+    with pytest.raises(ConfigError, match=r"1 samples of baseline base.json hold other items .*s-1"):
+        check_same_items("base.json", baseline, {"s-0": "aaa", "s-1": "zzz"})
