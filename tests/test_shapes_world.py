@@ -11,7 +11,10 @@ import pytest
 from mai.benchmarks.base import BadRow
 from mai.benchmarks.shapes import ShapesBenchmark
 from mai.benchmarks.shapes_world import (
+    CELL_PX,
+    COLORS,
     FAMILIES,
+    GRID,
     OBJECTS_PER_SCENE,
     SPLIT_SIZES,
     corrupt_scene,
@@ -120,6 +123,50 @@ def test_an_image_is_one_image_token_per_grid_cell() -> None:
     processor = build_image_processor(128 * 128, 128 * 128)
     grid = processor(images=[image], return_tensors="pt")["image_grid_thw"][0]
     assert int(grid.prod()) // processor.merge_size**2 == 16
+
+
+def _coloured_pixels(image, slot: int) -> list[tuple[int, int, tuple[int, int, int]]]:
+    """(x, y, rgb) of the clearly coloured pixels of one grid cell: grey clutter and background noise have a
+    spread between channels far below 80, every palette colour far above."""
+    left, top = (slot % GRID) * CELL_PX, (slot // GRID) * CELL_PX
+    pixels = [(x, y, image.getpixel((x, y))) for x in range(left, left + CELL_PX) for y in range(top, top + CELL_PX)]
+    return [(x, y, p) for x, y, p in pixels if max(p) - min(p) > 80]
+
+
+def _drawn(scene):
+    from PIL import Image
+
+    return Image.open(io.BytesIO(draw(scene))).convert("RGB")
+
+
+def test_each_shape_is_drawn_in_its_cell_in_its_colour_under_clutter_and_a_scene_draws_the_same_twice() -> None:
+    checked = 0
+    for scene, _ in split_items("test", SIZES)[:12]:
+        assert draw(scene) == draw(scene)
+        image = _drawn(scene)
+        for slot, cell in enumerate(scene):
+            coloured = [p for _, _, p in _coloured_pixels(image, slot)]
+            if cell is None:
+                assert len(coloured) <= 5, f"empty cell {slot} shows {len(coloured)} coloured pixels"
+                continue
+            assert len(coloured) >= 30, f"the {cell} in cell {slot} shows only {len(coloured)} coloured pixels"
+            mean = [sum(p[c] for p in coloured) / len(coloured) for c in range(3)]
+            nearest = min(COLORS, key=lambda name: sum((a - b) ** 2 for a, b in zip(mean, COLORS[name])))
+            assert nearest == cell[0]
+            checked += 1
+    assert checked > 50
+
+
+def test_shapes_vary_in_size_and_place_so_reading_a_cell_is_not_a_lookup() -> None:
+    widths, offsets = set(), set()
+    for scene, _ in split_items("test", SIZES)[:12]:
+        image = _drawn(scene)
+        for slot, cell in enumerate(scene):
+            if cell is not None:
+                xs = [x for x, _, _ in _coloured_pixels(image, slot)]
+                widths.add((max(xs) - min(xs)) // 3)
+                offsets.add((min(xs) - (slot % GRID) * CELL_PX) // 3)
+    assert len(widths) >= 4 and len(offsets) >= 4  # a centred one-size drawing gives one of each per shape kind
 
 
 def test_attribute_traces_read_the_options_in_order_and_stop_at_the_match() -> None:

@@ -99,11 +99,21 @@ def test_tiny_training_run_walks_through_every_phase(train, tmp_path: Path,  # t
     assert continued["curriculum"] == [{"phase": "mixed", "steps": 2, "mixture": {"R": 0.5, "S": 0.5},
                                         "walk_token_weight": 0.25}]
     assert continued["total_stage2_steps"] == 8 and continued["continued_from"]["steps"] == 6
-    from mai.benchmarks.shapes_world import OBJECTS_PER_SCENE
+    from mai.benchmarks.shapes_world import DRAWING, OBJECTS_PER_SCENE
 
     assert continued["objects_per_scene"] == list(OBJECTS_PER_SCENE)  # which world each run trained on
+    assert continued["drawing"] == DRAWING
+    assert continued["vision_pretraining"] == log["vision_pretraining"]  # stage 1 was not run again
     before, after = (json.loads((d / train.SMALL / "tokenizer.json").read_text())["model"] for d in (out, more))
     assert (after["vocab"], after["merges"]) == (before["vocab"], before["merges"])
+    # a world whose images changed: stage 1 again on the checkpoint's tower, and 0 stage-2 steps stops there
+    seen = tmp_path / "seen-anew"
+    assert train.main(["--out", str(seen), "--init-from", str(more), "--models", train.SMALL, "--vision-again",
+                       "--vision-steps", "2", "--vision-batch", "4", "--no-curriculum", "--steps-small", "0",
+                       "--pool", "64", "--batch", "4", "--threads", "1"]) == 0
+    again = json.loads((seen / train.SMALL / "training_log.json").read_text())
+    assert again["vision_pretraining"]["steps"] == 2 and again["vision_pretraining"]["continued_tower"] is True
+    assert again["total_stage2_steps"] == 8 and again["continued_from"]["vision_pretraining"]["steps"] == 1
 
 
 def test_conclusion_error_references_keep_the_true_walk(train) -> None:  # type: ignore[no-untyped-def]
@@ -129,4 +139,10 @@ def test_model_card_says_which_world_each_run_trained_on(training_script) -> Non
     later = {"corrupt_reference_share": 0.5, "objects_per_scene": [3, 12], "continued_from": first,
              "curriculum": [{"phase": "mixed", "steps": 10, "mixture": {"R": 1.0}, "walk_token_weight": 0.5}]}
     lines = evaluate._stream_lines(later)
-    assert len(lines) == 2 and lines[0].endswith("scenes of 2-7 shapes") and lines[1].endswith("scenes of 3-12 shapes")
+    assert len(lines) == 2 and lines[0].endswith("scenes of 2-7 shapes, drawn clean (centred shapes of one size)")
+    assert lines[1].endswith("scenes of 3-12 shapes, drawn clean (centred shapes of one size)")
+    cluttered = {**later, "drawing": {"shape_px": [10, 24], "color_jitter": 30, "pixel_noise": 18.0,
+                                      "clutter_lines": 3}}
+    assert evaluate._stream_lines(cluttered)[1].endswith(
+        "scenes of 3-12 shapes, drawn cluttered (shapes 10-24 px, placed and rotated at random, colour +-30 per "
+        "channel, pixel noise sigma 18.0, 3 grey lines)")

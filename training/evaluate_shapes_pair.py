@@ -98,7 +98,8 @@ def model_card(name: str, role: str, training: dict[str, Any], results: dict[str
     family_head = " | ".join(FAMILIES)
     losses = ", ".join(f"{k} {v}" for k, v in training["final_loss_by_kind"].items())
     vision = training.get("vision_pretraining") or {}
-    vision_line = (f"- stage 1 (vision tower + merger on per-cell content/row/column labels): {vision['steps']} steps "
+    again = " again on this world's images, from the earlier run's tower" if vision.get("continued_tower") else ""
+    vision_line = (f"- stage 1{again} (vision tower + merger on per-cell content/row/column labels): {vision['steps']} steps "
                    f"of {vision['batch_images']} images, lr {vision['lr']}, {vision['train_s'] / 60:.1f} min, final "
                    f"cell accuracy {vision['final_cell_accuracy']}" if vision else "- no vision pretraining stage")
     return "\n".join([
@@ -146,7 +147,7 @@ def _stream_lines(training: dict[str, Any]) -> list[str]:
         corrupt += f" (of which {training['conclusion_error_share']} with the true walk and a wrong conclusion)"
     # runs logged before the world's density was recorded all trained on the first world's 2-7 shapes
     low, high = training.get("objects_per_scene", FIRST_WORLD_OBJECTS_PER_SCENE)
-    corrupt += f"; scenes of {low}-{high} shapes"
+    corrupt += f"; scenes of {low}-{high} shapes, {_drawing(training.get('drawing'))}"
     run = "then, continued" if earlier else "stage 2"
     phases = training.get("curriculum") or [{"phase": "mixed", "mixture": training["mixture"]}]
     if len(phases) == 1:  # one flat mixture (--no-curriculum, or a log from before the curriculum)
@@ -160,6 +161,16 @@ def _stream_lines(training: dict[str, Any]) -> list[str]:
              f"relative to its other answer tokens); {corrupt}:"),
             *[f"  - {p['phase']}: {p['steps']} steps, prompt kinds {p['mixture']}, walk weight "
               f"{p['walk_token_weight']}" for p in phases]]
+
+
+def _drawing(drawing: dict[str, Any] | None) -> str:
+    """How a run's images were drawn; runs logged before the drawing was recorded all saw clean, centred,
+    one-size shapes (the cluttered drawing came with the field)."""
+    if not drawing:
+        return "drawn clean (centred shapes of one size)"
+    low, high = drawing["shape_px"]
+    return (f"drawn cluttered (shapes {low}-{high} px, placed and rotated at random, colour +-{drawing['color_jitter']}"
+            f" per channel, pixel noise sigma {drawing['pixel_noise']}, {drawing['clutter_lines']} grey lines)")
 
 
 def _commands(training: dict[str, Any]) -> list[str]:
