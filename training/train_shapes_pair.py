@@ -296,24 +296,18 @@ def train_model(name: str, out: Path, tokenizer: Any, image_processor: Any, args
     device = "cuda" if torch.cuda.is_available() else "cpu"
     batcher = Batcher(tokenizer, image_processor)
     previous: dict[str, Any] = {}
-    vision_pretraining = None
     if args.init_from:
         # continue training a saved checkpoint (stage 2 only unless --vision-again; its log is kept under "previous")
         model = Qwen3VLForConditionalGeneration.from_pretrained(args.init_from / name).to(device).train()
         previous = json.loads((args.init_from / name / "training_log.json").read_text())
-        vision_accuracy, vision_s = previous.get("vision_pretraining", {}).get("final_cell_accuracy", {}), 0.0
-        vision_pretraining = previous.get("vision_pretraining")
-        if args.vision_again:
-            # the world's images changed (e.g. a new drawing): stage 1 again, from the tower the checkpoint has
-            vision_started = time.perf_counter()
-            vision_accuracy = pretrain_vision(model, batcher, image_processor, args, size["seed"] + args.seed, device)
-            vision_s = time.perf_counter() - vision_started
-            vision_pretraining = None
     else:
         model = Qwen3VLForConditionalGeneration(config).to(device).train()  # type: ignore[arg-type]
+    # stage 1 from scratch, or again on a checkpoint's tower when the world's images changed (e.g. a new drawing)
+    vision_pretraining, vision_accuracy, vision_s = previous.get("vision_pretraining"), {}, 0.0
+    if not args.init_from or args.vision_again:
         vision_started = time.perf_counter()
         vision_accuracy = pretrain_vision(model, batcher, image_processor, args, size["seed"] + args.seed, device)
-        vision_s = time.perf_counter() - vision_started
+        vision_s, vision_pretraining = time.perf_counter() - vision_started, None
     parameters = sum(p.numel() for p in model.parameters())
     lr = args.lr_small if name == SMALL else args.lr_large
     # stage 2 keeps the stage-1 vision tower frozen (merger and deepstack mergers train): while the language
