@@ -22,7 +22,9 @@ from mai.benchmarks.shapes_world import (
     explanation,
     grid_walk,
     item_key,
+    misleading_scene,
     objects,
+    one_cell_misperceptions,
     reasoning,
     reasoning_with_walk,
     recompute,
@@ -211,6 +213,24 @@ def test_a_wrong_conclusion_over_a_right_walk() -> None:
         sample = sample_of(to_row(0, scene, question))
         wrong += BENCHMARK.score(BENCHMARK.parse_answer(text, sample), sample) == 0.0
     assert 0 < wrong < SPLIT_SIZES["validation"]
+
+
+def test_a_misleading_scene_differs_in_one_cell_and_changes_the_answer() -> None:
+    rng = random.Random(4)
+    items = split_items("validation", SPLIT_SIZES)
+    misled = 0
+    for scene, question in items:
+        seen = misleading_scene(question, scene, rng)
+        assert sum(a != b for a, b in zip(scene, seen)) == 1
+        if recompute(question, seen).answer != question.answer:
+            misled += 1
+        else:  # only where no one cell can change it (two red squares for "is there a red square?")
+            assert all(recompute(question, other).answer == question.answer
+                       for other in one_cell_misperceptions(scene))
+    assert misled > 0.9 * len(items)
+    # a random misperception changes the answer far less often: the reason misleading_scene exists
+    changed = sum(recompute(q, corrupt_scene(s, rng)).answer != q.answer for s, q in items)
+    assert changed < 0.5 * len(items)
 
 
 def test_splits_written_by_another_world_are_rebuilt_not_reused(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -133,6 +133,22 @@ def test_conclusion_error_references_keep_the_true_walk(train) -> None:  # type:
     assert any(grid_walk(s) not in e.prompt_text for (s, _), e in zip(items, plain))
 
 
+def test_wrong_references_mislead_rt_and_leave_other_kinds_alone(train) -> None:  # type: ignore[no-untyped-def]
+    from mai.benchmarks.shapes_world import SPLIT_SIZES, split_items
+
+    items = split_items("validation", SPLIT_SIZES)[:60]
+    rng = random.Random(6)
+    misled = 0
+    for scene, question in items:
+        example = train.make_example(scene, question, "RT", rng, corrupt=0.0, wrong_references=1.0)
+        misled += f"[[{question.answer}]]" not in example.prompt_text  # the reference concludes otherwise ...
+        assert example.target.strip("[]") == question.answer  # ... and RT is taught the true answer
+        # S2 restates its own reasoning: untouched by wrong references (corrupt 0: a faithful reference)
+        s2 = train.make_example(scene, question, "S2", rng, corrupt=0.0, wrong_references=1.0)
+        assert s2.target == question.answer and f"[[{question.answer}]]" in s2.prompt_text
+    assert misled > 0.9 * len(items)  # all but where no one cell changes the answer
+
+
 def test_model_card_says_which_world_each_run_trained_on(training_script) -> None:  # type: ignore[no-untyped-def]
     evaluate = training_script("evaluate_shapes_pair")
     first = {"corrupt_reference_share": 0.4, "mixture": {"S": 1.0}}  # a log from before density was recorded
@@ -146,3 +162,7 @@ def test_model_card_says_which_world_each_run_trained_on(training_script) -> Non
     assert evaluate._stream_lines(cluttered)[1].endswith(
         "scenes of 3-12 shapes, drawn cluttered (shapes 10-24 px, placed and rotated at random, colour +-30 per "
         "channel, pixel noise sigma 18.0, 3 grey lines)")
+    misleading = {**later, "wrong_reference_share": 0.3}
+    assert "RT references that reach a wrong answer (the misperceived cell changes it): 0.3" in \
+        evaluate._stream_lines(misleading)[1]
+    assert "wrong answer" not in evaluate._stream_lines(later)[1]  # older logs say nothing of it

@@ -145,6 +145,9 @@ def _stream_lines(training: dict[str, Any]) -> list[str]:
     corrupt = f"share of S2/RT references with one misperceived cell: {training['corrupt_reference_share']}"
     if training.get("conclusion_error_share"):
         corrupt += f" (of which {training['conclusion_error_share']} with the true walk and a wrong conclusion)"
+    if training.get("wrong_reference_share"):
+        corrupt += (f"; RT references that reach a wrong answer (the misperceived cell changes it): "
+                    f"{training['wrong_reference_share']}, the rest as above")
     # runs logged before the world's density was recorded all trained on the first world's 2-7 shapes
     low, high = training.get("objects_per_scene", FIRST_WORLD_OBJECTS_PER_SCENE)
     corrupt += f"; scenes of {low}-{high} shapes, {_drawing(training.get('drawing'))}"

@@ -11,7 +11,8 @@ the tokenizer's chat template), so what the models learn is exactly what the cas
 - S2 -> the bare answer stated by the reasoning in the prompt (the model's own previous thinking);
 - RT -> the true answer, given a smaller model's reference reasoning that is right or, in `--corrupt` of the
   cases, misperceives one cell, and in `--conclusion-errors` of those walks the grid right but concludes
-  wrongly (so the large model learns to check, not to copy).
+  wrongly (so the large model learns to check, not to copy); `--wrong-references` of RT references are
+  made to reach a wrong answer (a random misperception changes it only a quarter of the time).
 Stage 1 teaches the vision tower to name each cell; stage 2 is a curriculum (`curriculum`): R alone until the
 grid walk is read, then R with the loss weighted on the conclusion after the walk, then every kind.
 Training items never overlap the validation and test splits. Deterministic for a seed and thread count.
@@ -49,6 +50,7 @@ from mai.benchmarks.shapes_world import (
     generate_items,
     grid_walk,
     held_out_keys,
+    misleading_scene,
     random_scene,
     reasoning,
     reasoning_with_walk,
@@ -117,9 +119,10 @@ def as_sample(question: Question) -> Sample:
 
 
 def make_example(scene: Scene, question: Question, kind: PromptKind, rng: random.Random, corrupt: float,
-                 conclusion_errors: float = 0.0) -> Example:
+                 conclusion_errors: float = 0.0, wrong_references: float = 0.0) -> Example:
     """`corrupt`: share of S2/RT references that misperceive one cell; `conclusion_errors`: share of those
-    whose walk is nevertheless the true one, so the error sits in the conclusion alone."""
+    whose walk is nevertheless the true one, so the error sits in the conclusion alone; `wrong_references`:
+    share of RT references whose misperceived cell is one that changes the answer (the rest as `corrupt`)."""
     sample = as_sample(question)
     style, rt_template = BENCHMARK.answer_style(sample), BENCHMARK.rt_template(sample)
     upstream = None
@@ -130,7 +133,11 @@ def make_example(scene: Scene, question: Question, kind: PromptKind, rng: random
     elif kind == "R":
         target = reasoning(question, scene)
     else:
-        seen = corrupt_scene(scene, rng) if rng.random() < corrupt else scene
+        # drawn only when asked for, so that runs without it keep the stream they always had
+        if kind == "RT" and wrong_references and rng.random() < wrong_references:
+            seen = misleading_scene(question, scene, rng)
+        else:
+            seen = corrupt_scene(scene, rng) if rng.random() < corrupt else scene
         upstream = reasoning(question, seen)
         # drawn only when asked for, so that runs without it keep the stream they always had
         if conclusion_errors and seen != scene and rng.random() < conclusion_errors:
@@ -217,7 +224,8 @@ def weighted_answer_loss(logits: Any, labels: Any, walk_mask: Any, walk_weight: 
 
 
 def batch_stream(mixture: dict[PromptKind, float], rng: random.Random, corrupt: float,
-                 items: list[tuple[Scene, Question]], size: int, conclusion_errors: float = 0.0) -> Any:
+                 items: list[tuple[Scene, Question]], size: int, conclusion_errors: float = 0.0,
+                 wrong_references: float = 0.0) -> Any:
     """An endless, seeded stream of (kind, examples) batches drawn from `items`. A batch holds one prompt
     kind: lengths within a kind are close, so padding wastes little (a third of the compute of mixed
     batches)."""
@@ -225,7 +233,8 @@ def batch_stream(mixture: dict[PromptKind, float], rng: random.Random, corrupt: 
     while True:
         kind = rng.choices(kinds, weights)[0]
         picks = [items[rng.randrange(len(items))] for _ in range(size)]
-        yield kind, [make_example(scene, question, kind, rng, corrupt, conclusion_errors) for scene, question in picks]
+        yield kind, [make_example(scene, question, kind, rng, corrupt, conclusion_errors, wrong_references)
+                     for scene, question in picks]
 
 
 def phase_steps(phases: tuple[Phase, ...], steps: int) -> list[int]:
@@ -325,7 +334,8 @@ def train_model(name: str, out: Path, tokenizer: Any, image_processor: Any, args
     phases = curriculum(name) if args.curriculum else (
         Phase("mixed", 1.0, args.mixture or MIXTURES[name], walk_weight=args.walk_weight),)
     schedule_of_phases = [phase for phase, n in zip(phases, phase_steps(phases, steps)) for _ in range(n)]
-    streams = {phase.name: batch_stream(phase.mixture, rng, args.corrupt, items, args.batch, args.conclusion_errors)
+    streams = {phase.name: batch_stream(phase.mixture, rng, args.corrupt, items, args.batch, args.conclusion_errors,
+                                        args.wrong_references)
                for phase in phases}
     log: list[dict[str, Any]] = []
     started, smoothed = time.perf_counter(), None
@@ -366,6 +376,7 @@ def train_model(name: str, out: Path, tokenizer: Any, image_processor: Any, args
                                "walk_token_weight": phase.walk_weight}
                               for phase, n in zip(phases, phase_steps(phases, steps))],
                "corrupt_reference_share": args.corrupt, "conclusion_error_share": args.conclusion_errors,
+               "wrong_reference_share": args.wrong_references,
                "objects_per_scene": list(OBJECTS_PER_SCENE), "drawing": DRAWING,
                "vision_tower_frozen_in_stage_2": args.freeze_vision,
                "vision_pretraining": vision_pretraining or {
@@ -457,6 +468,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--conclusion-errors", type=float, default=0.0,
                         help="share of those erring references whose grid walk is right and whose conclusion is "
                              "not (a trained small model's kind of error; teaches RT to check the conclusion too)")
+    parser.add_argument("--wrong-references", type=float, default=0.0,
+                        help="share of RT references whose one misperceived cell changes the answer, so that "
+                             "copying a reference's conclusion does not pay (the rest follow --corrupt)")
     parser.add_argument("--pool", type=int, default=60000, help="distinct training items")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")

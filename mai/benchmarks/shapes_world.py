@@ -150,6 +150,29 @@ def corrupt_scene(scene: Scene, rng: random.Random) -> Scene:
     return tuple(cells)
 
 
+def one_cell_misperceptions(scene: Scene) -> list[Scene]:
+    """Every scene `corrupt_scene` can produce: each shape missed, recoloured or reshaped, or one imagined in
+    an empty cell."""
+    seen = []
+    for slot, cell in enumerate(scene):
+        if cell is None:
+            options: list[Cell] = [(color, shape) for color in COLORS for shape in SHAPES]
+        else:
+            options = [None, *[(c, cell[1]) for c in COLORS if c != cell[0]],
+                       *[(cell[0], s) for s in SHAPES if s != cell[1]]]
+        seen += [scene[:slot] + (option,) + scene[slot + 1 :] for option in options]
+    return seen
+
+
+def misleading_scene(question: Question, scene: Scene, rng: random.Random) -> Scene:
+    """One cell misperceived so that the question's answer changes: a reference that reaches a wrong answer.
+    A random misperception (`corrupt_scene`) changes the answer only about a quarter of the time (a recoloured
+    cell rarely matters to a presence question), too seldom to teach a reader of references to check them.
+    Where no single cell changes the answer (two red squares for "is there a red square?"), a random one."""
+    wrong = [seen for seen in one_cell_misperceptions(scene) if recompute(question, seen).answer != question.answer]
+    return rng.choice(wrong) if wrong else corrupt_scene(scene, rng)
+
+
 # --- what each prompt kind should produce -------------------------------------------------------------
 
 def grid_walk(scene: Scene) -> str:
