@@ -149,6 +149,33 @@ def test_wrong_references_mislead_rt_and_leave_other_kinds_alone(train) -> None:
     assert misled > 0.9 * len(items)  # all but where no one cell changes the answer
 
 
+def test_recorded_references_are_the_rt_references_of_their_items(train, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from mai.benchmarks.shapes_world import SPLIT_SIZES, item_key, split_items
+
+    items = split_items("validation", SPLIT_SIZES)[:30]  # stands in for a training pool
+    lines = [{"key": item_key(*items[i]), "reference": f"my own reasoning no. {i} [[x]]", "right": False}
+             for i in (3, 7)]
+    path = tmp_path / "refs.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    recorded = train.recorded_references(path, items)
+    assert recorded == {3: "my own reasoning no. 3 [[x]]", 7: "my own reasoning no. 7 [[x]]"}
+    stream = train.batch_stream({"RT": 1.0}, random.Random(0), 0.0, items, 8, recorded=recorded, recorded_share=1.0)
+    kind, examples = next(stream)
+    assert kind == "RT" and len(examples) == 8
+    for example in examples:  # every example is one of the two items, with its own recorded reasoning
+        index = 3 if "no. 3" in example.prompt_text else 7
+        assert f"my own reasoning no. {index}" in example.prompt_text and example.scene == items[index][0]
+        assert example.target.strip("[]") == items[index][1].answer  # taught the true answer, not the reference's
+    # other kinds never use them
+    s_kind, s_examples = next(train.batch_stream({"S": 1.0}, random.Random(0), 0.0, items, 4, recorded=recorded,
+                                                 recorded_share=1.0))
+    assert not any("my own reasoning" in e.prompt_text for e in s_examples)
+    # references recorded on another world or split fail loudly instead of training on nothing
+    path.write_text(json.dumps({"key": "not-an-item", "reference": "r", "right": True}) + "\n")
+    with pytest.raises(SystemExit, match="not in this training pool"):
+        train.recorded_references(path, items)
+
+
 def test_model_card_says_which_world_each_run_trained_on(training_script) -> None:  # type: ignore[no-untyped-def]
     evaluate = training_script("evaluate_shapes_pair")
     first = {"corrupt_reference_share": 0.4, "mixture": {"S": 1.0}}  # a log from before density was recorded
@@ -166,3 +193,7 @@ def test_model_card_says_which_world_each_run_trained_on(training_script) -> Non
     assert "RT references that reach a wrong answer (the misperceived cell changes it): 0.3" in \
         evaluate._stream_lines(misleading)[1]
     assert "wrong answer" not in evaluate._stream_lines(later)[1]  # older logs say nothing of it
+    recorded = {**later, "recorded_references": {"file": "refs.jsonl", "items": 4800, "share_of_rt": 0.5}}
+    assert ("RT references the small model itself wrote (its R reasoning on 4800 train items, "
+            "training/record_small_references.py): 0.5 of RT examples") in evaluate._stream_lines(recorded)[1]
+    assert "itself wrote" not in evaluate._stream_lines(later)[1]

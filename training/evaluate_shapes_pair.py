@@ -148,6 +148,10 @@ def _stream_lines(training: dict[str, Any]) -> list[str]:
     if training.get("wrong_reference_share"):
         corrupt += (f"; RT references that reach a wrong answer (the misperceived cell changes it): "
                     f"{training['wrong_reference_share']}, the rest as above")
+    if training.get("recorded_references"):
+        recorded = training["recorded_references"]
+        corrupt += (f"; RT references the small model itself wrote (its R reasoning on {recorded['items']} train "
+                    f"items, training/record_small_references.py): {recorded['share_of_rt']} of RT examples")
     # runs logged before the world's density was recorded all trained on the first world's 2-7 shapes
     low, high = training.get("objects_per_scene", FIRST_WORLD_OBJECTS_PER_SCENE)
     corrupt += f"; scenes of {low}-{high} shapes, {_drawing(training.get('drawing'))}"

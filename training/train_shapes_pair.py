@@ -50,6 +50,7 @@ from mai.benchmarks.shapes_world import (
     generate_items,
     grid_walk,
     held_out_keys,
+    item_key,
     misleading_scene,
     random_scene,
     reasoning,
@@ -119,10 +120,12 @@ def as_sample(question: Question) -> Sample:
 
 
 def make_example(scene: Scene, question: Question, kind: PromptKind, rng: random.Random, corrupt: float,
-                 conclusion_errors: float = 0.0, wrong_references: float = 0.0) -> Example:
+                 conclusion_errors: float = 0.0, wrong_references: float = 0.0,
+                 recorded_reference: str | None = None) -> Example:
     """`corrupt`: share of S2/RT references that misperceive one cell; `conclusion_errors`: share of those
     whose walk is nevertheless the true one, so the error sits in the conclusion alone; `wrong_references`:
-    share of RT references whose misperceived cell is one that changes the answer (the rest as `corrupt`)."""
+    share of RT references whose misperceived cell is one that changes the answer (the rest as `corrupt`);
+    `recorded_reference`: an RT reference the small model itself wrote for this item, with its own errors."""
     sample = as_sample(question)
     style, rt_template = BENCHMARK.answer_style(sample), BENCHMARK.rt_template(sample)
     upstream = None
@@ -132,6 +135,9 @@ def make_example(scene: Scene, question: Question, kind: PromptKind, rng: random
         target = explanation(question, scene)
     elif kind == "R":
         target = reasoning(question, scene)
+    elif kind == "RT" and recorded_reference is not None:
+        upstream = recorded_reference
+        target = f"[[{question.answer}]]" if rt_template == "rt_reference" else question.answer
     else:
         # drawn only when asked for, so that runs without it keep the stream they always had
         if kind == "RT" and wrong_references and rng.random() < wrong_references:
@@ -225,16 +231,44 @@ def weighted_answer_loss(logits: Any, labels: Any, walk_mask: Any, walk_weight: 
 
 def batch_stream(mixture: dict[PromptKind, float], rng: random.Random, corrupt: float,
                  items: list[tuple[Scene, Question]], size: int, conclusion_errors: float = 0.0,
-                 wrong_references: float = 0.0) -> Any:
+                 wrong_references: float = 0.0, recorded: dict[int, str] | None = None,
+                 recorded_share: float = 0.0) -> Any:
     """An endless, seeded stream of (kind, examples) batches drawn from `items`. A batch holds one prompt
     kind: lengths within a kind are close, so padding wastes little (a third of the compute of mixed
-    batches)."""
+    batches). `recorded` (item index -> the small model's own reasoning for it): `recorded_share` of RT
+    examples are those items with that reasoning as the reference."""
     kinds, weights = zip(*mixture.items())
+    recorded = recorded or {}
+    with_reasoning = sorted(recorded)
     while True:
         kind = rng.choices(kinds, weights)[0]
+        if kind == "RT" and with_reasoning and recorded_share:  # a branch of its own: older streams stay the same
+            examples = []
+            for _ in range(size):
+                index = (with_reasoning[rng.randrange(len(with_reasoning))] if rng.random() < recorded_share
+                         else rng.randrange(len(items)))
+                scene, question = items[index]
+                examples.append(make_example(scene, question, kind, rng, corrupt, conclusion_errors,
+                                             wrong_references, recorded.get(index)))
+            yield kind, examples
+            continue
         picks = [items[rng.randrange(len(items))] for _ in range(size)]
         yield kind, [make_example(scene, question, kind, rng, corrupt, conclusion_errors, wrong_references)
                      for scene, question in picks]
+
+
+def recorded_references(path: Path, items: list[tuple[Scene, Question]]) -> dict[int, str]:
+    """Training-pool index -> the small model's recorded reasoning for that item. A key outside the pool
+    (references recorded on another world or split) is an error: it would silently train on nothing."""
+    index = {item_key(scene, question): i for i, (scene, question) in enumerate(items)}
+    recorded = {}
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        row = json.loads(line)
+        if row["key"] not in index:
+            raise SystemExit(f"{path}:{number}: item {row['key']!r} is not in this training pool; record the "
+                             "references again on this world's train split (training/record_small_references.py)")
+        recorded[index[row["key"]]] = row["reference"]
+    return recorded
 
 
 def phase_steps(phases: tuple[Phase, ...], steps: int) -> list[int]:
@@ -334,8 +368,9 @@ def train_model(name: str, out: Path, tokenizer: Any, image_processor: Any, args
     phases = curriculum(name) if args.curriculum else (
         Phase("mixed", 1.0, args.mixture or MIXTURES[name], walk_weight=args.walk_weight),)
     schedule_of_phases = [phase for phase, n in zip(phases, phase_steps(phases, steps)) for _ in range(n)]
+    recorded = recorded_references(args.recorded_references, items) if args.recorded_references else {}
     streams = {phase.name: batch_stream(phase.mixture, rng, args.corrupt, items, args.batch, args.conclusion_errors,
-                                        args.wrong_references)
+                                        args.wrong_references, recorded, args.recorded_share)
                for phase in phases}
     log: list[dict[str, Any]] = []
     started, smoothed = time.perf_counter(), None
@@ -377,6 +412,8 @@ def train_model(name: str, out: Path, tokenizer: Any, image_processor: Any, args
                               for phase, n in zip(phases, phase_steps(phases, steps))],
                "corrupt_reference_share": args.corrupt, "conclusion_error_share": args.conclusion_errors,
                "wrong_reference_share": args.wrong_references,
+               "recorded_references": {"file": str(args.recorded_references), "items": len(recorded),
+                                       "share_of_rt": args.recorded_share} if recorded else None,
                "objects_per_scene": list(OBJECTS_PER_SCENE), "drawing": DRAWING,
                "vision_tower_frozen_in_stage_2": args.freeze_vision,
                "vision_pretraining": vision_pretraining or {
@@ -471,6 +508,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wrong-references", type=float, default=0.0,
                         help="share of RT references whose one misperceived cell changes the answer, so that "
                              "copying a reference's conclusion does not pay (the rest follow --corrupt)")
+    parser.add_argument("--recorded-references", type=Path, default=None,
+                        help="JSONL of {key, reference}: the small model's own R reasoning on training items "
+                             "(training/record_small_references.py), used as RT references with their real errors")
+    parser.add_argument("--recorded-share", type=float, default=0.5,
+                        help="with --recorded-references: share of RT examples drawn from those items")
     parser.add_argument("--pool", type=int, default=60000, help="distinct training items")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
