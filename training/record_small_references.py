@@ -39,9 +39,9 @@ def record(models_dir: Path, home: str, limit: int | None) -> list[dict[str, obj
                                  small_model=str(models_dir / SHAPES_SMALL),
                                  large_model=str(models_dir / SHAPES_LARGE), run_name=RUN_NAME))
     rows = connect(Home.at(Path(home))).execute(
-        "SELECT g.sample_id, g.text, s.score FROM generations g JOIN scores s "
-        "ON s.run_id = g.run_id AND s.sample_id = g.sample_id "
-        "WHERE g.run_id = ? AND g.prompt_kind = 'R' AND s.scorer_profile = ?",
+        # through the run's scores: a generation reused from the cache keeps the run_id of the run that made it
+        "SELECT g.sample_id, g.text, s.score FROM scores s JOIN generations g ON g.gen_id = s.final_gen_id "
+        "WHERE s.run_id = ? AND s.scorer_profile = ?",
         [manifest["run_id"], ShapesBenchmark().profiles[0]]).fetchall()  # the profile the run itself scored with
     items = split_items("train", SPLIT_SIZES)
     out = []
