@@ -167,7 +167,7 @@ def test_recorded_references_are_the_rt_references_of_their_items(train, tmp_pat
         assert f"my own reasoning no. {index}" in example.prompt_text and example.scene == items[index][0]
         assert example.target.strip("[]") == items[index][1].answer  # taught the true answer, not the reference's
     # other kinds never use them
-    s_kind, s_examples = next(train.batch_stream({"S": 1.0}, random.Random(0), 0.0, items, 4, recorded=recorded,
+    _, s_examples = next(train.batch_stream({"S": 1.0}, random.Random(0), 0.0, items, 4, recorded=recorded,
                                                  recorded_share=1.0))
     assert not any("my own reasoning" in e.prompt_text for e in s_examples)
     # references recorded on another world or split fail loudly instead of training on nothing
