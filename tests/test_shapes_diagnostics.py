@@ -38,3 +38,53 @@ def test_shipped_small_model_reads_the_image_in_its_walk(diagnose, capsys) -> No
     # rotated shapes are what the small tower misreads (measured on these 16 items: colour 1.0, shape 0.64)
     assert report["walk"]["color"] > 0.9 and report["walk"]["shape"] > 0.5
     assert report["walk"]["occupied_cells"] > 16
+
+
+def test_walk_and_conclusion_tell_a_misreading_from_a_conclusion_that_departs(diagnose) -> None:  # type: ignore[no-untyped-def]
+    import random
+
+    from mai.benchmarks.shapes_world import (
+        SPLIT_SIZES,
+        misleading_scene,
+        reasoning,
+        reasoning_with_walk,
+        split_items,
+    )
+
+    rng = random.Random(8)
+    kinds = {}
+    for scene, question in split_items("validation", SPLIT_SIZES)[:40]:
+        seen = misleading_scene(question, scene, rng)
+        assert diagnose.walk_and_conclusion(reasoning(question, scene), scene, question) == (True, True)
+        if seen == scene or question.answer == reasoning(question, seen).rsplit("[[", 1)[1].rstrip("]"):
+            continue  # no one cell changes this item's answer
+        kinds[question.family] = True
+        # misperceived: the walk implies a wrong answer and the conclusion follows it
+        assert diagnose.walk_and_conclusion(reasoning(question, seen), scene, question) == (False, True)
+        # the true walk, then the misled conclusion: the conclusion departs from the walk
+        assert diagnose.walk_and_conclusion(reasoning_with_walk(question, scene, seen), scene, question) == (True, False)
+    assert len(kinds) == 4  # every question family was exercised
+    # a walk cut off before the end is read as empty cells; unparseable conclusions never "follow"
+    scene, question = split_items("validation", SPLIT_SIZES)[0]
+    assert diagnose.walk_and_conclusion("Row 1: red", scene, question)[1] is False
+
+
+def test_a_stored_r_run_is_read_item_by_item(diagnose, home, capsys) -> None:  # type: ignore[no-untyped-def]
+    from mai.flows.cli import execute
+
+    from mai.config import SHAPES_MAX_NEW_TOKENS, RunConfig, shapes_pair_config
+
+    pair = shapes_pair_config(home=str(home), limit=12)
+    base = {"home": str(home), "benchmark": "shapes", "limit": 12, "max_new_tokens": SHAPES_MAX_NEW_TOKENS,
+            "small_model": pair.small_model, "large_model": pair.large_model, "mode": "single", "single_model": "small"}
+    r_run = execute(RunConfig(**base, single_prompt="R", run_name="r"))["run_id"]
+    s_run = execute(RunConfig(**base, single_prompt="S", run_name="s"))["run_id"]
+    assert diagnose.main(["--home", str(home), "--r-run", r_run, "--s-run", s_run]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["items"] == 12 and sum(report["counts"].values()) == 12
+    assert all(key.startswith(("S right, R", "S wrong, R")) for key in report["counts"])
+    # the shipped small model's walk mostly implies the truth (77.5 % R on the test split)
+    truthful = sum(n for key, n in report["counts"].items() if "walk implies the truth" in key)
+    assert truthful >= 6
+    with pytest.raises(SystemExit, match="no scored R generations"):
+        diagnose.main(["--home", str(home), "--r-run", s_run])

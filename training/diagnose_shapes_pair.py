@@ -8,6 +8,12 @@
    (it learned formats and priors only); the gap is how much it reads.
 2. `--walk`: greedy R answers (the model's own grid walk) compared cell by cell with the true grid: the share
    of occupied cells whose colour, and whose shape, the walk names correctly (chance: 25 % colour, 33 % shape).
+3. `--home H --r-run RUN [--s-run RUN]`: a stored R run (any model, e.g. `training/evaluate_shapes_pair.py`'s
+   eval-large-R), item by item: does the model's own walk imply the true answer, and does its conclusion follow
+   its walk? Tells a reader that misperceives (walk wrong, conclusion follows it) from one that walks right and
+   concludes otherwise; with an S run of the same model, crossed with whether S was right. No model is loaded.
+
+    .venv/bin/python training/diagnose_shapes_pair.py --home build/shapes-eval --r-run RUN_ID --s-run RUN_ID
 
 Prompts, targets and batches are exactly the training script's (`train_shapes_pair.make_example`, `Batcher`).
 Read-only: nothing is trained or written.
@@ -24,9 +30,19 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from train_shapes_pair import Batcher, Example, make_example
+from train_shapes_pair import Batcher, Example, as_sample, make_example
 
-from mai.benchmarks.shapes_world import GRID, SPLIT_SIZES, Scene, split_items
+from mai.benchmarks.shapes import ShapesBenchmark
+from mai.benchmarks.shapes_world import (
+    COLORS,
+    GRID,
+    SHAPES,
+    SPLIT_SIZES,
+    Question,
+    Scene,
+    recompute,
+    split_items,
+)
 from mai.types import PromptKind
 
 
@@ -86,14 +102,75 @@ def parse_walk(text: str) -> list[str]:
     return cells
 
 
+def walked_scene(text: str) -> Scene:
+    """The grid an R answer's own walk describes; a cell named as no colour-and-shape of this world is empty."""
+    cells = []
+    for described in parse_walk(text) + [""] * (GRID * GRID):
+        words = described.split()
+        named = len(words) == 2 and words[0] in COLORS and words[1] in SHAPES
+        cells.append((words[0], words[1]) if named else None)
+    return tuple(cells[: GRID * GRID])
+
+
+def walk_and_conclusion(text: str, scene: Scene, question: Question) -> tuple[bool, bool]:
+    """(the answer the model's own walk implies is the true one, its conclusion is the answer its walk implies).
+    The conclusion is read with the benchmark's own answer parser, as the scorer reads it."""
+    try:
+        implied: str | None = recompute(question, walked_scene(text)).answer
+    except ValueError:  # an attribute walk giving the shape a colour none of the options names
+        implied = None
+    concluded = ShapesBenchmark().parse_answer(text, as_sample(question))
+    return implied == question.answer, concluded is not None and concluded == implied
+
+
+def stored_r_run(home: Path, r_run: str, s_run: str | None, split: str) -> dict[str, int]:
+    """Counts of (S right/wrong,) R right/wrong, walk implies the truth or not, conclusion follows walk or not,
+    over the items of a stored R run; sample ids are the split's row positions (`shapes-<index>`)."""
+    from mai.storage.catalog import connect
+    from mai.storage.paths import Home
+
+    connection = connect(Home.at(home))
+    rows = connection.execute(
+        "SELECT s.sample_id, g.text, s.score FROM scores s JOIN generations g ON g.gen_id = s.final_gen_id "
+        "WHERE s.run_id = ? AND g.prompt_kind = 'R'", [r_run]).fetchall()
+    if not rows:
+        raise SystemExit(f"run {r_run!r} has no scored R generations in {home}")
+    s_right = dict(connection.execute("SELECT sample_id, score FROM scores WHERE run_id = ?", [s_run]).fetchall()
+                   ) if s_run else {}
+    items = split_items(split, SPLIT_SIZES)
+    counts: dict[str, int] = {}
+    for sample_id, text, score in rows:
+        scene, question = items[int(sample_id.rsplit("-", 1)[1])]
+        truth, follows = walk_and_conclusion(text, scene, question)
+        key = ", ".join([*([f"S {'right' if s_right.get(sample_id) == 1.0 else 'wrong'}"] if s_run else []),
+                         f"R {'right' if score == 1.0 else 'wrong'}",
+                         "walk implies the truth" if truth else "walk implies a wrong answer",
+                         "conclusion follows the walk" if follows else "conclusion departs from the walk"])
+        counts[key] = counts.get(key, 0) + 1
+    return dict(sorted(counts.items()))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("checkpoint", type=Path, help="a model directory (weights, tokenizer, processor)")
+    parser.add_argument("checkpoint", type=Path, nargs="?", help="a model directory (weights, tokenizer, processor)")
     parser.add_argument("--kinds", default="S,R", help="prompt kinds for the image-reliance check")
     parser.add_argument("--items", type=int, default=96, help="validation items")
     parser.add_argument("--walk", action="store_true", help="also generate R walks and score them per cell")
     parser.add_argument("--threads", type=int, default=0)
+    parser.add_argument("--home", type=Path, help="with --r-run: the mai home holding the stored runs")
+    parser.add_argument("--r-run", help="a stored R run id: walk vs conclusion, item by item (no model loaded)")
+    parser.add_argument("--s-run", help="with --r-run: the same model's S run id, to cross with")
+    parser.add_argument("--split", default="test", help="with --r-run: the shapes split the runs scored")
     args = parser.parse_args(argv)
+    if args.r_run:
+        if args.home is None:
+            parser.error("--r-run needs --home (the mai home the run is stored in)")
+        counts = stored_r_run(args.home, args.r_run, args.s_run, args.split)
+        print(json.dumps({"r_run": args.r_run, "s_run": args.s_run, "items": sum(counts.values()), "counts": counts},
+                         indent=1))
+        return 0
+    if args.checkpoint is None:
+        parser.error("give a checkpoint directory, or --home and --r-run for a stored run")
     import torch
     from transformers import AutoImageProcessor, AutoTokenizer, Qwen3VLForConditionalGeneration
 
