@@ -197,3 +197,22 @@ def test_model_card_says_which_world_each_run_trained_on(training_script) -> Non
     assert ("RT references the small model itself wrote (its R reasoning on 4800 train items, "
             "training/record_small_references.py): 0.5 of RT examples") in evaluate._stream_lines(recorded)[1]
     assert "itself wrote" not in evaluate._stream_lines(later)[1]
+
+
+def test_small_references_are_recorded_through_the_pipeline_for_training_items(training_script, home,
+                                                                               tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from mai.benchmarks.shapes_world import SPLIT_SIZES, generate_items, held_out_keys, split_items
+    from mai.config import shipped_models_dir
+
+    record = training_script("record_small_references")
+    train = training_script("train_shapes_pair")
+    out = tmp_path / "refs.jsonl"
+    assert record.main(["--models-dir", str(shipped_models_dir()), "--home", str(home), "--out", str(out),
+                        "--limit", "6"]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 6 and all(row["reference"].startswith("Let me look at each row") for row in rows)
+    # the train split is the head of the training pool, so each reference lands on its own training item
+    pool = generate_items("train", 50, held_out_keys(SPLIT_SIZES))
+    recorded = train.recorded_references(out, pool)
+    assert sorted(recorded) == list(range(6))
+    assert pool[:6] == split_items("train", SPLIT_SIZES)[:6]
