@@ -135,19 +135,19 @@ def make_example(scene: Scene, question: Question, kind: PromptKind, rng: random
         target = explanation(question, scene)
     elif kind == "R":
         target = reasoning(question, scene)
-    elif kind == "RT" and recorded_reference is not None:
-        upstream = recorded_reference
-        target = f"[[{question.answer}]]" if rt_template == "rt_reference" else question.answer
     else:
-        # drawn only when asked for, so that runs without it keep the stream they always had
-        if kind == "RT" and wrong_references and rng.random() < wrong_references:
-            seen = misleading_scene(question, scene, rng)
+        if kind == "RT" and recorded_reference is not None:
+            seen, upstream = scene, recorded_reference  # its errors are its own; the answer stays the true one
         else:
-            seen = corrupt_scene(scene, rng) if rng.random() < corrupt else scene
-        upstream = reasoning(question, seen)
-        # drawn only when asked for, so that runs without it keep the stream they always had
-        if conclusion_errors and seen != scene and rng.random() < conclusion_errors:
-            upstream = reasoning_with_walk(question, scene, seen)
+            # the wrong-reference and conclusion-error draws happen only when asked for, so that runs without
+            # them keep the stream they always had
+            if kind == "RT" and wrong_references and rng.random() < wrong_references:
+                seen = misleading_scene(question, scene, rng)
+            else:
+                seen = corrupt_scene(scene, rng) if rng.random() < corrupt else scene
+            upstream = reasoning(question, seen)
+            if conclusion_errors and seen != scene and rng.random() < conclusion_errors:
+                upstream = reasoning_with_walk(question, scene, seen)
         # S2 restates the model's own reasoning; RT answers from the image, the reference only a hint
         answer = recompute(question, seen).answer if kind == "S2" else question.answer
         target = f"[[{answer}]]" if kind == "RT" and rt_template == "rt_reference" else answer
