@@ -108,3 +108,15 @@ def query(home: Home, sql: str) -> tuple[list[str], list[tuple[object, ...]]]:
         cursor = connection.execute(sql)
         columns = [d[0] for d in cursor.description] if cursor.description else []
         return columns, cursor.fetchall()
+
+
+def final_generations(home: Home, run_id: str, scorer_profile: str) -> list[tuple[str, str, str, float]]:
+    """(sample_id, prompt kind, text, score) of each scored sample's final generation in a run, under one scorer
+    profile (a re-scored run holds one score per profile). Joined through the run's scores: a generation
+    reused from the cache keeps the run_id of the run that first made it, so generations filtered by run_id
+    would miss it."""
+    with connect(home) as connection:
+        return connection.execute(
+            "SELECT s.sample_id, g.prompt_kind, g.text, s.score FROM scores s "
+            "JOIN generations g ON g.gen_id = s.final_gen_id WHERE s.run_id = ? AND s.scorer_profile = ? "
+            "ORDER BY s.sample_id", [run_id, scorer_profile]).fetchall()

@@ -216,3 +216,9 @@ def test_small_references_are_recorded_through_the_pipeline_for_training_items(t
     recorded = train.recorded_references(out, pool)
     assert sorted(recorded) == list(range(6))
     assert pool[:6] == split_items("train", SPLIT_SIZES)[:6]
+    # recorded again into the same home, every generation comes from the cache (stored under the first run's
+    # id) and is still read back, through the new run's scores
+    again = tmp_path / "again.jsonl"
+    assert record.main(["--models-dir", str(shipped_models_dir()), "--home", str(home), "--out", str(again),
+                        "--limit", "6"]) == 0
+    assert again.read_text() == out.read_text()

@@ -126,17 +126,16 @@ def walk_and_conclusion(text: str, scene: Scene, question: Question) -> tuple[bo
 def stored_r_run(home: Path, r_run: str, s_run: str | None, split: str) -> dict[str, int]:
     """Counts of (S right/wrong,) R right/wrong, walk implies the truth or not, conclusion follows walk or not,
     over the items of a stored R run; sample ids are the split's row positions (`shapes-<index>`)."""
-    from mai.storage.catalog import connect
+    from mai.storage.catalog import final_generations
     from mai.storage.paths import Home
 
-    connection = connect(Home.at(home))
-    rows = connection.execute(
-        "SELECT s.sample_id, g.text, s.score FROM scores s JOIN generations g ON g.gen_id = s.final_gen_id "
-        "WHERE s.run_id = ? AND g.prompt_kind = 'R'", [r_run]).fetchall()
+    profile = ShapesBenchmark().profiles[0]  # the profile a run scores with (re-scoring adds others)
+    rows = [(sample_id, text, score) for sample_id, kind, text, score in final_generations(Home.at(home), r_run, profile)
+            if kind == "R"]
     if not rows:
         raise SystemExit(f"run {r_run!r} has no scored R generations in {home}")
-    s_right = dict(connection.execute("SELECT sample_id, score FROM scores WHERE run_id = ?", [s_run]).fetchall()
-                   ) if s_run else {}
+    s_right = {sample_id: score for sample_id, _, _, score in final_generations(Home.at(home), s_run, profile)
+               } if s_run else {}
     items = split_items(split, SPLIT_SIZES)
     counts: dict[str, int] = {}
     for sample_id, text, score in rows:

@@ -31,21 +31,18 @@ RUN_NAME = "small-R-train"
 def record(models_dir: Path, home: str, limit: int | None) -> list[dict[str, object]]:
     """Run small R on the train split through the pipeline, then read its texts and scores from the store."""
     from mai.flows.cli import execute
-    from mai.storage.catalog import connect
+    from mai.storage.catalog import final_generations
     from mai.storage.paths import Home
 
     manifest = execute(RunConfig(benchmark="shapes", split="train", limit=limit, home=home, mode="single",
                                  single_model="small", single_prompt="R", max_new_tokens=SHAPES_MAX_NEW_TOKENS,
                                  small_model=str(models_dir / SHAPES_SMALL),
                                  large_model=str(models_dir / SHAPES_LARGE), run_name=RUN_NAME))
-    rows = connect(Home.at(Path(home))).execute(
-        # through the run's scores: a generation reused from the cache keeps the run_id of the run that made it
-        "SELECT g.sample_id, g.text, s.score FROM scores s JOIN generations g ON g.gen_id = s.final_gen_id "
-        "WHERE s.run_id = ? AND s.scorer_profile = ?",
-        [manifest["run_id"], ShapesBenchmark().profiles[0]]).fetchall()  # the profile the run itself scored with
+    # the profile the run itself scored with
+    rows = final_generations(Home.at(Path(home)), manifest["run_id"], ShapesBenchmark().profiles[0])
     items = split_items("train", SPLIT_SIZES)
     out = []
-    for sample_id, text, score in sorted(rows, key=lambda row: int(row[0].rsplit("-", 1)[1])):
+    for sample_id, _, text, score in sorted(rows, key=lambda row: int(row[0].rsplit("-", 1)[1])):
         scene, question = items[int(sample_id.rsplit("-", 1)[1])]  # the shapes loader's ids: shapes-<row index>
         out.append({"key": item_key(scene, question), "reference": text, "right": score == 1.0})
     return out
