@@ -29,11 +29,11 @@ def _read(directory: Path, column: str, keys: Iterable[str], columns: list[str] 
 
 
 def attention_dir(home: Home, model: ModelSpec) -> Path:
-    return home.root / "store" / "attention" / model.slug
+    return home.attention / model.slug
 
 
 def selections_dir(home: Home, model: ModelSpec) -> Path:
-    return home.root / "store" / "selections" / model.slug
+    return home.selections / model.slug
 
 
 def captured_layers(home: Home, model: ModelSpec, capture_ids: Iterable[str]) -> dict[str, set[int]]:
@@ -66,8 +66,8 @@ def write_selections(home: Home, model: ModelSpec, rows: list[dict[str, Any]]) -
 def computed_by_run(home: Home, run_id: str) -> dict[str, int]:
     """Attention rows (prefill x layer) and selections this run computed, over every large model."""
     counts = {}
-    for name, pattern in (("attention_rows_computed", "attention"), ("selections_computed", "selections")):
-        files = sorted((home.root / "store" / pattern).glob("*/*.parquet"))
+    for name, directory in (("attention_rows_computed", home.attention), ("selections_computed", home.selections)):
+        files = sorted(directory.glob("*/*.parquet"))
         counts[name] = (int(ds.dataset([str(p) for p in files], format="parquet").count_rows(
             filter=pc.field("run_id") == run_id)) if files else 0)
     return counts

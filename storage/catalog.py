@@ -5,6 +5,8 @@ never takes the catalog file's lock and never blocks a running pipeline."""
 from __future__ import annotations
 
 import glob
+import os
+import uuid
 from pathlib import Path
 
 import duckdb
@@ -67,17 +69,17 @@ def view_definitions(home: Home) -> dict[str, str]:
         "routes": f"SELECT * FROM ({_over_files(home.routes / '*' / 'routes.parquet', ROUTES)}) WHERE {completed}",
         "metrics": f"SELECT * FROM ({_over_files(home.metrics / '*' / '*.parquet', METRICS)}) WHERE {completed}",
         "scores": f"SELECT * FROM ({_over_files(home.scores / '*' / '*.parquet', SCORES)}) WHERE {completed}",
-        "latency_profiles": _over_files(home.root / "store" / "latency_profiles" / "*.parquet", LATENCY_PROFILES),
-        "estimates": (f"SELECT * FROM ({_over_files(home.root / 'store' / 'estimates' / '*' / '*.parquet', ESTIMATES)}) "
+        "latency_profiles": _over_files(home.latency_profiles / "*.parquet", LATENCY_PROFILES),
+        "estimates": (f"SELECT * FROM ({_over_files(home.estimates / '*' / '*.parquet', ESTIMATES)}) "
                       f"WHERE {completed}"),
-        "speculative": (f"SELECT * FROM ({_over_files(home.root / 'store' / 'speculative' / '*' / '*.parquet', SPECULATIVE)}) "
+        "speculative": (f"SELECT * FROM ({_over_files(home.speculative / '*' / '*.parquet', SPECULATIVE)}) "
                         f"WHERE {completed}"),
         "attention": (
-            f"SELECT * FROM ({_over_files(home.root / 'store' / 'attention' / '*' / '*.parquet', ATTENTION)}) "
+            f"SELECT * FROM ({_over_files(home.attention / '*' / '*.parquet', ATTENTION)}) "
             "QUALIFY row_number() OVER (PARTITION BY capture_id, layer ORDER BY created_at) = 1"
         ),
         "selections": (
-            f"SELECT * FROM ({_over_files(home.root / 'store' / 'selections' / '*' / '*.parquet', SELECTIONS)}) "
+            f"SELECT * FROM ({_over_files(home.selections / '*' / '*.parquet', SELECTIONS)}) "
             "QUALIFY row_number() OVER (PARTITION BY selection_id ORDER BY created_at) = 1"
         ),
     }
@@ -89,10 +91,19 @@ def _create_views(connection: duckdb.DuckDBPyConnection, home: Home) -> None:
 
 
 def build_catalog(home: Home) -> Path:
-    """(Re)create the catalog file's views. Safe to run at any time; it holds no data."""
+    """(Re)create the catalog file's views. Safe to run at any time, by any number of runs at once: the views
+    are written to a new file that then replaces the catalog (`os.replace`), so no run ever takes the catalog
+    file's lock, and a notebook that holds the old file open keeps its views (it sees new tables once it
+    reconnects). It holds no data."""
     home.root.mkdir(parents=True, exist_ok=True)
-    with duckdb.connect(str(home.catalog)) as connection:
-        _create_views(connection, home)
+    temp = home.catalog.with_name(f".tmp-{uuid.uuid4().hex}-{home.catalog.name}")
+    try:
+        with duckdb.connect(str(temp)) as connection:
+            _create_views(connection, home)
+        os.replace(temp, home.catalog)
+    finally:
+        temp.unlink(missing_ok=True)
+        temp.with_name(temp.name + ".wal").unlink(missing_ok=True)
     return home.catalog
 
 

@@ -20,7 +20,7 @@ from mai.types import STAGE_NAMES
 def profile_path(home: Home, name: str) -> Path:
     if not name or any(c in name for c in "/\\\\") or name.startswith("."):
         raise ConfigError(f"'{name}' is not a usable profile name (no slashes, not empty)")
-    return home.root / "store" / "latency_profiles" / f"{name}.parquet"
+    return home.latency_profiles / f"{name}.parquet"
 
 
 def write_profile(home: Home, name: str, rows: list[dict[str, Any]], replace: bool = False) -> Path:
@@ -94,4 +94,4 @@ def write_estimate(home: Home, run_id: str, name: str, stages: list[StageEstimat
                  "calls": sum(s.calls for s in stages), "prompt_tokens": sum(s.prompt_tokens for s in stages),
                  "output_tokens": sum(s.output_tokens for s in stages), "ttft_s": sum(s.ttft_s for s in stages),
                  "decode_s": sum(s.decode_s for s in stages), "total_s": sum(s.total_s for s in stages)})
-    return write_rows(home.root / "store" / "estimates" / run_id / f"{name}.parquet", rows, ESTIMATES)
+    return write_rows(home.estimates / run_id / f"{name}.parquet", rows, ESTIMATES)

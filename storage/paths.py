@@ -56,6 +56,36 @@ class Home:
         return self.root / "store" / "runs"
 
     @property
+    def attention(self) -> Path:
+        return self.root / "store" / "attention"
+
+    @property
+    def selections(self) -> Path:
+        return self.root / "store" / "selections"
+
+    @property
+    def latency_profiles(self) -> Path:
+        return self.root / "store" / "latency_profiles"
+
+    @property
+    def estimates(self) -> Path:
+        return self.root / "store" / "estimates"
+
+    @property
+    def speculative(self) -> Path:
+        return self.root / "store" / "speculative"
+
+    @property
+    def claims(self) -> Path:
+        """Live claims on identities being generated (storage/claims.py); empty when nothing runs."""
+        return self.root / "store" / "claims"
+
+    @property
+    def locks(self) -> Path:
+        """Lock files of short critical sections (claiming, materialising, building assets)."""
+        return self.root / "locks"
+
+    @property
     def catalog(self) -> Path:
         return self.root / "catalog.duckdb"
 

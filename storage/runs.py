@@ -4,6 +4,8 @@ completed). Each run writes into its own directory, so runs never touch each oth
 from __future__ import annotations
 
 import json
+import os
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,34 @@ def write_manifest(home: Home, run_id: str, manifest: dict[str, Any], row: dict[
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))
     return write_rows(directory / "run.parquet", [row], RUNS)
+
+
+def is_complete(home: Home, run_id: str) -> bool:
+    """The one answer to "did run X complete": its catalog row exists (written after everything else)."""
+    return bool(run_id) and "/" not in run_id and (home.runs / run_id / "run.parquet").exists()
+
+
+def shard_outcome_path(home: Home, run_id: str, shard_path: str) -> Path:
+    return home.runs / run_id / "shards" / (Path(shard_path).stem + ".json")
+
+
+def write_shard_outcome(home: Home, run_id: str, shard_path: str, outcome: dict[str, Any]) -> Path:
+    """What a shard flow hands its parent (stage maps, its own accounting): a file in the shared store, so a
+    shard that ran on another worker reports the same way as one that ran in the parent's process. Atomic."""
+    path = shard_outcome_path(home, run_id, shard_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f".tmp-{uuid.uuid4().hex}-{path.name}")
+    temp.write_text(json.dumps(outcome, sort_keys=True))
+    os.replace(temp, path)
+    return path
+
+
+def read_shard_outcome(home: Home, run_id: str, shard_path: str) -> dict[str, Any] | None:
+    path = shard_outcome_path(home, run_id, shard_path)
+    if not path.exists():
+        return None
+    outcome: dict[str, Any] = json.loads(path.read_text())
+    return outcome
 
 
 def read_routes(home: Home, run_id: str) -> list[dict[str, Any]]:

@@ -1,0 +1,161 @@
+"""Claims on identities being computed, so that runs and workers sharing one store compute each identity once.
+
+A namespace is one directory of content-addressed outputs (e.g. one model's S generations). To compute ids:
+1. under a short lock of the namespace (a `filelock` lock file), read the live claims and the stored ids, take
+   the ids that are neither stored nor claimed by a live claimant, and publish a claim file listing them, on
+   which the claimant holds an exclusive `flock` for as long as it works;
+2. compute the claimed ids and write them to the store; drop the claim;
+3. wait for the ids that others claimed: they appear in the store, or their claimant died (its flock is free
+   again), and then they are claimed anew.
+
+Why flock and not Prefect's transaction isolation with its `FileSystemLockManager`: those lock files expire
+after a time-to-live, so a SIGKILLed holder blocks an identity until the expiry and a slow holder loses it to a
+second generator. The kernel releases a flock exactly when its holder dies (SIGKILL included), on a local disk
+and on NFSv4. Several threads of one process are separate claimants (a flock belongs to an open file).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Self
+
+from filelock import FileLock
+from mai.storage.paths import Home
+
+from mai.identity import canonical_hash
+
+POLL_S = 0.25
+
+
+def _try_lock(path: Path) -> IO[bytes] | None:
+    """An open, exclusively flocked handle of `path`, or None when a live process holds its lock."""
+    try:
+        handle = open(path, "rb")
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        return None
+    return handle
+
+
+def _is_dead(path: Path) -> bool:
+    """A claim file whose claimant is gone (removes it); a file that no longer exists counts as gone."""
+    if not path.exists():
+        return True
+    handle = _try_lock(path)
+    if handle is None:
+        return False
+    path.unlink(missing_ok=True)
+    handle.close()
+    return True
+
+
+class Claim:
+    """Ids this claimant must compute (`mine`) and ids live claimants are computing (`theirs`, by claim file).
+    A context manager: leaving it drops the claim, whatever happened."""
+
+    def __init__(self, mine: list[str], theirs: dict[Path, set[str]], path: Path | None,
+                 handle: IO[bytes] | None) -> None:
+        self.mine, self.theirs, self.path, self._handle = mine, theirs, path, handle
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+        self.release()
+
+    def release(self) -> None:
+        if self.path is not None:
+            self.path.unlink(missing_ok=True)
+        if self._handle is not None:
+            self._handle.close()  # closing releases the flock
+        self.path, self._handle = None, None
+
+
+class ClaimBoard:
+    """The claims of one namespace of one store."""
+
+    def __init__(self, home: Home, namespace: str) -> None:
+        key = canonical_hash(namespace)[:24]
+        self.directory = home.claims / key
+        self.lock_path = home.locks / f"claims-{key}.lock"
+
+    def claim(self, wanted: Iterable[str], stored: Callable[[], set[str]]) -> Claim:
+        ids = list(dict.fromkeys(wanted))
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.lock_path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(self.lock_path)):
+            theirs = self._live_claims()
+            taken = set().union(*theirs.values()) if theirs else set()
+            existing = stored()
+            mine = [g for g in ids if g not in existing and g not in taken]
+            wanted_set = set(ids)
+            relevant = {path: claimed & wanted_set - existing for path, claimed in theirs.items()}
+            relevant = {path: claimed for path, claimed in relevant.items() if claimed}
+            if not mine:
+                return Claim([], relevant, None, None)
+            path, handle = self._publish(mine)
+        return Claim(mine, relevant, path, handle)
+
+    def wait_for_others(self, claim: Claim, stored: Callable[[], set[str]], poll_s: float = POLL_S) -> list[str]:
+        """Blocks until every id of `claim.theirs` is stored, or returns the ids whose claimant died (to claim
+        them again; a live claimant may still take some of them first)."""
+        while True:
+            existing = stored()
+            waiting = {path: ids - existing for path, ids in claim.theirs.items()}
+            waiting = {path: ids for path, ids in waiting.items() if ids}
+            if not waiting:
+                return []
+            orphaned = [g for path, ids in waiting.items() if _is_dead(path) for g in ids]
+            if orphaned:
+                return sorted(set(orphaned) - stored())
+            time.sleep(poll_s)
+
+    def _live_claims(self) -> dict[Path, set[str]]:
+        claims: dict[Path, set[str]] = {}
+        for path in sorted(self.directory.glob("*.claim")):
+            if _is_dead(path):
+                continue
+            try:
+                claims[path] = set(json.loads(path.read_text()))
+            except (FileNotFoundError, json.JSONDecodeError):
+                continue  # released between the glob and the read
+        for temp in self.directory.glob(".tmp-*"):  # a claimant that died while publishing
+            _is_dead(temp)
+        return claims
+
+    def _publish(self, ids: list[str]) -> tuple[Path, IO[bytes]]:
+        """Lock first, then make the file visible: a visible claim file is always locked while its owner lives."""
+        name = uuid.uuid4().hex
+        temp = self.directory / f".tmp-{name}"
+        handle = open(temp, "w+b")
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        handle.write(json.dumps(ids).encode())
+        handle.flush()
+        path = self.directory / f"{name}.claim"
+        os.replace(temp, path)
+        return path, handle
+
+
+def compute_once(board: ClaimBoard, wanted: Iterable[str], stored: Callable[[], set[str]],
+                 compute: Callable[[list[str]], None]) -> int:
+    """Computes (with `compute`, which must store its results before returning) every wanted id that is not
+    stored, each once across all claimants, and returns how many ids this caller computed."""
+    pending, computed = list(dict.fromkeys(wanted)), 0
+    while pending:
+        with board.claim(pending, stored) as claim:
+            if claim.mine:
+                compute(claim.mine)
+                computed += len(claim.mine)
+        pending = board.wait_for_others(claim, stored)
+    return computed
