@@ -5,8 +5,11 @@ worker). The trained `shapes` pair is not built: its weights ship with the packa
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 from typing import Any
+
+from filelock import FileLock
 
 from mai.storage.paths import Home
 
@@ -59,9 +62,13 @@ def write_hub_parquet(rows: list[dict[str, Any]], target: Path) -> None:
         "answer": datasets.Value("string"), "category": datasets.Value("string"), "image": datasets.Image(),
     })
     target.parent.mkdir(parents=True, exist_ok=True)
-    temp = target.with_name(".tmp-" + target.name)
-    datasets.Dataset.from_list(rows, features=features).to_parquet(str(temp))
-    temp.replace(target)
+    # a unique temp name that no `*.parquet` glob matches: an interrupted build leaves nothing a loader reads
+    temp = target.with_name(f".tmp-{uuid.uuid4().hex}-{target.name}.partial")
+    try:
+        datasets.Dataset.from_list(rows, features=features).to_parquet(str(temp))
+        temp.replace(target)
+    finally:
+        temp.unlink(missing_ok=True)
 
 
 def build_models(home: Home, force: bool = False) -> list[Path]:
@@ -71,10 +78,13 @@ def build_models(home: Home, force: bool = False) -> list[Path]:
 
 
 def ensure_builtin_assets(config: RunConfig, home: Home) -> None:
-    """Build what the configuration refers to and is missing; touch nothing else."""
-    if config.benchmark == "demo" and config.data is None and not demo_data_dir(home).exists():
-        build_demo_dataset(home)
-    if config.benchmark == "shapes" and config.data is None:
-        build_shapes_dataset(home)  # writes only missing splits, or all of them when the world changed
-    if {config.small_model, config.large_model} & set(BUILTIN_MODELS):
-        build_models(home)  # a no-op when both are built by the current builder
+    """Build what the configuration refers to and is missing; touch nothing else. Under a lock of the store, so
+    that runs starting together on a fresh store build each asset once and never read a half-built one."""
+    home.locks.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(home.locks / "assets.lock")):
+        if config.benchmark == "demo" and config.data is None:
+            build_demo_dataset(home)  # a no-op when its file exists
+        if config.benchmark == "shapes" and config.data is None:
+            build_shapes_dataset(home)  # writes only missing splits, or all of them when the world changed
+        if {config.small_model, config.large_model} & set(BUILTIN_MODELS):
+            build_models(home)  # a no-op when both are built by the current builder

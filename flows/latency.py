@@ -10,6 +10,7 @@ from typing import Any
 from mai.storage.catalog import build_catalog
 from mai.storage.latency import read_profile, read_run_calls, write_estimate, write_profile
 from mai.storage.paths import Home
+from mai.storage.runs import is_complete
 from prefect import flow
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 
@@ -68,7 +69,7 @@ def _profile_row(point: dict[str, Any], model: str, backend: str, dtype: str) ->
 def mai_estimate(run_id: str, profiles: dict[str, str], name: str, home: str | None = None) -> list[dict[str, Any]]:
     """`profiles` maps a model (as stored with the generations, e.g. 'mai-tiny-large') to a profile name."""
     root = Home.at(home)
-    if not (root.runs / run_id / "run.parquet").exists():
+    if not is_complete(root, run_id):
         raise ConfigError(f"no completed run '{run_id}' in {root.root}")
     by_model = {model: read_profile(root, profile) for model, profile in profiles.items()}
     stages = estimate(read_run_calls(root, run_id), by_model)

@@ -1,5 +1,7 @@
-"""Turn a RunConfig into a validated plan. Every check that needs no model happens here, so a bad
-configuration fails before anything loads, with a message that says what to fix."""
+"""Turn a RunConfig into a validated plan: the single source of truth of a run. Every check that needs no model
+happens here, so a bad configuration fails before anything loads, with a message that says what to fix. The
+plan's steps (`context.stages`, in order; sparse RT's token selection is one of them) are what the shard flows
+run, each through the one generic step task."""
 
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ def new_run_id() -> str:
 def prepare_run(config: RunConfig, home: Home, run_id: str | None = None) -> RunPlan:
     entry = get_entry(config.benchmark)
     check_backend(config.backend, config.vllm_urls)
-    stages = cascade.stages_for(config.mode, config.s2, config.single_model, config.single_prompt)
+    stages = cascade.stages_for(config.mode, config.s2, config.single_model, config.single_prompt, config.transfer)
     roles: set[Role] = {stage.role for stage in stages}
     models = {
         role: resolve_model(getattr(config, f"{role}_model"), getattr(config, f"{role}_revision"), config.dtype,
@@ -55,6 +57,10 @@ def prepare_run(config: RunConfig, home: Home, run_id: str | None = None) -> Run
         capture_layers=sorted({*config.capture_layers, *([config.transfer_layer] if config.transfer_layer is not None
                                                           else [])}),
     )
+    if config.workers:
+        from mai.flows.fanout import check_fanout
+
+        check_fanout()
     decodings = {stage.prompt_kind: config.decoding(stage.prompt_kind) for stage in stages}
     return RunPlan(run_id=context.run_id, context=context, source=source, decodings=decodings)
 

@@ -13,7 +13,7 @@ class PrefectProgress:
     """Progress = (finished stage groups + share done of the current one) / number of groups.
     Updates are throttled: each one is an API call."""
 
-    def __init__(self, run_id: str, n_groups: int, min_interval_s: float = 2.0) -> None:
+    def __init__(self, run_id: str, n_groups: int, min_interval_s: float = 2.0, key: str = "mai-run-progress") -> None:
         self.n_groups = max(1, n_groups)
         self.min_interval_s = min_interval_s
         self.group = 0
@@ -22,7 +22,7 @@ class PrefectProgress:
         self._last = 0.0
         self._lock = threading.Lock()
         self.artifact_id: UUID = create_progress_artifact(
-            progress=0.0, key="mai-run-progress", description=f"generation progress of run {run_id}"
+            progress=0.0, key=key, description=f"generation progress of run {run_id}"
         )
 
     def group_started(self, index: int) -> None:

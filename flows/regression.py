@@ -15,7 +15,7 @@ from typing import Any
 
 from mai.flows.run import mai_run
 from mai.storage.paths import Home
-from mai.storage.runs import read_manifest, read_routes
+from mai.storage.runs import is_complete, read_manifest, read_routes
 from mai.storage.samples import read_shard
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
@@ -65,7 +65,7 @@ def load_baseline(home: Home, baseline: str) -> tuple[str, SampleScores, dict[st
         data = json.loads(path.read_text())
         return (f"{path.name} (run {data['run_id']})", {sid: (c, s) for sid, (c, s) in data["samples"].items()},
                 data.get("contents", {}))
-    if (home.runs / baseline / "manifest.json").exists():
+    if is_complete(home, baseline):
         return f"run {baseline}", run_scores(home, baseline), run_contents(home, baseline)
     raise ConfigError(f"baseline '{baseline}' is neither a baseline file nor a completed run in {home.root}")
 

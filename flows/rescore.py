@@ -7,7 +7,7 @@ from typing import Any
 from mai.storage.catalog import build_catalog
 from mai.storage.generations import read_texts
 from mai.storage.paths import Home
-from mai.storage.runs import read_manifest, read_routes, write_metrics, write_scores
+from mai.storage.runs import is_complete, read_manifest, read_routes, write_metrics, write_scores
 from mai.storage.samples import read_shard
 from mai.tasks.finalize import metric_rows_for, score_rows_for
 from prefect import flow
@@ -22,7 +22,7 @@ def mai_rescore(run_id: str, profile: str, home: str | None = None) -> dict[str,
     """Re-parses each sample's final output with the profile's parser, scores and aggregates it, and
     stores the scores and metrics next to the run's others (one file per profile)."""
     root = Home.at(home)
-    if not (root.runs / run_id / "run.parquet").exists():
+    if not is_complete(root, run_id):
         raise ConfigError(f"no completed run '{run_id}' in {root.root} (see `mai sql \"SELECT run_id FROM runs\"`)")
     manifest = read_manifest(root, run_id)
     benchmark = get_benchmark(manifest["config"]["benchmark"])

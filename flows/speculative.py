@@ -41,7 +41,7 @@ def mai_speculative(config: RunConfig, draft_tokens: int = 4) -> dict[str, Any]:
     if not (isinstance(large, TransformersEngine) and isinstance(small, TransformersEngine)):
         raise ConfigError("speculative decoding needs transformers engines")
     rows = _decode_all(home, baseline, reference, large, small, draft_tokens)
-    write_rows(home.root / "store" / "speculative" / baseline["run_id"] / f"k{draft_tokens}.parquet", rows, SPECULATIVE)
+    write_rows(home.speculative / baseline["run_id"] / f"k{draft_tokens}.parquet", rows, SPECULATIVE)
     build_catalog(home)
     proposed, accepted = sum(r["proposed"] for r in rows), sum(r["accepted"] for r in rows)
     return {"run_id": baseline["run_id"], "samples": len(rows), "draft_tokens": draft_tokens,

@@ -19,32 +19,20 @@ from mai.tasks.jobs import StageMaps
 
 from mai.backends.registry import loaded_engines
 from mai.config import RunConfig
+from mai.progress import Tally
 
 PACKAGES = ("mai", "torch", "transformers", "prefect", "duckdb", "pyarrow", "datasets", "tokenizers")
 
 
-def engine_totals() -> dict[str, float]:
-    """Cumulative engine counters of this process (a run reports the difference)."""
-    engines = loaded_engines()
-    return {
-        "generations": float(sum(e.counters.generations for e in engines)),
-        "generate_s": sum(e.counters.generate_s for e in engines),
-        "load_s": sum(e.counters.load_s for e in engines),
-        "captures": float(sum(e.counters.captures for e in engines)),
-        "restarts": float(sum(e.counters.restarts for e in engines)),
-    }
-
-
-def backend_report(backend: str, started_at: datetime, before: dict[str, float], after: dict[str, float]
-                   ) -> dict[str, Any]:
-    """Which servers the run's engines used (URL, owner, log file) and what happened to them during the run
-    (starts, restarts after a server died); empty lists for in-process backends."""
+def backend_report(backend: str, started_at: datetime) -> dict[str, Any]:
+    """Which servers the run's engines in this process used (URL, owner, log file) and what happened to them
+    during the run (starts, restarts after a server died); empty lists for in-process backends."""
     engines = [e for e in loaded_engines() if e.backend == backend]
     servers = [dict(server.__dict__) for e in engines if (server := getattr(e, "server", None)) is not None]
     events = [event for e in engines for event in getattr(e, "events", [])
               if event["at"] >= started_at.isoformat()]
     return {"name": backend, "servers": servers, "events": events,
-            "restarts": int(after["restarts"] - before["restarts"])}
+            "restarts": sum(event["event"] == "restarted" for event in events)}
 
 
 def package_versions() -> dict[str, str]:
@@ -75,7 +63,7 @@ def stage_statistics(plan: RunPlan, stage_maps: dict[str, StageMaps]) -> dict[st
     """Per stage: generations used by the run and their output tokens (computed or reused alike)."""
     store = store_for(plan.context.home)
     stats: dict[str, dict[str, float]] = {}
-    for stage in plan.context.stages:
+    for stage in (s for s in plan.context.stages if s.generates):
         ids = {g for maps in stage_maps.values() for g in maps.get(stage.name, {}).values()}
         rows = store.read(plan.context.models[stage.role], stage.prompt_kind, ids, ["output_tokens"])
         tokens = sum(int(r["output_tokens"]) for r in rows.values())
@@ -86,25 +74,25 @@ def stage_statistics(plan: RunPlan, stage_maps: dict[str, StageMaps]) -> dict[st
 
 def build_manifest(
     plan: RunPlan, config: RunConfig, stage_maps: dict[str, StageMaps], outcome: dict[str, Any],
-    started: float, started_at: datetime, engines_before: dict[str, float],
+    started: float, started_at: datetime, tally: Tally,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The JSON manifest and its catalog row."""
+    """The JSON manifest and its catalog row. `tally` is what this run's own steps made the engines do;
+    `generations_computed` is read from the store (rows this run's id wrote), so the two can be checked."""
     ctx = plan.context
     stages = stage_statistics(plan, stage_maps)
-    needed = len({g for maps in stage_maps.values() for stage in maps.values() for g in stage.values()})
+    generated = {g for maps in stage_maps.values() for name, stage in maps.items() if name != "select_rt"
+                 for g in stage.values()}
+    needed = len(generated)
     computed = count_computed_by_run(Home.at(ctx.home), ctx.run_id)
-    after = engine_totals()
     routes = outcome["routes"]
     counts = {
         "samples": sum(routes.values()), "valid": sum(routes.values()) - routes["ERROR"], "errors": routes["ERROR"],
         "generations_needed": needed, "generations_computed": computed, "generations_reused": needed - computed,
-        "engine_generations": int(after["generations"] - engines_before["generations"]),
-        "attention_prefills": int(after["captures"] - engines_before["captures"]),
+        "engine_generations": tally.generations, "attention_prefills": tally.captures,
         **computed_by_run(Home.at(ctx.home), ctx.run_id),
     }
-    timings = {"wall_s": time.perf_counter() - started,
-               "engine_generate_s": after["generate_s"] - engines_before["generate_s"],
-               "model_load_s": after["load_s"] - engines_before["load_s"]}
+    timings = {"wall_s": time.perf_counter() - started, "engine_generate_s": tally.generate_s,
+               "model_load_s": tally.load_s}
     manifest = {
         "run_id": ctx.run_id, "run_name": config.run_name or ctx.run_id, "config_key": config.key(),
         "config": config.model_dump(), "models": {r: m.__dict__ for r, m in ctx.models.items()},
@@ -113,7 +101,7 @@ def build_manifest(
         "shard_paths": sorted(stage_maps), "scorer_profile": outcome["scorer_profile"],
         "counts": counts, "routes": routes, "stages": stages, "metrics": outcome["metrics"],
         "errors": outcome["errors"], "timings": timings,
-        "backend": backend_report(config.backend, started_at, engines_before, after),
+        "backend": backend_report(config.backend, started_at),
     }
     return manifest, _catalog_row(manifest, plan, config)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mai.flows.deployment import with_deployment_defaults
 from mai.flows.run import mai_run
 from prefect import flow
 
@@ -19,6 +20,7 @@ from mai.errors import ConfigError
 def mai_sweep(config: RunConfig, layers: list[int], deltas: list[float] | None = None) -> list[dict[str, Any]]:
     if not layers:
         raise ConfigError("a sweep needs at least one layer")
+    config = with_deployment_defaults(config)
     manifests = []
     for delta in deltas or [config.transfer_delta]:
         for layer in layers:

@@ -33,15 +33,21 @@ S_SMALL = StageSpec("s_small", "small", "S")
 R_SMALL = StageSpec("r_small", "small", "R")
 S2_SMALL = StageSpec("s2_small", "small", "S2", upstream="r_small")
 RT_LARGE = StageSpec("rt_large", "large", "RT", upstream="r_small")
+# sparse RT: the large model's attention selects reasoning tokens (a step of its own), RT reads the selection
+SELECT_RT = StageSpec("select_rt", "large", "RT", upstream="r_small")
+RT_LARGE_SPARSE = StageSpec("rt_large", "large", "RT", upstream="select_rt")
 
 
-def stages_for(mode: RunMode, s2: bool, single_role: Role = "large", single_kind: PromptKind = "S") -> list[StageSpec]:
+def stages_for(mode: RunMode, s2: bool, single_role: Role = "large", single_kind: PromptKind = "S",
+               transfer: str = "full") -> list[StageSpec]:
+    """The run's steps in order. With sparse transfer, token selection is one more step that feeds RT."""
+    rt = [SELECT_RT, RT_LARGE_SPARSE] if transfer == "sparse" else [RT_LARGE]
     if mode == "cascade":
-        return [S_LARGE, S_SMALL, R_SMALL, *([S2_SMALL] if s2 else []), RT_LARGE]
+        return [S_LARGE, S_SMALL, R_SMALL, *([S2_SMALL] if s2 else []), *rt]
     if mode == "full_rt":
         if s2:
             raise ConfigError("S2 has no effect in full_rt mode (RT consumes the small model's reasoning): drop --s2")
-        return [R_SMALL, RT_LARGE]
+        return [R_SMALL, *rt]
     if single_kind not in ("S", "E", "R"):
         raise ConfigError(f"a single-model baseline uses prompt S, E or R, not {single_kind}")
     single = StageSpec("single", single_role, single_kind)

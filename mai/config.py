@@ -7,13 +7,23 @@ import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from mai.backends.base import BACKENDS
 from mai.errors import ConfigError
-from mai.types import PROMPT_KINDS, Decoding, ModelSpec, PromptKind, Role, RunMode
+from mai.types import (
+    PROMPT_KINDS,
+    BackendName,
+    BenchmarkName,
+    Decoding,
+    Dtype,
+    ModelSpec,
+    PromptKind,
+    Role,
+    RunMode,
+)
 
 SMALL_BUILTIN = "mai-tiny-small"
 LARGE_BUILTIN = "mai-tiny-large"
@@ -42,7 +52,10 @@ class RunConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    benchmark: str = "demo"
+    # closed sets are enums in the JSON schema (Prefect's form shows dropdowns, its API refuses other values
+    # when a run is created); in Python they stay strings checked by `prepare_run` with a ConfigError that says
+    # what to fix
+    benchmark: str = Field("demo", json_schema_extra={"enum": list(get_args(BenchmarkName))})
     data: str | None = Field(None, description="local Parquet/save_to_disk copy or hub id; default per benchmark")
     split: str | None = None
     subset: str | None = Field(None, description="dataset config name (e.g. 'en' for MMBench)")
@@ -52,20 +65,22 @@ class RunConfig(BaseModel):
     large_model: str = LARGE_BUILTIN
     small_revision: str = "main"
     large_revision: str = "main"
-    dtype: str = "float32"
+    dtype: str = Field("float32", json_schema_extra={"enum": list(get_args(Dtype))})
     mode: RunMode = "cascade"
     s2: bool = False
     single_model: Role = "large"
-    single_prompt: PromptKind = "S"
+    single_prompt: PromptKind = Field("S", json_schema_extra={"enum": ["S", "E", "R"]})
     transfer: Literal["full", "sparse"] = Field("full", description="RT with the whole reasoning or a selection")
     transfer_layer: int | None = Field(None, ge=0, description="0-based layer whose attention selects tokens")
     transfer_delta: float = Field(0.8, gt=0.0, le=1.0, description="share of attention the selection covers")
     capture_layers: list[int] = Field(default_factory=list, description="more layers to capture in the same prefill")
-    backend: str = "transformers"
+    backend: str = Field("transformers", json_schema_extra={"enum": list(get_args(BackendName))})
     vllm_urls: dict[str, str] = Field(default_factory=dict,
                                       description="backend vllm: role -> base URL of a running server")
     vllm_env: str | None = Field(None, description="backend vllm: environment with vLLM (default $MAI_VLLM_ENV)")
     shards: int = Field(2, ge=1)
+    workers: int = Field(0, ge=0, description="0: shards run in this process; N: fanned out as `mai-shard` flow "
+                                               "runs to the `mai-gpu` work pool, N at a time")
     batch_size: int = Field(8, ge=1)
     max_new_tokens: dict[str, int] = Field(default_factory=lambda: dict(DEFAULT_MAX_NEW_TOKENS))
     run_name: str | None = None
@@ -87,7 +102,7 @@ class RunConfig(BaseModel):
     def key(self) -> str:
         """Identifies what the run computes (not its name, store location or extra captured layers)."""
         # the backend's servers never change outputs (float32: vLLM == transformers, tested)
-        payload = self.model_dump(exclude={"run_name", "home", "batch_size", "shards", "capture_layers",
+        payload = self.model_dump(exclude={"run_name", "home", "batch_size", "shards", "workers", "capture_layers",
                                            "vllm_urls", "vllm_env"})
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -185,12 +200,26 @@ def _check_hub_model(repo_id: str, revision: str) -> None:
 DOCUMENTATION_FILES = ("README.md", "evaluation.json", "training_log.json")
 
 
+_FINGERPRINTS: dict[tuple[str, tuple[tuple[str, int, int], ...]], str] = {}
+
+
 def fingerprint_directory(path: Path) -> str:
     """sha256 over file names and contents; files over 64 MiB contribute their size and first/last MiB
-    (hashing 16 GB of weights on every run would cost minutes). Dotfiles and documentation are skipped."""
+    (hashing 16 GB of weights on every run would cost minutes). Dotfiles and documentation are skipped.
+    Remembered per process while no file's name, size or modification time changes, so validating a
+    configuration twice (the terminal, then the flow) reads the weights once."""
+    files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".")
+                   and p.name not in DOCUMENTATION_FILES)
+    listing = tuple((str(f.relative_to(path)), f.stat().st_size, f.stat().st_mtime_ns) for f in files)
+    key = (str(path.resolve()), listing)
+    if key not in _FINGERPRINTS:
+        _FINGERPRINTS[key] = _hash_files(path, files)
+    return _FINGERPRINTS[key]
+
+
+def _hash_files(path: Path, files: list[Path]) -> str:
     digest = hashlib.sha256()
-    for file in sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".")
-                       and p.name not in DOCUMENTATION_FILES):
+    for file in files:
         digest.update(str(file.relative_to(path)).encode())
         size = file.stat().st_size
         with open(file, "rb") as handle:

@@ -10,8 +10,13 @@ AnswerStyle = Literal["phrase", "letter"]
 Role = Literal["small", "large"]
 RunMode = Literal["cascade", "single", "full_rt"]
 Route = Literal["MV1", "MV2", "RT", "SINGLE", "ERROR"]
-StageName = Literal["s_large", "s_small", "r_small", "s2_small", "rt_large", "single", "single_s2"]
+# `select_rt` (sparse RT) is a step like the others, but its outputs are token selections, not generations
+StageName = Literal["s_large", "s_small", "r_small", "s2_small", "select_rt", "rt_large", "single", "single_s2"]
+# the stages whose answers and generation ids the routes table records
 STAGE_NAMES: tuple[StageName, ...] = ("s_large", "s_small", "r_small", "s2_small", "rt_large", "single", "single_s2")
+BenchmarkName = Literal["pope", "mmmu", "mmbench", "chartqa", "infovqa", "realworldqa", "demo", "shapes"]
+Dtype = Literal["float32", "bfloat16", "float16"]
+BackendName = Literal["transformers", "vllm"]
 FinishReason = Literal["stop", "length"]
 
 PROMPT_KINDS: tuple[PromptKind, ...] = ("S", "E", "R", "S2", "RT")
@@ -158,6 +163,11 @@ class StageSpec:
     role: Role
     prompt_kind: PromptKind
     upstream: StageName | None = None
+
+    @property
+    def generates(self) -> bool:
+        """False for the token-selection step of sparse RT (its outputs live in the selections table)."""
+        return self.name != "select_rt"
 
 
 @dataclass(frozen=True)

@@ -159,3 +159,31 @@ def compute_once(board: ClaimBoard, wanted: Iterable[str], stored: Callable[[], 
                 computed += len(claim.mine)
         pending = board.wait_for_others(claim, stored)
     return computed
+
+
+class Lease:
+    """A flock held on a file for as long as some work runs (a shard flow on a worker): whoever watches the work
+    can tell a live worker from a dead one (SIGKILL, a lost machine) without heartbeats or timeouts."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._handle: IO[bytes] | None = None
+
+    def __enter__(self) -> Self:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._handle = open(self.path, "a+b")
+        fcntl.flock(self._handle.fileno(), fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+
+def lease_is_held(path: Path) -> bool:
+    handle = _try_lock(path)
+    if handle is None:
+        return path.exists()
+    handle.close()
+    return False

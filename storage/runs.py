@@ -44,6 +44,10 @@ def shard_outcome_path(home: Home, run_id: str, shard_path: str) -> Path:
     return home.runs / run_id / "shards" / (Path(shard_path).stem + ".json")
 
 
+def shard_lease_path(home: Home, run_id: str, shard_path: str) -> Path:
+    return home.runs / run_id / "shards" / (Path(shard_path).stem + ".lease")
+
+
 def write_shard_outcome(home: Home, run_id: str, shard_path: str, outcome: dict[str, Any]) -> Path:
     """What a shard flow hands its parent (stage maps, its own accounting): a file in the shared store, so a
     shard that ran on another worker reports the same way as one that ran in the parent's process. Atomic."""

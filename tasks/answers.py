@@ -29,6 +29,9 @@ def load_stage_answers(
         if stage.name not in stage_maps:
             continue
         ids = {sid: gid for sid, gid in stage_maps[stage.name].items() if sid in by_id}
+        if not stage.generates:  # a token selection: its text is what RT reads, it has no answer of its own
+            answers[stage.name] = _selected_reasoning(store, models[stage.role], ids)
+            continue
         rows = store.read(models[stage.role], stage.prompt_kind, ids.values(), ["text"])
         absent = [gid for gid in ids.values() if gid not in rows]
         if absent:
@@ -38,3 +41,13 @@ def load_stage_answers(
             for sid, gid in ids.items()
         }
     return answers
+
+
+def _selected_reasoning(store: GenerationStore, model: ModelSpec, ids: dict[str, str]) -> dict[str, StageAnswer]:
+    from mai.storage.attention import read_selections
+
+    rows = read_selections(store.home, model, ids.values())
+    absent = [sel for sel in ids.values() if sel not in rows]
+    if absent:
+        raise StoreMismatch(f"{len(absent)} token selections are missing from the store")
+    return {sid: StageAnswer(sel, rows[sel]["transferred_text"], None) for sid, sel in ids.items()}

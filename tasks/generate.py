@@ -1,24 +1,22 @@
-"""`generate_stage`: one cascade stage over one shard. The Parquet store is the primary cache: only
-identities it lacks are generated. Prefect's task cache (explicit content key, JSON result of a few ids)
-is a second layer that skips even the store lookup."""
+"""Generating one stage over one shard. The Parquet store is the primary cache: only identities it lacks are
+generated, and each of them once across every run and worker on the store (storage/claims.py)."""
 
 from __future__ import annotations
 
-from typing import Any
+import time
 
+from mai.storage.claims import ClaimBoard, compute_once
 from mai.storage.generations import GenerationStore
 from mai.storage.paths import Home
 from mai.storage.samples import read_shard
 from mai.tasks.answers import load_stage_answers
 from mai.tasks.jobs import StageJob
-from prefect import task
-from prefect.context import TaskRunContext
 
 from mai import cascade, progress
 from mai.backends.registry import get_engine
 from mai.benchmarks.registry import get_benchmark
 from mai.stages import build_requests
-from mai.types import GenResult, StageAnswer
+from mai.types import GenRequest, GenResult, Sample, StageAnswer, StageName
 
 _STORES: dict[str, GenerationStore] = {}
 
@@ -30,54 +28,48 @@ def store_for(home: str) -> GenerationStore:
     return _STORES[home]
 
 
-def _cache_key(context: TaskRunContext, parameters: dict[str, Any]) -> str:
-    job: StageJob = parameters["job"]
-    return f"generate-stage-{job.cache_key()}"
-
-
-@task(name="generate-stage", task_run_name="{job.stage.name}", cache_key_fn=_cache_key,
-      result_serializer="json", persist_result=True)
-def generate_stage(job: StageJob) -> dict[str, str]:
-    """Returns sample_id -> gen_id for every sample of the shard that this stage answers."""
+def step_inputs(job: StageJob) -> tuple[list[Sample], dict[StageName, dict[str, StageAnswer]]]:
+    """The shard's usable samples that this step must answer, and the earlier steps' answers."""
     ctx = job.context
     benchmark = get_benchmark(ctx.benchmark)
-    store = store_for(ctx.home)
-    model = ctx.models[job.stage.role]
     samples = [s for s in read_shard(Home.at(ctx.home).root / job.shard_path) if s.error is None]
-    answers = load_stage_answers(store, benchmark, samples, job.earlier, ctx.stages, ctx.models)
-    todo = cascade.samples_needing(job.stage, ctx.mode, samples, answers, benchmark)
+    answers = load_stage_answers(store_for(ctx.home), benchmark, samples, job.earlier, ctx.stages, ctx.models)
+    return cascade.samples_needing(job.stage, ctx.mode, samples, answers, benchmark), answers
+
+
+def generate_outputs(job: StageJob) -> dict[str, str]:
+    """Returns sample_id -> gen_id for every sample of the shard that this stage answers."""
+    ctx = job.context
+    store, model, kind = store_for(ctx.home), ctx.models[job.stage.role], job.stage.prompt_kind
+    todo, answers = step_inputs(job)
     upstream = answers.get(job.stage.upstream, {}) if job.stage.upstream else {}
-    if job.selections is not None:  # sparse RT: the selected tokens stand in for the whole reasoning
-        upstream = _selected_reasoning(job)
-    requests = build_requests(job.stage, todo, benchmark, model, job.decoding, upstream)
-    missing = set(store.missing(model, job.stage.prompt_kind, (r.gen_id for r in requests)))
-    by_id = {r.gen_id: r for r in requests if r.gen_id in missing}  # identical samples generate once
-    pending = list(by_id.values())
-    stage_label = job.stage.name
-    progress.stage_started(stage_label, len(pending))
+    requests = build_requests(job.stage, todo, get_benchmark(ctx.benchmark), model, job.decoding, upstream)
+    by_id = {r.gen_id: r for r in requests}  # identical samples generate once
+
+    def compute(gen_ids: list[str]) -> None:
+        _generate(job, [by_id[g] for g in gen_ids])
+
+    board = ClaimBoard(Home.at(ctx.home), f"generations/{model.slug}/{kind}")
+    compute_once(board, by_id, lambda: store.existing_ids(model, kind), compute)
+    return {r.sample_id: r.gen_id for r in requests}
+
+
+def _generate(job: StageJob, pending: list[GenRequest]) -> None:
+    ctx = job.context
+    store, model = store_for(ctx.home), ctx.models[job.stage.role]
+    by_id = {r.gen_id: r for r in pending}
+    progress.stage_started(job.stage.name, len(pending), run_id=ctx.run_id)
 
     def persist(batch: list[GenResult]) -> None:
         store.write(model, job.stage.prompt_kind, by_id, batch,
                     {"benchmark": ctx.benchmark, "backend": ctx.backend, "run_id": ctx.run_id})
-        progress.advanced(stage_label, len(batch))
+        # the batch's engine time is its slowest row's (rows of a batch start together)
+        progress.count(job.ledger, generations=len(batch), generate_s=max(r.wall_s for r in batch))
+        progress.advanced(job.stage.name, len(batch), run_id=ctx.run_id)
 
-    if pending:
-        get_engine(model, ctx.backend, ctx.engine_options(job.stage.role)).generate(pending, ctx.batch_size,
-                                                                                    on_batch=persist)
-    return {r.sample_id: r.gen_id for r in requests}
-
-
-def _selected_reasoning(job: StageJob) -> dict[str, StageAnswer]:
-    from mai.storage.attention import read_selections
-
-    assert job.selections is not None
-    rows = read_selections(Home.at(job.context.home), job.context.models["large"], job.selections.values())
-    return {sid: StageAnswer(sel, rows[sel]["transferred_text"], None) for sid, sel in job.selections.items()}
-
-
-def stored_fraction(job: StageJob, outputs: dict[str, str]) -> float:
-    """Share of a stage's outputs that the store holds (1.0 unless the store lost files)."""
-    if not outputs:
-        return 1.0
-    existing = store_for(job.context.home).existing_ids(job.context.models[job.stage.role], job.stage.prompt_kind)
-    return sum(1 for g in outputs.values() if g in existing) / len(outputs)
+    engine = get_engine(model, ctx.backend, ctx.engine_options(job.stage.role))
+    loaded_before = engine.counters.load_s
+    started = time.perf_counter()
+    engine.generate(pending, ctx.batch_size, on_batch=persist)
+    if not loaded_before and engine.counters.load_s:  # this call loaded the model
+        progress.count(job.ledger, load_s=min(engine.counters.load_s, time.perf_counter() - started))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
+
 from pydantic import BaseModel, ConfigDict
 
 from mai.backends.base import EngineOptions
@@ -37,8 +39,13 @@ class RunContext(BaseModel):
         return EngineOptions(url=self.vllm_urls.get(role), env=self.vllm_env, home=self.home)
 
 
+def ledger_key(run_id: str, shard_path: str) -> str:
+    """The accounting key of one run's shard (mai.progress): other runs in the process never share it."""
+    return f"{run_id}/{shard_path}"
+
+
 class StageJob(BaseModel):
-    """One stage over one shard."""
+    """One step (a stage, or sparse RT's token selection) over one shard."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -47,13 +54,26 @@ class StageJob(BaseModel):
     stage: StageSpec
     decoding: Decoding
     earlier: StageMaps
-    # sparse RT: sample_id -> selection_id (the selected reasoning replaces the full reasoning upstream)
-    selections: dict[str, str] | None = None
+
+    @property
+    def shard_name(self) -> str:
+        return PurePosixPath(self.shard_path).stem
+
+    @property
+    def label(self) -> str:
+        """How the Prefect UI names the task run: shard and stage."""
+        return f"{self.shard_name} / {self.stage.name}"
+
+    @property
+    def ledger(self) -> str:
+        return ledger_key(self.context.run_id, self.shard_path)
 
     def cache_key(self) -> str:
-        """Everything that determines the stage's outputs and nothing that does not (run id, backend and
+        """Everything that determines the step's outputs and nothing that does not (run id, backend and
         batch size: float32 greedy outputs are identical across them)."""
         model = self.context.models[self.stage.role]
+        transfer = ([self.context.transfer_layer, self.context.transfer_delta, self.context.capture_layers]
+                    if self.stage.name == "select_rt" else None)
         return canonical_hash({
             "home": self.context.home,
             "benchmark": self.context.benchmark,
@@ -63,5 +83,5 @@ class StageJob(BaseModel):
             "model": [model.identity_name, model.revision, model.dtype],
             "decoding": self.decoding.as_dict(),
             "earlier": self.earlier,
-            "selections": self.selections,
+            "transfer": transfer,
         })

@@ -1,6 +1,6 @@
-"""`select_reasoning_tokens`: for the samples that reach RT, one large-model prefill per sample captures the
-attention on the small model's reasoning at every requested layer (stored), then the tokens covering
-`delta` of it at the run's layer are selected (stored). Returns sample_id -> selection_id."""
+"""`select_outputs`, the `select_rt` step of sparse RT: for the samples that reach RT, one large-model prefill
+per sample captures the attention on the small model's reasoning at every requested layer (stored), then the
+tokens covering `delta` of it at the run's layer are selected (stored). Returns sample_id -> selection_id."""
 
 from __future__ import annotations
 
@@ -13,15 +13,12 @@ from mai.storage.attention import (
     write_captures,
     write_selections,
 )
+from mai.storage.claims import ClaimBoard, compute_once
 from mai.storage.paths import Home
-from mai.storage.samples import read_shard
-from mai.tasks.answers import load_stage_answers
-from mai.tasks.generate import store_for
+from mai.tasks.generate import step_inputs, store_for
 from mai.tasks.jobs import StageJob
-from prefect import task
-from prefect.context import TaskRunContext
 
-from mai import cascade
+from mai import progress
 from mai.backends.registry import get_engine
 from mai.backends.transformers_backend import TransformersEngine
 from mai.benchmarks.base import Benchmark
@@ -31,20 +28,11 @@ from mai.transfer import capture_id, select_indices, selection_id
 from mai.types import REASONING_MARK, CaptureRequest, LayerCapture, Sample
 
 
-def _cache_key(context: TaskRunContext, parameters: dict[str, Any]) -> str:
-    job: StageJob = parameters["job"]
+def select_outputs(job: StageJob) -> dict[str, str]:
+    """The `select_rt` step: returns sample_id -> selection_id for the samples that reach RT."""
     ctx = job.context
-    return f"select-reasoning-{job.cache_key()}-{ctx.transfer_layer}-{ctx.transfer_delta}-{ctx.capture_layers}"
-
-
-@task(name="select-reasoning-tokens", task_run_name="select-L{job.context.transfer_layer}", cache_key_fn=_cache_key,
-      result_serializer="json", persist_result=True)
-def select_reasoning_tokens(job: StageJob) -> dict[str, str]:
-    ctx = job.context
-    home, benchmark, large = Home.at(ctx.home), get_benchmark(ctx.benchmark), ctx.models["large"]
-    samples = [s for s in read_shard(home.root / job.shard_path) if s.error is None]
-    answers = load_stage_answers(store_for(ctx.home), benchmark, samples, job.earlier, ctx.stages, ctx.models)
-    todo = cascade.samples_needing(job.stage, ctx.mode, samples, answers, benchmark)
+    benchmark, large = get_benchmark(ctx.benchmark), ctx.models["large"]
+    todo, answers = step_inputs(job)
     reasoning = {s.sample_id: answers["r_small"][s.sample_id].gen_id for s in todo}
     captures = {s.sample_id: capture_id(large, reasoning[s.sample_id], s.content_hash, _template(benchmark, s))
                 for s in todo}
@@ -61,22 +49,30 @@ def _template(benchmark: Benchmark, sample: Sample) -> str:
 
 def _capture_missing(job: StageJob, engine: TransformersEngine, benchmark: Benchmark, todo: list[Sample],
                      reasoning: dict[str, str], captures: dict[str, str]) -> None:
+    """One prefill per capture id that lacks a requested layer, each once across runs on the store."""
     ctx = job.context
     home, large, layers = Home.at(ctx.home), ctx.models["large"], set(ctx.capture_layers)
-    have = captured_layers(home, large, captures.values())
-    pending = [s for s in todo if layers - have.get(captures[s.sample_id], set())]
-    if not pending:
-        return
-    missing_layers = set().union(*(layers - have.get(captures[s.sample_id], set()) for s in pending))
-    texts = store_for(ctx.home).read(ctx.models["small"], "R", (reasoning[s.sample_id] for s in pending),
-                                     ["text", "output_token_ids"])
-    requests = [_capture_request(engine, benchmark, s, captures[s.sample_id], texts[reasoning[s.sample_id]])
-                for s in pending]
-    results = engine.capture(requests, missing_layers, ctx.batch_size)
-    by_capture = {captures[s.sample_id]: s for s in pending}
-    rows = [_capture_row(r, by_capture[r.capture_id], reasoning, large.identity_name, ctx.run_id) for r in results
-            if r.layer not in have.get(r.capture_id, set())]
-    write_captures(home, large, rows)
+    by_capture = {captures[s.sample_id]: s for s in todo}
+
+    def complete() -> set[str]:
+        have = captured_layers(home, large, by_capture)
+        return {cid for cid, found in have.items() if layers <= found}
+
+    def compute(capture_ids: list[str]) -> None:
+        have = captured_layers(home, large, capture_ids)
+        pending = [by_capture[cid] for cid in capture_ids]
+        missing_layers = set().union(*(layers - have.get(cid, set()) for cid in capture_ids))
+        texts = store_for(ctx.home).read(ctx.models["small"], "R", (reasoning[s.sample_id] for s in pending),
+                                         ["text", "output_token_ids"])
+        requests = [_capture_request(engine, benchmark, s, captures[s.sample_id], texts[reasoning[s.sample_id]])
+                    for s in pending]
+        results = engine.capture(requests, missing_layers, ctx.batch_size)
+        rows = [_capture_row(r, by_capture[r.capture_id], reasoning, large.identity_name, ctx.run_id)
+                for r in results if r.layer not in have.get(r.capture_id, set())]
+        write_captures(home, large, rows)
+        progress.count(job.ledger, captures=len(requests))
+
+    compute_once(ClaimBoard(home, f"attention/{large.slug}"), by_capture, complete, compute)
 
 
 def _capture_request(engine: TransformersEngine, benchmark: Benchmark, sample: Sample, capture: str,
@@ -107,13 +103,16 @@ def _select(job: StageJob, engine: TransformersEngine, captures: dict[str, str])
     layer, delta = ctx.transfer_layer, ctx.transfer_delta
     assert layer is not None  # validated in the plan
     selections = {sid: selection_id(cid, layer, delta) for sid, cid in captures.items()}
-    existing = read_selections(home, large, selections.values())
-    missing = {sid: sel for sid, sel in selections.items() if sel not in existing}
-    if missing:
-        stored = read_captures(home, large, (captures[sid] for sid in missing))
-        rows = [_selection_row(stored[(captures[sid], layer)], sel, delta, engine, ctx.run_id)
-                for sid, sel in missing.items()]
+    capture_of = {sel: captures[sid] for sid, sel in selections.items()}
+
+    def compute(selection_ids: list[str]) -> None:
+        stored = read_captures(home, large, (capture_of[sel] for sel in selection_ids))
+        rows = [_selection_row(stored[(capture_of[sel], layer)], sel, delta, engine, ctx.run_id)
+                for sel in selection_ids]
         write_selections(home, large, rows)
+
+    compute_once(ClaimBoard(home, f"selections/{large.slug}"), capture_of,
+                 lambda: set(read_selections(home, large, capture_of)), compute)
     return selections
 
 

@@ -1,0 +1,52 @@
+"""Deployment parameters that are partial configurations.
+
+Prefect merges a flow run's parameters onto its deployment's at the top level only: a run created with
+`config={"limit": 60}` would get a config of RunConfig's defaults plus that limit, not the deployment's
+configuration with that change. A flow that takes a config calls `with_deployment_defaults` first: the config
+the run was given is merged, field by field (and budget by budget), onto the deployment's own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mai.config import RunConfig, config_from_mapping
+
+
+def merge_config(defaults: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    merged = {**defaults, **given}
+    for key in ("max_new_tokens", "vllm_urls"):
+        if isinstance(defaults.get(key), dict) and isinstance(given.get(key), dict):
+            merged[key] = {**defaults[key], **given[key]}
+    return merged
+
+
+def with_deployment_defaults(config: RunConfig, parameter: str = "config") -> RunConfig:
+    """`config` unchanged outside a deployment run; inside one, the deployment's config with the run's changes."""
+    from prefect.runtime import flow_run
+
+    if flow_run.get_id() is None:
+        return config
+    deployment_id, given = _deployment_and_given(str(flow_run.get_id()), parameter)
+    if deployment_id is None or not isinstance(given, dict):
+        return config
+    defaults = _deployment_parameter(deployment_id, parameter)
+    if not isinstance(defaults, dict):
+        return config
+    return config_from_mapping(merge_config(defaults, given))
+
+
+def _deployment_and_given(flow_run_id: str, parameter: str) -> tuple[str | None, Any]:
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        run = client.read_flow_run(flow_run_id)  # type: ignore[arg-type]  # accepts the id as a string
+    deployment = str(run.deployment_id) if run.deployment_id else None
+    return deployment, (run.parameters or {}).get(parameter)
+
+
+def _deployment_parameter(deployment_id: str, parameter: str) -> Any:
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        deployment = client.read_deployment(deployment_id)  # type: ignore[arg-type]
+    return (deployment.parameters or {}).get(parameter)

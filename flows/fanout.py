@@ -1,0 +1,139 @@
+"""Running a plan's shards: in the parent's process (embedded Prefect; `workers` 0), or fanned out as `mai-shard`
+flow runs of the deployment `mai-shard/shard` to the `mai-gpu` work pool, `workers` at a time.
+
+A shard on a worker holds a lease (a flock on a file in the shared store) while it runs. The parent watches each
+shard's flow run; one that Prefect still calls Running while its lease is free has lost its worker (SIGKILL, a
+lost machine): the parent marks it Crashed and submits the shard again, and the new flow run computes only the
+identities the store lacks. A shard that fails with an error is retried by Prefect itself (the flow's retries).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict
+from pathlib import PurePosixPath
+from typing import Any
+from uuid import UUID
+
+from mai.flows.plan import RunPlan
+from mai.storage.claims import lease_is_held
+from mai.storage.paths import Home
+from mai.storage.runs import read_shard_outcome, shard_lease_path
+
+from mai.errors import ConfigError
+
+SHARD_DEPLOYMENT = "mai-shard/shard"
+LEASE_GRACE_S = 10.0     # a Running shard whose lease stays free this long has lost its worker
+POLL_S = 1.0
+MAX_ATTEMPTS = 3         # submissions of one shard whose worker died
+
+
+class ShardFailed(RuntimeError):
+    """A shard's flow run failed after its retries, or lost its worker MAX_ATTEMPTS times."""
+
+
+def shard_run_name(shard_path: str) -> str:
+    return PurePosixPath(shard_path).stem
+
+
+def check_fanout() -> None:
+    """Fan-out needs a Prefect server that the workers also reach, and the shard deployment on it."""
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+    from prefect.settings import PREFECT_API_URL
+
+    url = PREFECT_API_URL.value()
+    if not url:
+        raise ConfigError("--workers needs a Prefect server that the workers reach: start one (`prefect server "
+                          "start`) and set PREFECT_API_URL (e.g. http://127.0.0.1:4200/api)")
+    try:
+        with get_client(sync_client=True) as client:
+            client.read_deployment_by_name(SHARD_DEPLOYMENT)
+    except ObjectNotFound as error:
+        raise ConfigError(f"the Prefect server at {url} has no deployment '{SHARD_DEPLOYMENT}': run `prefect deploy "
+                          "--all` from the mai checkout, then start one worker per GPU: `CUDA_VISIBLE_DEVICES=0 "
+                          "prefect worker start --pool mai-gpu --limit 1`") from error
+    except Exception as error:  # connection refused, timeouts: the same for the user
+        raise ConfigError(f"the Prefect server at {url} does not answer ({type(error).__name__}): start it or "
+                          "fix PREFECT_API_URL") from error
+
+
+def run_shards(plan: RunPlan, shard_paths: list[str], workers: int,
+               on_done: Callable[[int], None]) -> dict[str, dict[str, Any]]:
+    """shard path -> its outcome ({"stage_maps", "tally"}); `on_done(n)` after each finished shard."""
+    if workers == 0:
+        return _run_in_process(plan, shard_paths, on_done)
+    return _run_on_workers(plan, shard_paths, workers, on_done)
+
+
+def _run_in_process(plan: RunPlan, shard_paths: list[str], on_done: Callable[[int], None]
+                    ) -> dict[str, dict[str, Any]]:
+    from mai.flows.shard import mai_shard
+
+    outcomes = {}
+    for index, shard in enumerate(shard_paths):
+        named = mai_shard.with_options(flow_run_name=shard_run_name(shard))
+        outcomes[shard] = named(plan.context, dict(plan.decodings), shard)
+        on_done(index + 1)
+    return outcomes
+
+
+def _run_on_workers(plan: RunPlan, shard_paths: list[str], workers: int, on_done: Callable[[int], None]
+                    ) -> dict[str, dict[str, Any]]:
+    outcomes: dict[str, dict[str, Any]] = {}
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mai-shard") as pool:
+        # each thread carries the flow's context, so the shard flow runs appear under this run in the UI
+        futures = {pool.submit(contextvars.copy_context().run, _remote_shard, plan, shard): shard
+                   for shard in shard_paths}
+        for future in as_completed(futures):
+            outcomes[futures[future]] = future.result()
+            on_done(len(outcomes))
+    return {shard: outcomes[shard] for shard in shard_paths}
+
+
+def _remote_shard(plan: RunPlan, shard_path: str) -> dict[str, Any]:
+    from prefect.deployments import run_deployment
+
+    home = Home.at(plan.context.home)
+    parameters = {"context": plan.context.model_dump(mode="json"),
+                  "decodings": {kind: asdict(d) for kind, d in plan.decodings.items()}, "shard_path": shard_path}
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        name = shard_run_name(shard_path) + (f" (attempt {attempt})" if attempt > 1 else "")
+        flow_run = run_deployment(SHARD_DEPLOYMENT, parameters=parameters, flow_run_name=name, timeout=0,
+                                  tags=["mai", f"mai-run:{plan.run_id}"])
+        state = _watch(flow_run.id, home, plan.run_id, shard_path)
+        if state == "COMPLETED":
+            outcome = read_shard_outcome(home, plan.run_id, shard_path)
+            if outcome is None:
+                raise ShardFailed(f"shard {shard_path} completed without writing its outcome to the store")
+            return outcome
+        if state != "CRASHED":
+            raise ShardFailed(f"shard {shard_path}: flow run '{name}' ended {state} (see it in the Prefect UI)")
+    raise ShardFailed(f"shard {shard_path} lost its worker {MAX_ATTEMPTS} times")
+
+
+def _watch(flow_run_id: UUID, home: Home, run_id: str, shard_path: str) -> str:
+    """Waits for the shard's flow run to end; returns its final state type (CRASHED for a lost worker)."""
+    from prefect.client.orchestration import get_client
+    from prefect.states import Crashed
+
+    lease = shard_lease_path(home, run_id, shard_path)
+    free_since: float | None = None
+    with get_client(sync_client=True) as client:
+        while True:
+            state = client.read_flow_run(flow_run_id).state
+            if state is not None and state.is_final():
+                return state.type.value
+            running = state is not None and state.is_running()
+            if not running or lease_is_held(lease):
+                free_since = None
+            elif free_since is None:
+                free_since = time.monotonic()
+            elif time.monotonic() - free_since > LEASE_GRACE_S:
+                client.set_flow_run_state(flow_run_id, Crashed(message="its worker died: the shard's lease in the "
+                                                                       "store was released"), force=True)
+                return "CRASHED"
+            time.sleep(POLL_S)

@@ -1,0 +1,58 @@
+"""`mai-shard`: every step of a run's plan over one shard of its samples, on whichever process runs it (the
+parent's, or a worker of the `mai-gpu` pool). Steps of one group (the two MV1 models) run concurrently; each
+step is the one generic step task, which computes only what the store lacks. The shard hands its parent a file
+in the store (its stage maps and its own accounting), so where it ran makes no difference to the run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mai.flows.prefect_progress import PrefectProgress
+from mai.storage.claims import Lease
+from mai.storage.paths import Home
+from mai.storage.runs import shard_lease_path, write_shard_outcome
+from mai.tasks.jobs import RunContext, StageJob, StageMaps, ledger_key
+from mai.tasks.step import run_step, stored_fraction
+from prefect import flow
+from prefect.task_runners import ThreadPoolTaskRunner
+
+from mai import cascade, progress
+from mai.types import Decoding
+
+
+@flow(name="mai-shard", task_runner=ThreadPoolTaskRunner(max_workers=2), persist_result=False, retries=2,
+      retry_delay_seconds=2)
+def mai_shard(context: RunContext, decodings: dict[str, Decoding], shard_path: str) -> dict[str, Any]:
+    """Runs the plan's steps over `shard_path` and returns (and stores) {"stage_maps", "tally"}."""
+    home = Home.at(context.home)
+    groups = cascade.stage_groups(context.stages)
+    listener = PrefectProgress(f"{context.run_id} {shard_path}", len(groups), key="mai-shard-progress")
+    progress.add_listener(listener, run_id=context.run_id)
+    try:
+        with Lease(shard_lease_path(home, context.run_id, shard_path)):
+            stage_maps = _run_steps(context, decodings, shard_path, groups, listener)
+            tally = progress.take_tally(ledger_key(context.run_id, shard_path))
+            outcome = {"shard_path": shard_path, "stage_maps": stage_maps, "tally": tally.as_dict()}
+            write_shard_outcome(home, context.run_id, shard_path, outcome)
+    finally:
+        progress.remove_listener(listener)
+    return outcome
+
+
+def _run_steps(context: RunContext, decodings: dict[str, Decoding], shard_path: str,
+               groups: list[list[Any]], listener: PrefectProgress) -> StageMaps:
+    stage_maps: StageMaps = {}
+    for index, group in enumerate(groups):
+        listener.group_started(index)
+        jobs = {stage.name: StageJob(context=context, shard_path=shard_path, stage=stage,
+                                     decoding=decodings[stage.prompt_kind], earlier=dict(stage_maps))
+                for stage in group}
+        futures = {name: run_step.submit(job) for name, job in jobs.items()}
+        for name, future in futures.items():
+            outputs: dict[str, str] = future.result()
+            if stored_fraction(jobs[name], outputs) < 1.0:
+                # Prefect's cache remembered outputs that the store no longer has: recompute them
+                outputs = run_step.with_options(refresh_cache=True)(jobs[name])
+            stage_maps[name] = outputs
+    listener.finished()
+    return stage_maps
