@@ -20,6 +20,13 @@ from typing import Any
 from mai.benchmarks.shapes_world import FAMILIES, SPLIT_SEEDS, SPLIT_SIZES
 from mai.config import SHAPES_LARGE, SHAPES_MAX_NEW_TOKENS, SHAPES_SMALL, RunConfig
 
+# quiet, offline-friendly Prefect defaults for an embedded run, as `mai` sets them (mai.api leaves the
+# environment alone); the user's env wins
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+
 FIRST_WORLD_OBJECTS_PER_SCENE = (2, 7)
 SINGLE_RUNS = [(role, kind, s2) for role in ("small", "large") for kind, s2 in
                (("S", False), ("E", False), ("R", False), ("R", True))]
@@ -28,7 +35,7 @@ SINGLE_RUNS = [(role, kind, s2) for role in ("small", "large") for kind, s2 in
 def run_all(models_dir: Path, home: str, split: str, limit: int | None) -> dict[str, dict[str, Any]]:
     """One run per configuration; the cascade run is the same configuration as `mai demo` and the default
     regression run (shipped pair, test split, the same token budgets)."""
-    from mai.flows.cli import execute
+    from mai import api
 
     base = {"benchmark": "shapes", "split": split, "limit": limit, "home": home,
             "small_model": str(models_dir / SHAPES_SMALL), "large_model": str(models_dir / SHAPES_LARGE),
@@ -39,7 +46,7 @@ def run_all(models_dir: Path, home: str, split: str, limit: int | None) -> dict[
                                                         "s2": s2} for role, kind, s2 in SINGLE_RUNS}
     configs.update({"full-RT": {"mode": "full_rt"}, "cascade": {"mode": "cascade"},
                     "cascade+S2": {"mode": "cascade", "s2": True}})
-    return {name: summarize(execute(RunConfig(**base, **values, run_name=f"eval-{name}")))
+    return {name: summarize(api.run(RunConfig(**base, **values, run_name=f"eval-{name}")))
             for name, values in configs.items()}
 
 

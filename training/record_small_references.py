@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -25,19 +26,27 @@ from mai.benchmarks.shapes import ShapesBenchmark
 from mai.benchmarks.shapes_world import SPLIT_SIZES, item_key, split_items
 from mai.config import SHAPES_LARGE, SHAPES_MAX_NEW_TOKENS, SHAPES_SMALL, RunConfig
 
+# quiet, offline-friendly Prefect defaults for an embedded run, as `mai` sets them (mai.api leaves the
+# environment alone); the user's env wins
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+
 RUN_NAME = "small-R-train"
 
 
 def record(models_dir: Path, home: str, limit: int | None) -> list[dict[str, object]]:
     """Run small R on the train split through the pipeline, then read its texts and scores from the store."""
-    from mai.flows.cli import execute
     from mai.storage.catalog import final_generations
     from mai.storage.paths import Home
 
-    manifest = execute(RunConfig(benchmark="shapes", split="train", limit=limit, home=home, mode="single",
-                                 single_model="small", single_prompt="R", max_new_tokens=SHAPES_MAX_NEW_TOKENS,
-                                 small_model=str(models_dir / SHAPES_SMALL),
-                                 large_model=str(models_dir / SHAPES_LARGE), run_name=RUN_NAME))
+    from mai import api
+
+    manifest = api.run(RunConfig(benchmark="shapes", split="train", limit=limit, home=home, mode="single",
+                                single_model="small", single_prompt="R", max_new_tokens=SHAPES_MAX_NEW_TOKENS,
+                                small_model=str(models_dir / SHAPES_SMALL),
+                                large_model=str(models_dir / SHAPES_LARGE), run_name=RUN_NAME))
     # the profile the run itself scored with
     rows = final_generations(Home.at(Path(home)), manifest["run_id"], ShapesBenchmark().profiles[0])
     items = split_items("train", SPLIT_SIZES)

@@ -1,0 +1,59 @@
+"""`mai` command line: run configurations, build the built-in assets, query the catalog."""
+
+# The package is argparse over `mai.api`, one module per command group (runs, store, latency, assets), each
+# with `register(commands)`; a handler parses its options, calls the API and prints, nothing more.
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+# quiet, offline-friendly Prefect defaults for an embedded (serverless) run; the user's env wins
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+# the first start of the embedded Prefect API migrates a fresh database: more than the default 20 s here
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+
+from mai.dashboards.render import format_rows, render_summary
+from mai.flows.cli import assets, latency, runs, store
+
+from mai.api import run as execute  # the name the training scripts (and tests) imported
+from mai.errors import ConfigError
+
+__all__ = ["execute", "format_rows", "main", "render_summary"]
+
+# `mai --help` lists the commands in this order (the order they were introduced), across the groups
+ORDER = ("demo", "run", "sql", "sweep", "speculative", "score", "rescore", "profile", "import-profile", "estimate",
+         "build-models", "build-shapes", "build-demo", "serve", "regress", "baseline", "catalog")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        result: int = args.handler(args)
+        return result
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mai", description=__doc__)
+    parser.add_argument("--home", default=None, help="store root (default: $MAI_HOME or ~/.mai)")
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+    for group in (runs, store, latency, assets):
+        group.register(commands)
+    _in_order(commands)
+    return parser
+
+
+def _in_order(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Put the groups' commands back in ORDER for --help and for the choices an unknown command lists."""
+    def rank(name: str) -> int:
+        return ORDER.index(name) if name in ORDER else len(ORDER)
+
+    for name in sorted(commands.choices, key=rank):
+        commands.choices[name] = commands.choices.pop(name)
+    commands._choices_actions.sort(key=lambda action: rank(action.dest))

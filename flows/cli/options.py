@@ -1,0 +1,108 @@
+"""Option parsing the command groups share: the run options (-> RunConfig) and list-valued options."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from mai.config import RunConfig, config_from_mapping
+from mai.errors import ConfigError
+from mai.types import PROMPT_KINDS, RUN_MODES
+
+
+def add_run_options(run: argparse.ArgumentParser) -> None:
+    run.add_argument("--config", type=Path, help="a JSON file of RunConfig fields; flags override it")
+    run.add_argument("--benchmark")
+    run.add_argument("--data", help="local Parquet / save_to_disk copy, or a hub id")
+    run.add_argument("--split")
+    run.add_argument("--subset", help="dataset config name")
+    run.add_argument("--revision", help="pinned dataset revision")
+    run.add_argument("--limit", type=int)
+    run.add_argument("--small-model")
+    run.add_argument("--large-model")
+    run.add_argument("--small-revision")
+    run.add_argument("--large-revision")
+    run.add_argument("--dtype", choices=("float32", "bfloat16", "float16"))
+    run.add_argument("--mode", choices=RUN_MODES)
+    run.add_argument("--s2", action=argparse.BooleanOptionalAction, default=None)
+    run.add_argument("--single-model", choices=("small", "large"))
+    run.add_argument("--single-prompt", choices=("S", "E", "R"))
+    run.add_argument("--transfer", choices=("full", "sparse"))
+    run.add_argument("--transfer-layer", type=int, help="0-based layer of the large model (sparse RT)")
+    run.add_argument("--transfer-delta", type=float, help="share of attention the selected tokens cover (0.8)")
+    run.add_argument("--backend", help="transformers (in-process, default) or vllm (`vllm serve` per model)")
+    run.add_argument("--vllm-url", action="append", default=[], metavar="ROLE=URL",
+                     help="backend vllm: a running server for the small/large model, e.g. small=http://host:8000")
+    run.add_argument("--vllm-env", help="backend vllm: environment to start servers from (default $MAI_VLLM_ENV, "
+                                        "else .venv-vllm in the checkout: `make vllm-env`)")
+    run.add_argument("--shards", type=int)
+    run.add_argument("--batch-size", type=int)
+    run.add_argument("--max-new-tokens", action="append", default=[], metavar="KIND=N",
+                     help=f"output budget per prompt kind {list(PROMPT_KINDS)}, repeatable")
+    run.add_argument("--name", dest="run_name")
+    run.add_argument("--json", action="store_true", help="print the run manifest as JSON")
+
+
+def run_config(args: argparse.Namespace, defaults: RunConfig | None = None) -> RunConfig:
+    """Flags over a --config file over `defaults` (default: RunConfig's own defaults)."""
+    values: dict[str, Any] = defaults.model_dump(exclude={"home"}) if defaults else {}
+    values.update(json.loads(args.config.read_text()) if args.config else {})
+    for field in RunConfig.model_fields:
+        value = getattr(args, field, None)
+        if value is not None and field != "max_new_tokens":
+            values[field] = value
+    if args.max_new_tokens:
+        values["max_new_tokens"] = {**values.get("max_new_tokens", {}), **_budgets(args.max_new_tokens)}
+    if args.vllm_url:
+        values["vllm_urls"] = {**values.get("vllm_urls", {}), **role_urls(args.vllm_url)}
+    values["home"] = args.home
+    return config_from_mapping(values)
+
+
+def _budgets(items: list[str]) -> dict[str, int]:
+    budgets = {}
+    for item in items:
+        kind, _, number = item.partition("=")
+        if not number.isdigit():
+            raise ConfigError(f"--max-new-tokens expects KIND=N, got '{item}'")
+        budgets[kind] = int(number)
+    return budgets
+
+
+def role_urls(items: list[str]) -> dict[str, str]:
+    """--vllm-url small=URL / large=URL, repeatable or comma-separated."""
+    urls = {}
+    for item in (part for value in items for part in value.split(",") if part.strip()):
+        role, _, url = item.partition("=")
+        if role not in ("small", "large") or not url:
+            raise ConfigError(f"--vllm-url expects small=URL or large=URL, got '{item}'")
+        urls[role] = url
+    return urls
+
+
+def model_profiles(items: list[str]) -> dict[str, str]:
+    """--profile MODEL=PROFILE, repeatable."""
+    mapping = {}
+    for item in items:
+        model, _, profile = item.partition("=")
+        if not profile:
+            raise ConfigError(f"--profile expects MODEL=PROFILE, got '{item}'")
+        mapping[model] = profile
+    return mapping
+
+
+def integers(text: str, option: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError as error:
+        raise ConfigError(f"{option} takes comma-separated integers, got '{text}'") from error
+
+
+def layers_and_deltas(layers: str, deltas: str | None) -> tuple[list[int], list[float] | None]:
+    """`mai sweep`'s grid: --layers integers, --deltas numbers (None: the configuration's delta)."""
+    try:
+        return [int(x) for x in layers.split(",") if x.strip()], [float(x) for x in deltas.split(",")] if deltas else None
+    except ValueError as error:
+        raise ConfigError(f"--layers takes integers and --deltas numbers, comma-separated: {error}") from error

@@ -1,0 +1,96 @@
+"""Commands over the store without a model: sql, catalog, score, rescore."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+from mai.dashboards.render import format_rows
+
+from mai import api
+from mai.errors import ConfigError
+
+METRIC_COLUMNS = ["metric", "subset", "value", "n"]
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    sql = commands.add_parser("sql", help="SQL over the catalog views: samples, generations, routes, runs, metrics")
+    sql.add_argument("query", nargs="?", help="a SELECT statement (or use --saved)")
+    sql.add_argument("--saved", help="run a saved query from mai.dashboards by name (see --list)")
+    sql.add_argument("--list", action="store_true", help="list the saved queries")
+    sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    sql.set_defaults(handler=_sql)
+
+    score = commands.add_parser("score", help="score a JSONL file of benchmark rows with predictions (no model)")
+    score.add_argument("benchmark")
+    score.add_argument("--predictions", type=Path, required=True,
+                       help="JSONL: one benchmark row per line in the hub's column schema plus 'prediction'")
+    score.add_argument("--profile", help="scorer profile (default: the benchmark's first)")
+    score.add_argument("--json", action="store_true", help="print the aggregates as JSON")
+    score.add_argument("--per-line", type=Path, help="write one JSON line per input line with its score")
+    score.set_defaults(handler=_score)
+
+    rescore = commands.add_parser("rescore", help="re-score a stored run under another scorer profile (no model)")
+    rescore.add_argument("run_id")
+    rescore.add_argument("--profile", required=True)
+    rescore.add_argument("--json", action="store_true")
+    rescore.set_defaults(handler=_rescore)
+
+    catalog = commands.add_parser("catalog", help="(re)build the DuckDB catalog file and print its path")
+    catalog.set_defaults(handler=_catalog)
+
+
+def _sql(args: argparse.Namespace) -> int:
+    if args.list:
+        for name, description in api.saved_queries():
+            print(f"{name:28s} {description}")
+        return 0
+    sql = api.saved_query(args.saved) if args.saved else args.query
+    if not sql:
+        raise ConfigError("give a query, or --saved NAME (see `mai sql --list`)")
+    columns, rows = api.query(args.home, sql)
+    print(format_rows(columns, rows, args.format))
+    return 0
+
+
+def _score(args: argparse.Namespace) -> int:
+    report = api.score(args.benchmark, _lines(args.predictions), args.profile)
+    if args.per_line:
+        with args.per_line.open("w") as handle:
+            handle.writelines(json.dumps(record) + "\n" for record in report.per_line)
+    result = report.summary
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"{result['benchmark']} ({result['scorer_profile']}): {result['scored']} scored, "
+          f"{len(result['errors'])} unusable lines")
+    print(format_rows(METRIC_COLUMNS, [(m["name"], m["subset"], m["value"], m["n"]) for m in result["metrics"]],
+                      "table"))
+    for error in result["errors"][:10]:
+        print(f"  line {error['line']}: {error['error']}")
+    return 0
+
+
+def _lines(path: Path) -> Iterator[str]:
+    """Read lazily: a bad benchmark or profile is reported before a missing file, as it always was."""
+    if not path.exists():
+        raise ConfigError(f"predictions file '{path}' does not exist")
+    yield from path.read_text().splitlines()
+
+
+def _rescore(args: argparse.Namespace) -> int:
+    result = api.rescore(args.run_id, args.profile, args.home)
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    rows = [(m["metric"], m["subset"], m["value"], m["n"]) for m in result["metrics"]]
+    print(f"run {result['run_id']} re-scored with profile {result['scorer_profile']}")
+    print(format_rows(METRIC_COLUMNS, rows, "table"))
+    return 0
+
+
+def _catalog(args: argparse.Namespace) -> int:
+    print(api.catalog(args.home))
+    return 0
