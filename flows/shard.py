@@ -5,6 +5,8 @@ in the store (its stage maps and its own accounting), so where it ran makes no d
 
 from __future__ import annotations
 
+import os
+import socket
 from typing import Any
 
 from mai.flows.prefect_progress import PrefectProgress
@@ -26,16 +28,17 @@ def mai_shard(context: RunContext, decodings: dict[str, Decoding], shard_path: s
     """Runs the plan's steps over `shard_path` and returns (and stores) {"stage_maps", "tally"}."""
     home = Home.at(context.home)
     groups = cascade.stage_groups(context.stages)
-    listener = PrefectProgress(f"{context.run_id} {shard_path}", len(groups), key="mai-shard-progress")
-    progress.add_listener(listener, run_id=context.run_id)
-    try:
-        with Lease(shard_lease_path(home, context.run_id, shard_path)):
+    with Lease(shard_lease_path(home, context.run_id, shard_path)):  # first: the parent watches it
+        listener = PrefectProgress(f"{context.run_id} {shard_path}", len(groups), key="mai-shard-progress")
+        progress.add_listener(listener, run_id=context.run_id)
+        try:
             stage_maps = _run_steps(context, decodings, shard_path, groups, listener)
             tally = progress.take_tally(ledger_key(context.run_id, shard_path))
-            outcome = {"shard_path": shard_path, "stage_maps": stage_maps, "tally": tally.as_dict()}
+            outcome = {"shard_path": shard_path, "stage_maps": stage_maps, "tally": tally.as_dict(),
+                       "host": socket.gethostname(), "pid": os.getpid(), "worker_pid": os.getppid()}
             write_shard_outcome(home, context.run_id, shard_path, outcome)
-    finally:
-        progress.remove_listener(listener)
+        finally:
+            progress.remove_listener(listener)
     return outcome
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import socket
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -173,6 +174,11 @@ class Lease:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._handle = open(self.path, "a+b")
         fcntl.flock(self._handle.fileno(), fcntl.LOCK_EX)
+        # who holds it, for people and tests: host, process and its parent (a worker runs shards as children)
+        self._handle.truncate(0)
+        self._handle.write(json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
+                                       "ppid": os.getppid()}).encode())
+        self._handle.flush()
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
@@ -187,3 +193,12 @@ def lease_is_held(path: Path) -> bool:
         return path.exists()
     handle.close()
     return False
+
+
+def lease_holder(path: Path) -> dict[str, object]:
+    """What the lease file says about its (last) holder: host, pid, ppid; empty when there is none."""
+    try:
+        holder: dict[str, object] = json.loads(path.read_text() or "{}")
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+    return holder

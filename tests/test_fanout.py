@@ -1,0 +1,242 @@
+"""One run over several GPU workers, and many runs on one store, with the real Prefect server of the session
+(on 127.0.0.1), real process workers started here, the real tiny models and real DuckDB.
+
+The workers serve a pool of their own (`mai-fanout-test`), on which the shard deployment of prefect.yaml is
+deployed, so flow runs that other tests schedule on `mai-gpu` never reach them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from mai.storage.claims import lease_holder, lease_is_held
+from mai.storage.paths import Home
+from mai.storage.runs import read_routes, shard_lease_path
+
+from tests.test_flow_cascade import BUDGET, comparable, run
+
+REPO = Path(__file__).resolve().parents[1]
+POOL = "mai-fanout-test"
+
+
+def prefect_env(api_url: str, **extra: str) -> dict[str, str]:
+    return {**os.environ, "PREFECT_API_URL": api_url, "PREFECT_LOGGING_LEVEL": "WARNING",
+            "PREFECT_WORKER_QUERY_SECONDS": "1", "PREFECT_WORKER_PREFETCH_SECONDS": "0", "HF_HUB_OFFLINE": "1",
+            **extra}
+
+
+def prefect_cli(api_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "prefect", "--no-prompt", *args], cwd=REPO, env=prefect_env(api_url),
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+def deploy_to_test_pool(api_url: str, directory: Path) -> None:
+    """prefect.yaml's shard deployment and its cascade deployment (as `cascade-test`), on the test pool."""
+    spec = yaml.safe_load((REPO / "prefect.yaml").read_text())
+    chosen = []
+    for deployment in spec["deployments"]:
+        if deployment["name"] in ("shard", "cascade"):
+            deployment = {**deployment, "work_pool": {"name": POOL, "work_queue_name": "default"}}
+            deployment["name"] = "shard" if deployment["name"] == "shard" else "cascade-test"
+            chosen.append(deployment)
+    spec["deployments"] = chosen
+    spec.pop("definitions", None)
+    prefect_file = directory / "prefect-fanout.yaml"
+    prefect_file.write_text(yaml.safe_dump(spec))
+    created = prefect_cli(api_url, "work-pool", "create", POOL, "--type", "process", "--overwrite")
+    assert created.returncode == 0, created.stderr
+    deployed = prefect_cli(api_url, "deploy", "--all", "--prefect-file", str(prefect_file))
+    assert deployed.returncode == 0, deployed.stdout + deployed.stderr
+
+
+class Workers:
+    """Process workers of the test pool, each in its own session so a test can kill one with its flow runs."""
+
+    def __init__(self, api_url: str, directory: Path, home: Path) -> None:
+        self.api_url, self.directory, self.home = api_url, directory, home
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(self, name: str) -> None:
+        log = open(self.directory / f"{name}.log", "wb")
+        self.processes[name] = subprocess.Popen(
+            [sys.executable, "-m", "prefect", "worker", "start", "--pool", POOL, "--limit", "1", "--name", name],
+            cwd=self.directory, env=prefect_env(self.api_url, MAI_HOME=str(self.home)), stdout=log,
+            stderr=subprocess.STDOUT, start_new_session=True)
+
+    def pids(self) -> dict[int, str]:
+        return {p.pid: name for name, p in self.processes.items() if p.poll() is None}
+
+    def kill(self, name: str, flow_run_pid: int) -> None:
+        """A lost machine: the worker and the flow run it started (Prefect starts that in a session of its own,
+        so a worker's death alone leaves it running) die together."""
+        process = self.processes[name]
+        os.killpg(process.pid, signal.SIGKILL)
+        os.kill(flow_run_pid, signal.SIGKILL)
+        process.wait(timeout=30)
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in self.processes.values():
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workers]:
+    from prefect.settings import PREFECT_API_URL
+
+    api_url = PREFECT_API_URL.value()
+    assert api_url and "127.0.0.1" in api_url
+    directory = tmp_path_factory.mktemp("workers")
+    deploy_to_test_pool(api_url, directory)
+    pool = Workers(api_url, directory, tmp_path_factory.mktemp("worker-home"))
+    pool.start("worker-a")
+    pool.start("worker-b")
+    try:
+        yield pool
+    finally:
+        pool.stop()
+
+
+def stored_rows(home: Path) -> list[dict[str, Any]]:
+    """Every generation row in the files (not the deduplicating view)."""
+    files = sorted(Home.at(home).generations.glob("*/*/*.parquet"))
+    return [r for f in files for r in pq.read_table(f, columns=["gen_id", "run_id"]).to_pylist()]
+
+
+def shard_outcomes(home: Path, run_id: str) -> list[dict[str, Any]]:
+    return [json.loads(p.read_text()) for p in sorted((Home.at(home).runs / run_id / "shards").glob("*.json"))]
+
+
+def test_shards_fan_out_to_two_workers_with_the_in_process_results(
+    workers: Workers, home: Path, tmp_path: Path, assets_home: Path
+) -> None:
+    import shutil
+
+    other = tmp_path / "fanned-out"
+    shutil.copytree(home / "models", other / "models")
+    shutil.copytree(home / "datasets", other / "datasets")
+    local = run(home, limit=32, shards=4)
+    fanned = run(other, limit=32, shards=4, workers=2)
+
+    assert comparable(read_routes(Home.at(other), fanned["run_id"])) == comparable(
+        read_routes(Home.at(home), local["run_id"]))
+    assert fanned["metrics"] == local["metrics"] and fanned["routes"] == local["routes"]
+    # both workers took shards: each shard's flow run is a child process of the worker that ran it
+    ran_on = Counter(workers.pids().get(o["worker_pid"]) for o in shard_outcomes(other, fanned["run_id"]))
+    assert set(ran_on) == {"worker-a", "worker-b"}, ran_on
+    assert sum(ran_on.values()) == 4
+    # the parent's counts are the store's: every row this run wrote, each identity once
+    rows = stored_rows(other)
+    mine = [r["gen_id"] for r in rows if r["run_id"] == fanned["run_id"]]
+    counts = fanned["counts"]
+    assert counts["generations_computed"] == counts["engine_generations"] == len(mine) == len(set(mine)) > 0
+    assert counts["generations_needed"] == local["counts"]["generations_needed"]
+
+
+def test_a_partial_config_runs_the_deployments_configuration_with_that_change(workers: Workers, tmp_path: Path) -> None:
+    from prefect.deployments import run_deployment
+
+    from mai.config import RunConfig, shapes_pair_config
+
+    home = tmp_path / "partial"
+    given = json.dumps({"limit": 6, "shards": 1, "home": str(home), "max_new_tokens": {"R": 150}})
+    ran = prefect_cli(workers.api_url, "deployment", "run", "mai-run/cascade-test", "--param", f"config={given}",
+                      "--watch", "--watch-timeout", "400")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    [manifest] = [json.loads(p.read_text()) for p in Home.at(home).runs.glob("*/manifest.json")]
+    expected = shapes_pair_config(limit=6, shards=1, home=str(home),
+                                  max_new_tokens={**shapes_pair_config().max_new_tokens, "R": 150})
+    assert RunConfig(**manifest["config"]) == expected
+    assert manifest["counts"]["samples"] == 6
+    # closed sets are enums of the deployment's schema: a bad value is refused when the run is created
+    with pytest.raises(Exception, match="(?i)valid"):
+        run_deployment("mai-run/cascade-test", parameters={"config": {"benchmark": "mmlu"}}, timeout=0)
+
+
+def test_concurrent_runs_on_one_store_each_compute_only_their_own_identities(home: Path) -> None:
+    """Two identical runs and two different ones, started together as separate `mai run` processes against
+    the session's Prefect server: all succeed, every identity is in the files once, and every manifest counts
+    exactly the rows its own run wrote."""
+    from prefect.settings import PREFECT_API_URL
+
+    common = ["--limit", "24", "--shards", "2", "--batch-size", "4",
+              *[f"--max-new-tokens={k}={v}" for k, v in BUDGET.items()], "--json"]
+    variants = [[], [], ["--s2"], ["--mode", "full_rt"]]
+    env = prefect_env(str(PREFECT_API_URL.value()))
+    processes = [subprocess.Popen([sys.executable, "-m", "mai.flows.cli", "--home", str(home), "run", *common, *extra],
+                                  cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                 for extra in variants]
+    outputs = [p.communicate(timeout=600) for p in processes]
+    assert [p.returncode for p in processes] == [0, 0, 0, 0], [err.decode()[-2000:] for _, err in outputs]
+    manifests = [json.loads(out) for out, _ in outputs]
+
+    rows = stored_rows(home)
+    per_identity = Counter(r["gen_id"] for r in rows)
+    assert per_identity and max(per_identity.values()) == 1, "an identity was generated twice"
+    for manifest in manifests:
+        own = sum(r["run_id"] == manifest["run_id"] for r in rows)
+        assert manifest["counts"]["generations_computed"] == manifest["counts"]["engine_generations"] == own
+    assert sum(m["counts"]["generations_computed"] for m in manifests) == len(per_identity)
+    first, second = manifests[0], manifests[1]
+    assert comparable(read_routes(Home.at(home), first["run_id"])) == comparable(
+        read_routes(Home.at(home), second["run_id"]))
+    # the catalog answers while and after runs write, and no run left a claim or a lock behind it
+    from mai.storage.catalog import query
+
+    assert query(Home.at(home), "SELECT count(*) FROM runs")[1] == [(4,)]
+    assert not list(Home.at(home).claims.glob("*/*.claim"))
+
+
+def test_a_killed_worker_loses_its_shard_to_the_other(workers: Workers, home: Path, tmp_path: Path) -> None:
+    import threading
+
+    budget = {**BUDGET, "R": 160}  # long reasoning, so the kill lands inside a shard
+    reference = run(home, limit=24, shards=2, batch_size=4, max_new_tokens=budget)
+    other = tmp_path / "killed"
+    import shutil
+
+    shutil.copytree(home / "models", other / "models")
+    shutil.copytree(home / "datasets", other / "datasets")
+    result: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: result.update(
+        run(other, limit=24, shards=2, batch_size=4, max_new_tokens=budget, workers=2)))
+    thread.start()
+    killed = None
+    deadline = time.monotonic() + 300
+    while killed is None and time.monotonic() < deadline and thread.is_alive():
+        for lease in (Home.at(other).runs).glob("*/shards/*.lease"):
+            holder = lease_holder(lease)
+            worker = workers.pids().get(int(holder.get("ppid", 0) or 0))  # type: ignore[call-overload]
+            if worker and lease_is_held(lease) and list(Home.at(other).generations.glob("*/R/*.parquet")):
+                workers.kill(worker, int(holder["pid"]))  # type: ignore[call-overload]
+                killed = worker
+                break
+        time.sleep(0.2)
+    thread.join(timeout=600)
+    assert killed, "no shard was caught running on a worker"
+    manifest = result
+    assert comparable(read_routes(Home.at(other), manifest["run_id"])) == comparable(
+        read_routes(Home.at(home), reference["run_id"]))
+    survivors = {o["worker_pid"] for o in shard_outcomes(other, manifest["run_id"])}
+    assert {workers.pids().get(pid) for pid in survivors} == {"worker-a", "worker-b"} - {killed}
+    ids = [r["gen_id"] for r in stored_rows(other)]
+    assert len(ids) == len(set(ids)), "an identity was generated twice"
+    assert not any(lease_is_held(shard_lease_path(Home.at(other), manifest["run_id"], o["shard_path"]))
+                   for o in shard_outcomes(other, manifest["run_id"]))
