@@ -9,6 +9,7 @@ routes, scores and writes the manifest, once; the manifest is written last.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from mai.tasks.materialize import materialize_samples
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact, create_progress_artifact, update_progress_artifact
 
+from mai import progress
 from mai.config import RunConfig
 from mai.progress import Tally
 
@@ -41,10 +43,7 @@ def mai_run(config: RunConfig) -> dict[str, Any]:
     shard_paths = materialize_samples.with_options(result_storage=Path(home.prefect_results))(
         str(home.root), config.benchmark, plan.source, config.shards, config.limit
     )
-    artifact = create_progress_artifact(progress=0.0, key="mai-run-progress",
-                                        description=f"shards done of run {plan.run_id}")
-    outcomes = run_shards(plan, shard_paths, config.workers,
-                          lambda done: update_progress_artifact(artifact, 100.0 * done / len(shard_paths)))
+    outcomes = run_shards(plan, shard_paths, config.workers, _shard_progress(plan.run_id, len(shard_paths)))
     stage_maps = {shard: outcome["stage_maps"] for shard, outcome in outcomes.items()}
     tally = Tally()  # what this run's shards made the engines do (never another run's work)
     for outcome in outcomes.values():
@@ -55,3 +54,16 @@ def mai_run(config: RunConfig) -> dict[str, Any]:
     build_catalog(home)
     create_markdown_artifact(summary_markdown(manifest), key="mai-run-summary", description=f"run {plan.run_id}")
     return manifest
+
+
+def _shard_progress(run_id: str, n_shards: int) -> Callable[[int], None]:
+    """Shards done, in the Prefect UI (a progress artifact) and on the terminal (a `shards` bar: with workers,
+    the stage bars of the shards are on the workers)."""
+    artifact = create_progress_artifact(progress=0.0, key="mai-run-progress", description=f"shards done of run {run_id}")
+    progress.stage_started("shards", n_shards, run_id=run_id)
+
+    def done(count: int) -> None:
+        update_progress_artifact(artifact, 100.0 * count / n_shards)
+        progress.advanced("shards", 1, run_id=run_id)
+
+    return done

@@ -111,9 +111,10 @@ def write_baseline(run_id: str, out: Path, home: str | Path | None = None) -> Pa
 
     from mai.flows.regression import baseline_file
     from mai.storage.paths import Home
+    from mai.storage.runs import is_complete
 
     store = Home.at(home)
-    if not (store.runs / run_id / "manifest.json").exists():
+    if not is_complete(store, run_id):
         raise ConfigError(f"no completed run '{run_id}' in {store.root}")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(baseline_file(store, run_id), indent=1) + "\n")

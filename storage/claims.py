@@ -38,7 +38,7 @@ POLL_S = 0.25
 def _try_lock(path: Path) -> IO[bytes] | None:
     """An open, exclusively flocked handle of `path`, or None when a live process holds its lock."""
     try:
-        handle = open(path, "rb")
+        handle = open(path, "rb")  # noqa: SIM115  (returned open: the caller holds the lock)
     except FileNotFoundError:
         return None
     try:
@@ -139,7 +139,7 @@ class ClaimBoard:
         """Lock first, then make the file visible: a visible claim file is always locked while its owner lives."""
         name = uuid.uuid4().hex
         temp = self.directory / f".tmp-{name}"
-        handle = open(temp, "w+b")
+        handle = open(temp, "w+b")  # noqa: SIM115  (held for the claim's life)
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         handle.write(json.dumps(ids).encode())
         handle.flush()

@@ -68,7 +68,7 @@ class Workers:
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
 
     def start(self, name: str) -> None:
-        log = open(self.directory / f"{name}.log", "wb")
+        log = open(self.directory / f"{name}.log", "wb")  # noqa: SIM115  (the worker writes it)
         self.processes[name] = subprocess.Popen(
             [sys.executable, "-m", "prefect", "worker", "start", "--pool", POOL, "--limit", "1", "--name", name],
             cwd=self.directory, env=prefect_env(self.api_url, MAI_HOME=str(self.home)), stdout=log,

@@ -38,6 +38,8 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--vllm-env", help="backend vllm: environment to start servers from (default $MAI_VLLM_ENV, "
                                         "else .venv-vllm in the checkout: `make vllm-env`)")
     run.add_argument("--shards", type=int)
+    run.add_argument("--workers", type=int, help="fan the shards out to N workers of the mai-gpu pool (needs a Prefect "
+                                                  "server and `prefect deploy --all`); default: in this process")
     run.add_argument("--batch-size", type=int)
     run.add_argument("--max-new-tokens", action="append", default=[], metavar="KIND=N",
                      help=f"output budget per prompt kind {list(PROMPT_KINDS)}, repeatable")
