@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from filelock import FileLock
-
 from mai.storage.paths import Home
 
 from mai.benchmarks.demo import generate_demo_rows
