@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from typing import Any
 
 from mai.flows.prefect_progress import PrefectProgress
@@ -26,6 +27,7 @@ from mai.types import Decoding
       retry_delay_seconds=2)
 def mai_shard(context: RunContext, decodings: dict[str, Decoding], shard_path: str) -> dict[str, Any]:
     """Runs the plan's steps over `shard_path` and returns (and stores) {"stage_maps", "tally"}."""
+    started = time.perf_counter()
     home = Home.at(context.home)
     groups = cascade.stage_groups(context.stages)
     with Lease(shard_lease_path(home, context.run_id, shard_path)):  # first: the parent watches it
@@ -35,7 +37,8 @@ def mai_shard(context: RunContext, decodings: dict[str, Decoding], shard_path: s
             stage_maps = _run_steps(context, decodings, shard_path, groups, listener)
             tally = progress.take_tally(ledger_key(context.run_id, shard_path))
             outcome = {"shard_path": shard_path, "stage_maps": stage_maps, "tally": tally.as_dict(),
-                       "host": socket.gethostname(), "pid": os.getpid(), "worker_pid": os.getppid()}
+                       "host": socket.gethostname(), "pid": os.getpid(), "worker_pid": os.getppid(),
+                       "wall_s": time.perf_counter() - started}
             write_shard_outcome(home, context.run_id, shard_path, outcome)
         finally:
             progress.remove_listener(listener)

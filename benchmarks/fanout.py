@@ -1,0 +1,147 @@
+"""Fan-out cost: the same MAI run (the shipped shapes pair on the shapes test split, the demo's budgets) in this
+process and fanned out to 1, 2 and 4 local process workers, each run in a fresh store.
+
+Reports per setting: the parent flow's wall time, the speed-up against 1 worker, every shard's wall time (inside
+its flow, model loads included) and the dispatch overhead = parent wall - slowest shard, also as a share of the
+1-worker run. Goal (issue 17): overhead <= 10 % of a 1-worker run at >= 480 samples. Shards = workers.
+
+Run: `.venv/bin/python benchmarks/fanout.py [--workers 1,2,4] [--limit N]`. It starts its own Prefect server on
+127.0.0.1 (a temporary PREFECT_HOME), a `mai-fanout-bench` process pool, the shard deployment of prefect.yaml on
+it and the workers, and stops them all at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+POOL = "mai-fanout-bench"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start(command: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with open(log, "wb") as handle:
+        return subprocess.Popen(command, cwd=REPO, env=env, stdout=handle, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+
+def stop(processes: list[subprocess.Popen[bytes]]) -> None:
+    for process in processes:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+    for process in processes:
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+def prefect(env: dict[str, str], *args: str) -> None:
+    subprocess.run([sys.executable, "-m", "prefect", "--no-prompt", *args], cwd=REPO, env=env, check=True,
+                   capture_output=True, timeout=300)
+
+
+def wait_for_api(env: dict[str, str], timeout_s: float = 120) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(env["PREFECT_API_URL"] + "/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise RuntimeError("the Prefect server did not start")
+
+
+def deploy_shard(env: dict[str, str], directory: Path) -> None:
+    spec = yaml.safe_load((REPO / "prefect.yaml").read_text())
+    spec["deployments"] = [{**d, "work_pool": {"name": POOL, "work_queue_name": "default"}}
+                           for d in spec["deployments"] if d["name"] == "shard"]
+    spec.pop("definitions", None)
+    path = directory / "prefect-bench.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    prefect(env, "work-pool", "create", POOL, "--type", "process", "--overwrite")
+    prefect(env, "deploy", "--all", "--prefect-file", str(path))
+
+
+def one_run(workers: int, limit: int | None, directory: Path) -> dict[str, Any]:
+    """A fresh store, the run with `workers` (0: in this process) and shards = max(1, workers)."""
+    from mai import api
+    from mai.config import shapes_pair_config
+
+    home = directory / f"home-{workers}"
+    config = shapes_pair_config(home=str(home), limit=limit, shards=max(1, workers), workers=workers,
+                                run_name=f"fanout-{workers}")
+    api.prepare(config)  # builds the shapes splits outside the timed run
+    started = time.perf_counter()
+    manifest = api.run(config, progress=False)
+    wall = time.perf_counter() - started
+    shards = [json.loads(p.read_text()) for p in sorted((home / "store" / "runs" / manifest["run_id"] / "shards")
+                                                         .glob("*.json"))]
+    slowest = max(s["wall_s"] for s in shards)
+    return {"workers": workers, "shards": len(shards), "samples": manifest["counts"]["valid"],
+            "wall_s": round(wall, 2), "shard_wall_s": [round(s["wall_s"], 2) for s in shards],
+            "slowest_shard_s": round(slowest, 2), "dispatch_overhead_s": round(wall - slowest, 2),
+            "engine_generate_s": round(manifest["timings"]["engine_generate_s"], 2),
+            "generations_computed": manifest["counts"]["generations_computed"],
+            "accuracy": next(m["value"] for m in manifest["metrics"] if m["subset"] == "overall")}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workers", default="1,2,4")
+    parser.add_argument("--limit", type=int, default=None, help="first N test items (default: all 480)")
+    args = parser.parse_args()
+    counts = [int(x) for x in args.workers.split(",")]
+    directory = Path(tempfile.mkdtemp(prefix="mai-fanout-"))
+    env = {**os.environ, "PREFECT_HOME": str(directory / "prefect"), "PREFECT_LOGGING_LEVEL": "WARNING",
+           "PREFECT_API_URL": f"http://127.0.0.1:{free_port()}/api", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "PREFECT_WORKER_QUERY_SECONDS": "1", "PREFECT_WORKER_PREFETCH_SECONDS": "0", "HF_HUB_OFFLINE": "1"}
+    port = env["PREFECT_API_URL"].split(":")[2].split("/")[0]
+    server = start([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", port],
+                   env, directory / "server.log")
+    processes = [server]
+    try:
+        wait_for_api(env)
+        deploy_shard(env, directory)
+        os.environ.update({k: env[k] for k in ("PREFECT_HOME", "PREFECT_API_URL", "PREFECT_LOGGING_LEVEL")})
+        results = [one_run(0, args.limit, directory)]
+        started_workers = 0
+        for count in counts:
+            while started_workers < count:
+                started_workers += 1
+                processes.append(start([sys.executable, "-m", "prefect", "worker", "start", "--pool", POOL,
+                                        "--limit", "1", "--name", f"bench-{started_workers}"], env,
+                                       directory / f"worker-{started_workers}.log"))
+            time.sleep(5)  # the new workers poll the pool
+            results.append(one_run(count, args.limit, directory))
+    finally:
+        stop(processes)
+    one = next(r for r in results if r["workers"] == 1) if 1 in counts else results[0]
+    for result in results:
+        result["speedup_vs_1_worker"] = round(one["wall_s"] / result["wall_s"], 2)
+        result["overhead_share_of_1_worker"] = round(result["dispatch_overhead_s"] / one["wall_s"], 3)
+    print(json.dumps({"cpu_cores": os.cpu_count(), "results": results}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
