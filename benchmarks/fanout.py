@@ -85,6 +85,9 @@ def deploy_shard(env: dict[str, str], directory: Path) -> None:
 
 def one_run(workers: int, limit: int | None, directory: Path) -> dict[str, Any]:
     """A fresh store, the run with `workers` (0: in this process) and shards = max(1, workers)."""
+    from mai.storage.paths import Home
+    from mai.storage.runs import read_shard_outcomes
+
     from mai import api
     from mai.config import shapes_pair_config
 
@@ -95,8 +98,7 @@ def one_run(workers: int, limit: int | None, directory: Path) -> dict[str, Any]:
     started = time.perf_counter()
     manifest = api.run(config, progress=False)
     wall = time.perf_counter() - started
-    shards = [json.loads(p.read_text()) for p in sorted((home / "store" / "runs" / manifest["run_id"] / "shards")
-                                                         .glob("*.json"))]
+    shards = read_shard_outcomes(Home.at(home), manifest["run_id"])
     slowest = max(s["wall_s"] for s in shards)
     return {"workers": workers, "shards": len(shards), "samples": manifest["counts"]["valid"],
             "wall_s": round(wall, 2), "shard_wall_s": [round(s["wall_s"], 2) for s in shards],

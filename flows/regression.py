@@ -15,7 +15,7 @@ from typing import Any
 
 from mai.flows.run import mai_run
 from mai.storage.paths import Home
-from mai.storage.runs import is_complete, read_manifest, read_routes
+from mai.storage.runs import is_complete, read_manifest, read_routes, write_regression_report
 from mai.storage.samples import read_shard
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
@@ -96,7 +96,7 @@ def mai_regression(config: RunConfig | None = None, baseline: str | None = None,
     check_same_items(baseline_name, baseline_contents, run_contents(home, manifest["run_id"]))
     verdict = compare_runs(baseline_scores, run_scores(home, manifest["run_id"]), min_drop_points, alpha)
     report = report_markdown(manifest["run_id"], baseline_name, verdict, min_drop_points, alpha)
-    (home.runs / manifest["run_id"] / "regression.md").write_text(report + "\n")
+    write_regression_report(home, manifest["run_id"], report)
     create_markdown_artifact(report, key="mai-regression", description=f"run {manifest['run_id']} vs {baseline_name}")
     if verdict.regressed:
         raise RegressionDetected(report)

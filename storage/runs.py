@@ -59,6 +59,17 @@ def write_shard_outcome(home: Home, run_id: str, shard_path: str, outcome: dict[
     return path
 
 
+def write_regression_report(home: Home, run_id: str, report: str) -> Path:
+    path = home.runs / run_id / "regression.md"
+    path.write_text(report + "\n")
+    return path
+
+
+def read_shard_outcomes(home: Home, run_id: str) -> list[dict[str, Any]]:
+    """Every shard outcome of a run (for reports and benchmarks: where each shard ran and how long it took)."""
+    return [json.loads(p.read_text()) for p in sorted((home.runs / run_id / "shards").glob("*.json"))]
+
+
 def read_shard_outcome(home: Home, run_id: str, shard_path: str) -> dict[str, Any] | None:
     path = shard_outcome_path(home, run_id, shard_path)
     if not path.exists():

@@ -22,7 +22,7 @@ import pytest
 import yaml
 from mai.storage.claims import lease_holder, lease_is_held
 from mai.storage.paths import Home
-from mai.storage.runs import read_routes, shard_lease_path
+from mai.storage.runs import read_routes, read_shard_outcomes, shard_lease_path
 
 from tests.test_flow_cascade import BUDGET, comparable, run
 
@@ -121,7 +121,7 @@ def stored_rows(home: Path) -> list[dict[str, Any]]:
 
 
 def shard_outcomes(home: Path, run_id: str) -> list[dict[str, Any]]:
-    return [json.loads(p.read_text()) for p in sorted((Home.at(home).runs / run_id / "shards").glob("*.json"))]
+    return read_shard_outcomes(Home.at(home), run_id)
 
 
 def test_shards_fan_out_to_two_workers_with_the_in_process_results(
