@@ -32,9 +32,10 @@ demo: venv
 test: venv vllm-env
 	$(BIN)/python -m pytest -q
 
+# mypy through scripts/typecheck.py: it sees flows/ tasks/ storage/ dashboards/ as mai.flows, ... (package-dir)
 lint: venv
-	$(BIN)/ruff check mai flows tasks storage dashboards tests benchmarks
-	$(BIN)/mypy mai storage
+	$(BIN)/ruff check mai flows tasks storage dashboards tests benchmarks scripts
+	$(BIN)/python scripts/typecheck.py
 
 bench: venv
 	$(BIN)/python benchmarks/orchestration.py

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -37,7 +38,7 @@ def _backend_lines(backend: dict[str, Any]) -> list[str]:
     return lines
 
 
-def format_rows(columns: list[str], rows: list[tuple[object, ...]], style: str) -> str:
+def format_rows(columns: list[str], rows: Sequence[tuple[object, ...]], style: str) -> str:
     """`style` is table (aligned, with a row count), csv or json (a list of objects)."""
     if style == "json":
         return json.dumps([dict(zip(columns, row)) for row in rows], indent=2, default=str)

@@ -48,5 +48,5 @@ def _deployment_parameter(deployment_id: str, parameter: str) -> Any:
     from prefect.client.orchestration import get_client
 
     with get_client(sync_client=True) as client:
-        deployment = client.read_deployment(deployment_id)  # type: ignore[arg-type]
+        deployment = client.read_deployment(deployment_id)
     return (deployment.parameters or {}).get(parameter)

@@ -19,6 +19,7 @@ from typing import Any
 from uuid import UUID
 
 from mai.flows.plan import RunPlan
+from mai.flows.prefect_sync import synchronous
 from mai.storage.claims import lease_is_held
 from mai.storage.paths import Home
 from mai.storage.runs import read_shard_outcome, shard_lease_path
@@ -76,7 +77,8 @@ def _run_in_process(plan: RunPlan, shard_paths: list[str], on_done: Callable[[in
     outcomes = {}
     for index, shard in enumerate(shard_paths):
         named = mai_shard.with_options(flow_run_name=shard_run_name(shard))
-        outcomes[shard] = named(plan.context, dict(plan.decodings), shard)
+        # a copy keyed by str, the flow parameter's type (a deployment run gets the kinds as JSON keys)
+        outcomes[shard] = named(plan.context, {kind: d for kind, d in plan.decodings.items()}, shard)
         on_done(index + 1)
     return outcomes
 
@@ -102,8 +104,8 @@ def _remote_shard(plan: RunPlan, shard_path: str) -> dict[str, Any]:
                   "decodings": {kind: asdict(d) for kind, d in plan.decodings.items()}, "shard_path": shard_path}
     for attempt in range(1, MAX_ATTEMPTS + 1):
         name = shard_run_name(shard_path) + (f" (attempt {attempt})" if attempt > 1 else "")
-        flow_run = run_deployment(SHARD_DEPLOYMENT, parameters=parameters, flow_run_name=name, timeout=0,
-                                  tags=["mai", f"mai-run:{plan.run_id}"])
+        flow_run = synchronous(run_deployment(SHARD_DEPLOYMENT, parameters=parameters, flow_run_name=name,
+                                              timeout=0, tags=["mai", f"mai-run:{plan.run_id}"]))
         state = _watch(flow_run.id, home, plan.run_id, shard_path)
         if state == "COMPLETED":
             outcome = read_shard_outcome(home, plan.run_id, shard_path)

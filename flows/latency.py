@@ -7,6 +7,7 @@ import platform
 import statistics
 from typing import Any
 
+from mai.flows.prefect_sync import synchronous
 from mai.storage.catalog import build_catalog
 from mai.storage.latency import read_profile, read_run_calls, write_estimate, write_profile
 from mai.storage.paths import Home
@@ -41,7 +42,8 @@ def mai_profile(model: str, name: str, resolutions: list[int], query_tokens: lis
     if not isinstance(engine, TransformersEngine):
         raise ConfigError("profiling is implemented for the transformers backend")
     grid = [(r, q, o) for r in resolutions for q in query_tokens for o in output_tokens]
-    artifact = create_progress_artifact(progress=0.0, key="mai-profile-progress", description=f"profile {name}")
+    artifact = synchronous(create_progress_artifact(progress=0.0, key="mai-profile-progress",
+                                                    description=f"profile {name}"))
     rows = []
     for index, (resolution, query, output) in enumerate(grid):
         point = engine.profile_point(resolution, query, output, repeats)

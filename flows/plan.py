@@ -48,7 +48,7 @@ def prepare_run(config: RunConfig, home: Home, run_id: str | None = None) -> Run
     if config.backend == "vllm":
         from mai.backends.vllm_backend import check_setup
 
-        check_setup(dict(models), config.vllm_urls, config.vllm_env, home.root)
+        check_setup(models, config.vllm_urls, config.vllm_env, home.root)
     context = RunContext(
         run_id=run_id or new_run_id(), home=str(home.root), benchmark=config.benchmark, mode=config.mode,
         models=models, stages=stages, backend=config.backend, batch_size=config.batch_size,

@@ -6,6 +6,7 @@ import threading
 import time
 from uuid import UUID
 
+from mai.flows.prefect_sync import synchronous
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 
 
@@ -21,9 +22,9 @@ class PrefectProgress:
         self.done: dict[str, int] = {}
         self._last = 0.0
         self._lock = threading.Lock()
-        self.artifact_id: UUID = create_progress_artifact(
+        self.artifact_id: UUID = synchronous(create_progress_artifact(
             progress=0.0, key=key, description=f"generation progress of run {run_id}"
-        )
+        ))
 
     def group_started(self, index: int) -> None:
         with self._lock:

@@ -11,6 +11,7 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -24,7 +25,7 @@ class ProgressBar:
         self.bar = Progress(TextColumn("{task.description:>10}"), BarColumn(), MofNCompleteColumn(),
                             TimeElapsedColumn(), TimeRemainingColumn(), transient=False,
                             console=Console(stderr=True))  # stdout stays clean for --json
-        self.tasks: dict[str, int] = {}
+        self.tasks: dict[str, TaskID] = {}
         self._lock = threading.Lock()
 
     def __enter__(self) -> Self:

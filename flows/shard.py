@@ -23,8 +23,10 @@ from mai import cascade, progress
 from mai.types import Decoding
 
 
-@flow(name="mai-shard", task_runner=ThreadPoolTaskRunner(max_workers=2), persist_result=False, retries=2,
-      retry_delay_seconds=2)
+# prefect types `task_runner` as TaskRunner[PrefectFuture[Any]], which no runner instance matches (the future
+# type is an invariant parameter): PrefectHQ/prefect#16938, the example in prefect's own docs fails the same way
+@flow(name="mai-shard", task_runner=ThreadPoolTaskRunner(max_workers=2),  # type: ignore[arg-type]
+      persist_result=False, retries=2, retry_delay_seconds=2)
 def mai_shard(context: RunContext, decodings: dict[str, Decoding], shard_path: str) -> dict[str, Any]:
     """Runs the plan's steps over `shard_path` and returns (and stores) {"stage_maps", "tally"}."""
     started = time.perf_counter()

@@ -51,7 +51,8 @@ def sign_test_p(worse: int, better: int) -> float:
     n = worse + better
     if n == 0:
         return 1.0
-    return sum(math.comb(n, k) for k in range(worse, n + 1)) / 2**n
+    # `1 << n`, not `2**n`: an int power is typed Any (a negative exponent gives a float)
+    return sum(math.comb(n, k) for k in range(worse, n + 1)) / (1 << n)
 
 
 def compare_subset(subset: str, pairs: list[tuple[float, float]], min_drop_points: float, alpha: float

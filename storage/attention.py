@@ -25,7 +25,8 @@ def _read(directory: Path, column: str, keys: Iterable[str], columns: list[str] 
         return []
     table = ds.dataset([str(p) for p in files], format="parquet").to_table(
         columns=columns, filter=pc.field(column).isin(wanted))
-    return table.to_pylist()
+    rows: list[dict[str, Any]] = table.to_pylist()  # pyarrow is untyped: name the type it returns
+    return rows
 
 
 def attention_dir(home: Home, model: ModelSpec) -> Path:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from mai.storage.catalog import query
 from mai.storage.parquet import read_rows, write_rows
@@ -83,7 +83,7 @@ def read_run_calls(home: Home, run_id: str) -> list[Call]:
            f"ON {columns} INTO NAME stage VALUE gen_id) r JOIN generations g USING (gen_id) ORDER BY r.stage, r.sample_id")
     _, rows = query(home, sql)
     return [Call(stage=str(stage).removeprefix("gen_"), model=str(model), prompt_tokens=int(p), output_tokens=int(o))
-            for stage, model, p, o in rows]
+            for stage, model, p, o in cast("list[tuple[str, str, int, int]]", rows)]  # the SELECT's types
 
 
 def write_estimate(home: Home, run_id: str, name: str, stages: list[StageEstimate]) -> Path:

@@ -17,7 +17,7 @@ import json
 import mimetypes
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
@@ -29,7 +29,7 @@ import httpx
 from mai.backends import vllm_server as servers
 from mai.backends.base import EngineCounters, EngineOptions
 from mai.errors import ConfigError
-from mai.types import Decoding, FinishReason, GenRequest, GenResult, ModelSpec
+from mai.types import Decoding, FinishReason, GenRequest, GenResult, ModelSpec, Role
 
 MAX_RESTARTS = 3
 REQUEST_TIMEOUT_S = 600.0
@@ -308,7 +308,8 @@ def _healthy_within(url: str, seconds: float) -> bool:
     return False
 
 
-def check_setup(roles_models: dict[str, ModelSpec], urls: dict[str, str], env: str | None, home: Path) -> None:
+def check_setup(roles_models: Mapping[Role, ModelSpec], urls: dict[str, str], env: str | None, home: Path
+                ) -> None:
     """Fail before anything loads: given URLs must answer, and without one a model needs the vLLM
     environment (or a `mai serve` server in the registry)."""
     unknown = sorted(set(urls) - set(roles_models))

@@ -153,7 +153,7 @@ def parse_multi_choice(response: str, index2ans: dict[str, str], profile: str) -
     fallback."""
     choices = list(index2ans)
     if profile != "official":
-        markers = [m for m in _ANSWER_MARKER.findall(response) if m in choices]
+        markers: list[str] = [m for m in _ANSWER_MARKER.findall(response) if m in choices]  # one group: str
         if markers:
             return markers[-1]
     for char in [",", ".", "!", "?", ";", ":", "'"]:

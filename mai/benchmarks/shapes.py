@@ -25,9 +25,9 @@ from mai.benchmarks.base import (
     row_id,
 )
 from mai.benchmarks.chartqa import relaxed_correctness
-from mai.benchmarks.demo import DemoBenchmark, parse_letter
+from mai.benchmarks.demo import LETTERS, DemoBenchmark, parse_letter
 from mai.benchmarks.pope import pope_metrics
-from mai.benchmarks.shapes_world import FAMILIES, LETTERS
+from mai.benchmarks.shapes_world import FAMILIES
 from mai.types import Sample
 
 NUMERIC = ("counting", "two_step")

@@ -309,9 +309,9 @@ def draw(scene: Scene) -> bytes:
             pen.polygon([(cx + reach * math.cos(angle + 2 * math.pi * k / corners),
                           cy + reach * math.sin(angle + 2 * math.pi * k / corners)) for k in range(corners)], fill=fill)
     pixels = np.asarray(image, dtype=np.float32)
-    pixels = pixels + np.random.default_rng(rng.getrandbits(32)).normal(0.0, PIXEL_NOISE, pixels.shape)
+    noisy = pixels + np.random.default_rng(rng.getrandbits(32)).normal(0.0, PIXEL_NOISE, pixels.shape)  # float64
     buffer = io.BytesIO()
-    Image.fromarray(pixels.clip(0, 255).astype(np.uint8)).save(buffer, format="PNG")
+    Image.fromarray(noisy.clip(0, 255).astype(np.uint8)).save(buffer, format="PNG")
     return buffer.getvalue()
 
 
