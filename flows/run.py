@@ -19,9 +19,10 @@ from mai.flows.deployment import with_deployment_defaults
 from mai.flows.fanout import run_shards
 from mai.flows.plan import prepare_run
 from mai.flows.prefect_sync import synchronous
-from mai.flows.summary import build_manifest, summary_markdown
+from mai.flows.summary import build_manifest, summary_markdown, written_partitions
 from mai.storage.catalog import build_catalog
 from mai.storage.paths import Home
+from mai.tasks.compact import compact_partitions
 from mai.tasks.finalize import route_and_score, write_run_manifest
 from mai.tasks.materialize import materialize_samples
 from prefect import flow
@@ -59,6 +60,7 @@ def mai_run(config: RunConfig) -> dict[str, Any]:
     manifest["timings"].update(phases.seconds, manifest_s=phases.since_last())
     write_run_manifest(plan.context, manifest, row)
     build_catalog(home)
+    compact_partitions(str(home.root), sorted(str(d) for d in written_partitions(plan)))
     create_markdown_artifact(summary_markdown(manifest), key="mai-run-summary", description=f"run {plan.run_id}")
     return manifest
 

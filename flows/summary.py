@@ -72,6 +72,22 @@ def stage_statistics(plan: RunPlan, stage_maps: dict[str, StageMaps]) -> dict[st
     return stats
 
 
+def run_partitions(plan: RunPlan) -> set[Path]:
+    """The generation partitions (model x prompt kind) the run's steps read and write."""
+    store = store_for(plan.context.home)
+    return {store.directory(plan.context.models[s.role], s.prompt_kind) for s in plan.context.stages if s.generates}
+
+
+def written_partitions(plan: RunPlan) -> set[Path]:
+    """Every partition the run may have appended to (its generations; sparse RT's attention and selections)."""
+    from mai.storage.attention import attention_dir, selections_dir
+
+    home, large = Home.at(plan.context.home), plan.context.models.get("large")
+    extra = {attention_dir(home, large), selections_dir(home, large)} if large and plan.context.transfer == "sparse" \
+        else set()
+    return run_partitions(plan) | extra
+
+
 def build_manifest(
     plan: RunPlan, config: RunConfig, stage_maps: dict[str, StageMaps], outcome: dict[str, Any],
     started: float, started_at: datetime, tally: Tally,
@@ -83,7 +99,7 @@ def build_manifest(
     generated = {g for maps in stage_maps.values() for name, stage in maps.items() if name != "select_rt"
                  for g in stage.values()}
     needed = len(generated)
-    computed = count_computed_by_run(Home.at(ctx.home), ctx.run_id)
+    computed = count_computed_by_run(Home.at(ctx.home), ctx.run_id, run_partitions(plan))
     routes = outcome["routes"]
     counts = {
         "samples": sum(routes.values()), "valid": sum(routes.values()) - routes["ERROR"], "errors": routes["ERROR"],

@@ -329,3 +329,31 @@ def build_demo(home: str | Path | None = None, rows: int | None = None, seed: in
 def _root(home: str | Path | None) -> str | None:
     """The flows take the store root as a string (a Prefect parameter)."""
     return str(home) if home is not None else None
+
+
+def store_compact(home: str | Path | None = None, min_small_files: int = 2) -> list[dict[str, Any]]:
+    """Compact every partition of the store: small batch files merged into large ones, duplicates removed."""
+    from dataclasses import asdict
+
+    from mai.storage.maintenance import compact_store
+    from mai.storage.paths import Home
+
+    return [asdict(r) for r in compact_store(Home.at(home), min_small_files=min_small_files)]
+
+
+def store_stats(home: str | Path | None = None) -> list[dict[str, Any]]:
+    """Rows, files, bytes and partitions per table."""
+    from dataclasses import asdict
+
+    from mai.storage.maintenance import store_stats as stats
+    from mai.storage.paths import Home
+
+    return [asdict(s) for s in stats(Home.at(home))]
+
+
+def store_verify(home: str | Path | None = None) -> dict[str, Any]:
+    """Schemas, unique identities, manifests consistent with files, no orphan temp files or versions."""
+    from mai.storage.maintenance import verify_store
+    from mai.storage.paths import Home
+
+    return verify_store(Home.at(home)).as_dict()

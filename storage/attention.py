@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-from mai.storage.parquet import new_part_path, write_rows
+from mai.storage.partitions import write_part
 from mai.storage.paths import Home
 from mai.storage.schemas import ATTENTION, SELECTIONS
 
@@ -50,7 +50,7 @@ def read_captures(home: Home, model: ModelSpec, capture_ids: Iterable[str]) -> d
 
 def write_captures(home: Home, model: ModelSpec, rows: list[dict[str, Any]]) -> Path:
     now = datetime.now(UTC)
-    return write_rows(new_part_path(attention_dir(home, model)), [{**r, "created_at": now} for r in rows], ATTENTION)
+    return write_part(home, attention_dir(home, model), [{**r, "created_at": now} for r in rows], ATTENTION)
 
 
 def read_selections(home: Home, model: ModelSpec, selection_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
@@ -60,8 +60,7 @@ def read_selections(home: Home, model: ModelSpec, selection_ids: Iterable[str]) 
 
 def write_selections(home: Home, model: ModelSpec, rows: list[dict[str, Any]]) -> Path:
     now = datetime.now(UTC)
-    return write_rows(new_part_path(selections_dir(home, model)), [{**r, "created_at": now} for r in rows],
-                      SELECTIONS)
+    return write_part(home, selections_dir(home, model), [{**r, "created_at": now} for r in rows], SELECTIONS)
 
 
 def computed_by_run(home: Home, run_id: str) -> dict[str, int]:

@@ -1,6 +1,21 @@
 """The DuckDB catalog: views over the Parquet files, nothing else. It can be dropped and rebuilt from the
 files at any time (`build_catalog`). `mai sql` uses an in-memory database with the same views, so a query
-never takes the catalog file's lock and never blocks a running pipeline."""
+never takes the catalog file's lock and never blocks a running pipeline.
+
+Queries are read-only over the store (`connect`, `query`), in two layers:
+- `query` runs only SELECT statements (`duckdb.extract_statements`, statement type SELECT: this covers
+  WITH, FROM-first, VALUES, UNPIVOT, DESCRIBE, SHOW, SUMMARIZE) and executes exactly the statements it
+  checked. Anything else (COPY, ATTACH, DETACH, CREATE, INSERT, UPDATE, DELETE, DROP, SET / RESET, PRAGMA,
+  CALL, INSTALL / LOAD, EXPORT / IMPORT, EXPLAIN, PREPARE / EXECUTE, transactions, PIVOT statements, which
+  DuckDB runs as several statements) is refused with a ConfigError before anything runs. The type check is
+  what stops writes: DuckDB's settings below still let COPY ... TO and ATTACH reach an allowed directory.
+- `connect` creates the views, then restricts the connection with DuckDB's own settings (DuckDB 1.3 to
+  2.0): `allowed_directories = ['<root>/store/']` and `enable_external_access = false`, so table functions
+  (read_csv, read_text, read_blob, glob, read_parquet, ...) read only the store's files: not /etc/passwd,
+  not the catalog file, models or datasets, not a URL (DuckDB adds its own temporary-file directory to the
+  allowed list, for spilling); `autoinstall_known_extensions = false` and `autoload_known_extensions = false`,
+  so no extension is fetched or loaded (enable_external_access already refuses INSTALL and LOAD); and last
+  `lock_configuration = true`, so no later SET or RESET can undo any of it."""
 
 from __future__ import annotations
 
@@ -25,6 +40,8 @@ from mai.storage.schemas import (
     SELECTIONS,
     SPECULATIVE,
 )
+
+from mai.errors import ConfigError
 
 VIEW_NAMES = ("samples", "generations", "routes", "runs", "metrics", "scores", "attention", "selections",
               "latency_profiles", "estimates", "speculative")
@@ -60,10 +77,11 @@ def view_definitions(home: Home) -> dict[str, str]:
             f"SELECT * FROM ({_over_files(home.samples / '*' / '*' / '*.parquet', SAMPLES)}) "
             "QUALIFY row_number() OVER (PARTITION BY dataset_fingerprint, sample_id ORDER BY shard) = 1"
         ),
+        # plain reads (a query reads only the columns it touches): identities are claimed, so each is written
+        # once, and compaction removes the duplicates of older stores (storage/partitions.py)
         "generations": (  # BY NAME over the full schema: columns added later read as NULL in older files
             f"SELECT * FROM ({_empty_relation(GENERATIONS)} UNION ALL BY NAME "
-            f"{_over_files(home.generations / '*' / '*' / '*.parquet', GENERATIONS)}) "
-            "QUALIFY row_number() OVER (PARTITION BY gen_id ORDER BY created_at) = 1"
+            f"{_over_files(home.generations / '*' / '*' / '*.parquet', GENERATIONS)})"
         ),
         "runs": runs,
         "routes": f"SELECT * FROM ({_over_files(home.routes / '*' / 'routes.parquet', ROUTES)}) WHERE {completed}",
@@ -74,14 +92,8 @@ def view_definitions(home: Home) -> dict[str, str]:
                       f"WHERE {completed}"),
         "speculative": (f"SELECT * FROM ({_over_files(home.speculative / '*' / '*.parquet', SPECULATIVE)}) "
                         f"WHERE {completed}"),
-        "attention": (
-            f"SELECT * FROM ({_over_files(home.attention / '*' / '*.parquet', ATTENTION)}) "
-            "QUALIFY row_number() OVER (PARTITION BY capture_id, layer ORDER BY created_at) = 1"
-        ),
-        "selections": (
-            f"SELECT * FROM ({_over_files(home.selections / '*' / '*.parquet', SELECTIONS)}) "
-            "QUALIFY row_number() OVER (PARTITION BY selection_id ORDER BY created_at) = 1"
-        ),
+        "attention": _over_files(home.attention / '*' / '*.parquet', ATTENTION),
+        "selections": _over_files(home.selections / '*' / '*.parquet', SELECTIONS),
     }
 
 
@@ -108,17 +120,59 @@ def build_catalog(home: Home) -> Path:
 
 
 def connect(home: Home) -> duckdb.DuckDBPyConnection:
-    """An in-memory connection with the catalog's views, for queries."""
+    """An in-memory connection with the catalog's views, for queries; it can read only the store's files and its
+    settings are locked (module docstring)."""
     connection = duckdb.connect(":memory:")
     _create_views(connection, home)
+    _restrict(connection, home.root / "store")
     return connection
 
 
+def _restrict(connection: duckdb.DuckDBPyConnection, store: Path) -> None:
+    allowed = _sql_string(store.as_posix().rstrip("/") + "/")  # a directory prefix: not also store2/
+    for setting in (f"SET allowed_directories = [{allowed}]", "SET enable_external_access = false",
+                    "SET autoinstall_known_extensions = false", "SET autoload_known_extensions = false",
+                    "SET lock_configuration = true"):
+        connection.execute(setting)
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def read_only_statements(sql: str) -> list[duckdb.Statement]:
+    """The statements of `sql`, each checked to be a SELECT; a ConfigError names the first that is not."""
+    try:
+        statements = duckdb.extract_statements(sql)
+    except (duckdb.Error, ValueError) as error:  # ValueError: a statement type the Python API has no name for
+        raise ConfigError(f"SQL error: {error}") from error
+    if not statements:
+        raise ConfigError("the query holds no SQL statement")
+    for statement in statements:
+        if statement.type != duckdb.StatementType.SELECT:
+            kind = statement.type.name
+            raise ConfigError(f"only SELECT queries are allowed over the store (read-only); refused a {kind} "
+                              f"statement: {_excerpt(statement.query)}")
+    return statements
+
+
+def _excerpt(text: str, limit: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def query(home: Home, sql: str) -> tuple[list[str], list[tuple[object, ...]]]:
+    """(columns, rows) of the last statement; `sql` holds SELECT statements only (module docstring). An error
+    DuckDB reports, such as a file outside the store, a missing column or a syntax error, is a ConfigError."""
+    statements = read_only_statements(sql)
     with connect(home) as connection:
-        cursor = connection.execute(sql)
-        columns = [d[0] for d in cursor.description] if cursor.description else []
-        return columns, cursor.fetchall()
+        try:
+            for statement in statements:
+                cursor = connection.execute(statement)
+            columns = [d[0] for d in cursor.description] if cursor.description else []
+            return columns, cursor.fetchall()
+        except duckdb.Error as error:
+            raise ConfigError(f"SQL error: {error}") from error
 
 
 def final_generations(home: Home, run_id: str, scorer_profile: str) -> list[tuple[str, str, str, float]]:

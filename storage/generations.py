@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-from mai.storage.parquet import new_part_path, write_rows
+from mai.storage.partitions import write_part
 from mai.storage.paths import Home
 from mai.storage.schemas import GENERATIONS
 
@@ -57,7 +57,7 @@ class GenerationStore:
         """`context` carries the per-stage columns: benchmark, backend, run_id."""
         now = datetime.now(UTC)
         rows = [_row(model, kind, requests[r.gen_id], r, context, now) for r in results]
-        path = write_rows(new_part_path(self.directory(model, kind)), rows, GENERATIONS)
+        path = write_part(self.home, self.directory(model, kind), rows, GENERATIONS)
         with self._lock:
             if self.directory(model, kind) in self._known:
                 seen_files, ids = self._known[self.directory(model, kind)]
@@ -90,9 +90,11 @@ def read_texts(home: Home, gen_ids: Iterable[str]) -> dict[str, str]:
     return {row["gen_id"]: row["text"] for row in table.to_pylist()}
 
 
-def count_computed_by_run(home: Home, run_id: str) -> int:
-    """How many distinct identities this run computed (every other output it used was reused)."""
-    files = sorted(home.generations.glob("*/*/*.parquet"))
+def count_computed_by_run(home: Home, run_id: str, directories: Iterable[Path] | None = None) -> int:
+    """How many distinct identities this run computed (every other output it used was reused). `directories`:
+    the partitions the run used (default: the whole store); only their `gen_id` and `run_id` columns are read."""
+    chosen = list(directories) if directories is not None else sorted(home.generations.glob("*/*"))
+    files = sorted(f for d in chosen for f in d.glob("*.parquet"))
     if not files:
         return 0
     dataset = ds.dataset([str(p) for p in files], format="parquet")

@@ -25,6 +25,16 @@ def write_rows(path: Path, rows: list[dict[str, Any]], schema: pa.Schema) -> Pat
     return path
 
 
+def write_table(path: Path, table: pa.Table, row_group_size: int) -> Path:
+    """`write_rows` for a table already in memory (compaction), with row groups of `row_group_size` rows."""
+    temp = path.parent / f".tmp-{uuid.uuid4().hex}-{path.name}.partial"
+    pq.write_table(table, temp, row_group_size=row_group_size)
+    with open(temp, "rb") as handle:
+        os.fsync(handle.fileno())
+    os.replace(temp, path)
+    return path
+
+
 def new_part_path(directory: Path) -> Path:
     return directory / f"part-{uuid.uuid4().hex}.parquet"
 

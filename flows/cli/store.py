@@ -1,4 +1,4 @@
-"""Commands over the store without a model: sql, catalog, score, rescore."""
+"""Commands over the store without a model: sql, catalog, score, rescore, store (compact, stats, verify)."""
 
 from __future__ import annotations
 
@@ -40,6 +40,19 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
     catalog = commands.add_parser("catalog", help="(re)build the DuckDB catalog file and print its path")
     catalog.set_defaults(handler=_catalog)
+
+    store = commands.add_parser("store", help="store maintenance: compact, stats, verify")
+    actions = store.add_subparsers(required=True, metavar="ACTION")
+    compact = actions.add_parser("compact", help="merge small batch files into large ones, remove duplicates")
+    compact.add_argument("--min-files", type=int, default=2, help="compact a partition from this many small files")
+    compact.add_argument("--json", action="store_true")
+    compact.set_defaults(handler=_store_compact)
+    stats = actions.add_parser("stats", help="rows, files and bytes per table")
+    stats.add_argument("--json", action="store_true")
+    stats.set_defaults(handler=_store_stats)
+    verify = actions.add_parser("verify", help="check schemas, identities, manifests, temp files (exit 1 on a problem)")
+    verify.add_argument("--json", action="store_true")
+    verify.set_defaults(handler=_store_verify)
 
 
 def _sql(args: argparse.Namespace) -> int:
@@ -94,3 +107,37 @@ def _rescore(args: argparse.Namespace) -> int:
 def _catalog(args: argparse.Namespace) -> int:
     print(api.catalog(args.home))
     return 0
+
+
+def _store_compact(args: argparse.Namespace) -> int:
+    reports = api.store_compact(args.home, min_small_files=args.min_files)
+    if args.json:
+        print(json.dumps(reports, indent=2))
+        return 0
+    columns = ["partition", "files_before", "files_after", "rows_merged", "duplicates_removed", "seconds", "skipped"]
+    print(format_rows(columns, [tuple(r[c] for c in columns) for r in reports], "table"))
+    return 0
+
+
+def _store_stats(args: argparse.Namespace) -> int:
+    stats = api.store_stats(args.home)
+    if args.json:
+        print(json.dumps(stats, indent=2))
+        return 0
+    columns = ["table", "partitions", "files", "rows", "bytes"]
+    print(format_rows(columns, [tuple(s[c] for c in columns) for s in stats], "table"))
+    return 0
+
+
+def _store_verify(args: argparse.Namespace) -> int:
+    """Exit status 1 when the store has a problem (CI can gate on it)."""
+    report = api.store_verify(args.home)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(f"checked {report['checked_files']} files: {len(report['problems'])} problems")
+        for line in report["problems"]:
+            print(f"  problem: {line}")
+        for line in report["notes"]:
+            print(f"  note: {line}")
+    return 1 if report["problems"] else 0

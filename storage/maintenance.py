@@ -1,0 +1,186 @@
+"""Keeping a store healthy: compaction of every partition, per-table statistics, verification."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from mai.storage.partitions import (
+    AUTO_MIN_SMALL_FILES,
+    GRACE_S,
+    TABLES,
+    Compaction,
+    Partition,
+    Table,
+    compact,
+    count_small_files,
+    partitions,
+    row_keys,
+)
+from mai.storage.paths import Home
+from mai.storage.schemas import (
+    ATTENTION,
+    ESTIMATES,
+    GENERATIONS,
+    LATENCY_PROFILES,
+    METRICS,
+    ROUTES,
+    RUNS,
+    SAMPLES,
+    SCORES,
+    SELECTIONS,
+    SPECULATIVE,
+)
+
+SCHEMAS = {"generations": GENERATIONS, "attention": ATTENTION, "selections": SELECTIONS}
+TEMP_AGE_S = 600.0  # a temp file older than this belongs to a writer that died
+
+
+def compact_store(home: Home, min_small_files: int = 2, grace_s: float = GRACE_S) -> list[Compaction]:
+    """Compacts every partition of every content-addressed table (`mai store compact`)."""
+    return [compact(p, table, SCHEMAS[table.name], min_small_files=min_small_files, grace_s=grace_s)
+            for table in TABLES for p in partitions(home, table)]
+
+
+def auto_compact(home: Home, directories: set[Path]) -> list[Compaction]:
+    """What the end of a run does: compacts the partitions it wrote to that hold many batch files (cheap to
+    check: file names only), so a store's file count stays bounded without anyone running a command."""
+    done = []
+    for table in TABLES:
+        for partition in partitions(home, table):
+            if partition.path in directories and count_small_files(partition) >= AUTO_MIN_SMALL_FILES:
+                done.append(compact(partition, table, SCHEMAS[table.name], min_small_files=AUTO_MIN_SMALL_FILES))
+    return done
+
+
+@dataclass
+class TableStats:
+    table: str
+    files: int = 0
+    rows: int = 0
+    bytes: int = 0
+    partitions: int = 0
+
+
+def _table_files(home: Home) -> dict[str, list[Path]]:
+    """Every published file of every table (through the partitions' current versions)."""
+    files = {table.name: [f for p in partitions(home, table) for f in p.files()] for table in TABLES}
+    files.update({
+        "samples": sorted(home.samples.glob("*/*/*.parquet")), "routes": sorted(home.routes.glob("*/*.parquet")),
+        "metrics": sorted(home.metrics.glob("*/*.parquet")), "scores": sorted(home.scores.glob("*/*.parquet")),
+        "runs": sorted(home.runs.glob("*/run.parquet")), "estimates": sorted(home.estimates.glob("*/*.parquet")),
+        "latency_profiles": sorted(home.latency_profiles.glob("*.parquet")),
+        "speculative": sorted(home.speculative.glob("*/*.parquet")),
+    })
+    return files
+
+
+def store_stats(home: Home) -> list[TableStats]:
+    """Rows (from the files' footers), files and bytes per table (`mai store stats`)."""
+    stats = []
+    for name, files in _table_files(home).items():
+        table = next((t for t in TABLES if t.name == name), None)
+        stats.append(TableStats(name, len(files), sum(pq.ParquetFile(f).metadata.num_rows for f in files),
+                                sum(f.stat().st_size for f in files),
+                                len(partitions(home, table)) if table else 0))
+    return stats
+
+
+ALL_SCHEMAS: dict[str, pa.Schema] = {
+    **SCHEMAS, "samples": SAMPLES, "routes": ROUTES, "metrics": METRICS, "scores": SCORES, "runs": RUNS,
+    "estimates": ESTIMATES, "latency_profiles": LATENCY_PROFILES, "speculative": SPECULATIVE,
+}
+
+
+@dataclass
+class Verification:
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    checked_files: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def verify_store(home: Home) -> Verification:
+    """Schemas, unique identities, manifests consistent with files, no orphan temp files or versions
+    (`mai store verify`; a problem makes it exit non-zero)."""
+    report = Verification()
+    files = _table_files(home)
+    for name, paths in files.items():
+        report.checked_files += len(paths)
+        report.problems += [problem for path in paths if (problem := _schema_problem(path, ALL_SCHEMAS[name]))]
+    for table in TABLES:
+        for partition in partitions(home, table):
+            report.problems += _duplicate_problems(partition, table)
+            report.problems += _orphan_versions(partition)
+    report.problems += _run_problems(home, files)
+    report.problems += _orphan_temp_files(home)
+    stale = [p for p in home.claims.glob("*/*.claim")] if home.claims.exists() else []
+    if stale:
+        report.notes.append(f"{len(stale)} claim files (live runs, or dead ones that the next claim clears)")
+    return report
+
+
+def _schema_problem(path: Path, schema: pa.Schema) -> str | None:
+    """A file may lack columns added later (they read as NULL); a column it has must have the schema's type."""
+    try:
+        found = pq.read_schema(path)
+    except (OSError, pa.ArrowInvalid) as error:
+        return f"{path}: unreadable ({error})"
+    wrong = [f"{f.name}: {f.type} (expected {schema.field(f.name).type})" for f in found
+             if f.name in schema.names and not f.type.equals(schema.field(f.name).type)]
+    unknown = [f.name for f in found if f.name not in schema.names]
+    if wrong or unknown:
+        return f"{path}: columns of the wrong type {wrong}, unknown columns {unknown}"
+    return None
+
+
+def _duplicate_problems(partition: Partition, table: Table) -> list[str]:
+    repeated = [key for key, n in Counter(row_keys(partition.files(), table)).items() if n > 1]
+    if not repeated:
+        return []
+    return [(f"{partition.path}: {len(repeated)} identities stored more than once (e.g. {repeated[0]}); "
+             "`mai store compact` removes them")]
+
+
+def _orphan_versions(partition: Partition) -> list[str]:
+    current = partition.current()
+    if current is None or not partition.versions.exists() or not partition.path.is_symlink():
+        return []
+    return [f"{version}: a version no compaction published (its compaction died); the next one removes it"
+            for version in partition.versions.glob("v*") if version.name > current.name]
+
+
+def _run_problems(home: Home, files: dict[str, list[Path]]) -> list[str]:
+    problems = []
+    generated = {key[0] for key in row_keys(files["generations"], TABLES[0])}
+    for run_file in files["runs"]:
+        run_id = run_file.parent.name
+        manifest_path = run_file.parent / "manifest.json"
+        routes_path = home.routes / run_id / "routes.parquet"
+        if not manifest_path.exists() or not routes_path.exists():
+            problems.append(f"run {run_id}: complete (run.parquet) but its manifest or routes file is missing")
+            continue
+        manifest = json.loads(manifest_path.read_text())
+        missing_shards = [s for s in manifest.get("shard_paths", []) if not (home.root / s).exists()]
+        if missing_shards:
+            problems.append(f"run {run_id}: {len(missing_shards)} sample shards of its manifest are missing")
+        finals = pq.read_table(routes_path, columns=["final_gen_id"]).column(0).to_pylist()
+        lost = [g for g in finals if g and g not in generated]
+        if lost:
+            problems.append(f"run {run_id}: {len(lost)} final generations are not in the store")
+    return problems
+
+
+def _orphan_temp_files(home: Home) -> list[str]:
+    now = time.time()
+    store = home.root / "store"
+    temps = [p for p in store.rglob(".tmp-*") if p.is_file() and now - p.stat().st_mtime > TEMP_AGE_S]
+    return [f"{p}: a temp file its writer left (killed mid-write); safe to delete" for p in temps]

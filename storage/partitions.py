@@ -1,0 +1,252 @@
+"""Partitions of the content-addressed tables, and their compaction.
+
+A partition is one directory of immutable Parquet files of one table: a (model, prompt kind) of `generations`,
+a large model of `attention` and `selections`. Runs append one small file per batch; compaction merges small
+files into large ones sorted by id (so a lookup by id reads only the row groups whose statistics admit it),
+removing duplicate identities, so the file count stays bounded and views need no deduplication.
+
+Why a hand-written compaction and not Delta Lake or Iceberg: a plain `duckdb` session must keep reading the
+store, and DuckDB reads those formats only through its `delta`/`iceberg` extensions, which it downloads on
+first use (`INSTALL delta` fails offline, as on the machines this runs on); plain Parquet globs need nothing.
+
+How readers never fail and never see a row twice: the partition's path (e.g. `store/generations/<model>/R`) is a
+symlink to a version directory (`store/versions/generations/<model>/R/v000003`). A reader's glob lists one
+version whole. Compaction builds the next version beside it (the merged file, plus hard links of the files it
+keeps), then, under the partition's write lock (which every writer holds, shared, while it writes a file),
+hard-links the files written meanwhile and swaps the symlink (an atomic rename). Old versions stay readable for
+a grace period (queries that listed them still open their files), then are deleted. A compaction killed at any
+point leaves the published version untouched; its unpublished version is removed by the next one.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from mai.storage.parquet import new_part_path, write_rows, write_table
+from mai.storage.paths import Home
+
+from mai.identity import canonical_hash
+
+TARGET_ROWS = 250_000        # files with fewer rows are merged again; a file at or over it is left as it is
+AUTO_MIN_SMALL_FILES = 64    # the end of a run compacts a partition once it has this many batch files
+ROW_GROUP_ROWS = 16_384      # row groups of a compacted file: the unit that id statistics prune
+GRACE_S = 600.0              # retired versions stay readable this long (a query that listed them still runs)
+COMPACTED_PREFIX = "compacted-"
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    key: tuple[str, ...]  # what identifies a row: an attention row is one layer of one prefill
+    depth: int  # directory levels of a partition below the table's root
+
+
+TABLES = (Table("generations", ("gen_id",), 2), Table("attention", ("capture_id", "layer"), 1),
+          Table("selections", ("selection_id",), 1))
+
+
+def table_root(home: Home, table: Table) -> Path:
+    root: Path = getattr(home, table.name)
+    return root
+
+
+@contextmanager
+def _flock(path: Path, exclusive: bool, blocking: bool = True) -> Iterator[bool]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+b") as handle:
+        mode = (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | (0 if blocking else fcntl.LOCK_NB)
+        try:
+            fcntl.flock(handle.fileno(), mode)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+
+
+class Partition:
+    def __init__(self, home: Home, path: Path) -> None:
+        self.home, self.path = home, path
+        relative = path.relative_to(home.root / "store")
+        self.versions = home.root / "store" / "versions" / relative
+        key = canonical_hash(relative.as_posix())[:24]
+        self.write_lock = home.locks / f"partition-{key}.lock"
+        self.compact_lock = home.locks / f"compact-{key}.lock"
+
+    def current(self) -> Path | None:
+        if self.path.is_symlink():
+            return self.path.resolve()
+        return self.path if self.path.is_dir() else None
+
+    def files(self) -> list[Path]:
+        current = self.current()
+        return sorted(current.glob("*.parquet")) if current else []
+
+    def ensure(self) -> None:
+        """A new partition is published as version 0; a directory of an older store stays as it is until its
+        first compaction turns it into versions."""
+        if self.path.exists():
+            return
+        with _flock(self.write_lock, exclusive=True):
+            if not self.path.exists():
+                first = self.versions / "v000000"
+                first.mkdir(parents=True, exist_ok=True)
+                self._publish(first)
+
+    def _publish(self, version: Path) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        link = self.path.with_name(f".tmp-link-{uuid.uuid4().hex}")
+        os.symlink(os.path.relpath(version, self.path.parent), link)
+        os.replace(link, self.path)
+
+
+def write_part(home: Home, directory: Path, rows: list[dict[str, Any]], schema: pa.Schema) -> Path:
+    """Appends one batch file to the partition at `directory` (atomic, see parquet.write_rows); compaction
+    waits for it to be in place before it swaps versions."""
+    partition = Partition(home, directory)
+    partition.ensure()
+    with _flock(partition.write_lock, exclusive=False):
+        return write_rows(new_part_path(directory), rows, schema)
+
+
+def partitions(home: Home, table: Table) -> list[Partition]:
+    pattern = "/".join(["*"] * table.depth)
+    return [Partition(home, path) for path in sorted(table_root(home, table).glob(pattern))
+            if not path.name.startswith(".") and path.is_dir()]
+
+
+@dataclass
+class Compaction:
+    partition: str
+    files_before: int = 0
+    files_after: int = 0
+    rows_merged: int = 0
+    duplicates_removed: int = 0
+    skipped: str = ""
+    seconds: float = 0.0
+    removed_versions: list[str] = field(default_factory=list)
+
+
+def compact(partition: Partition, table: Table, schema: pa.Schema, min_small_files: int = 2,
+            target_rows: int = TARGET_ROWS, grace_s: float = GRACE_S) -> Compaction:
+    """Merges the partition's files under `target_rows` rows into one file sorted by id, without duplicates.
+    Skips (saying why) when another compaction of the partition runs or fewer than `min_small_files` exist."""
+    started = time.perf_counter()
+    report = Compaction(partition.path.relative_to(partition.home.root).as_posix())
+    with _flock(partition.compact_lock, exclusive=True, blocking=False) as mine:
+        if not mine:
+            report.skipped = "another compaction of this partition is running"
+            return report
+        _adopt_legacy_directory(partition)
+        report.removed_versions = _remove_old_versions(partition, grace_s)
+        files = partition.files()
+        rows = {f: pq.ParquetFile(f).metadata.num_rows for f in files}
+        small = [f for f in files if rows[f] < target_rows]
+        report.files_before = report.files_after = len(files)
+        if len(small) < max(2, min_small_files):
+            report.skipped = f"{len(small)} small files (compacts from {max(2, min_small_files)})"
+            return report
+        kept = [f for f in files if f not in small]
+        merged = _merge(small, set(row_keys(kept, table)), table, schema)
+        report.rows_merged, report.duplicates_removed = merged.num_rows, sum(rows[f] for f in small) - merged.num_rows
+        report.files_after = _publish_next(partition, files, kept, merged)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def row_keys(files: list[Path], table: Table) -> list[tuple[Any, ...]]:
+    """The key of every row of `files`, duplicates included (reads only the key columns)."""
+    keys: list[tuple[Any, ...]] = []
+    for file in files:
+        part = pq.read_table(file, columns=list(table.key))
+        keys.extend(zip(*(part.column(c).to_pylist() for c in table.key)))
+    return keys
+
+
+def _merge(files: list[Path], known: set[tuple[Any, ...]], table: Table, schema: pa.Schema) -> pa.Table:
+    """The rows of `files` (older files read under today's schema: columns added later are null), each
+    identity once (its first-written copy), none of `known`, sorted by id."""
+    tables = [_conform(pq.read_table(f), schema) for f in files]
+    merged = pa.concat_tables(tables) if tables else schema.empty_table()
+    merged = merged.sort_by([*((c, "ascending") for c in table.key), ("created_at", "ascending")])
+    keys = list(zip(*(merged.column(c).to_pylist() for c in table.key)))
+    keep = [key != (keys[n - 1] if n else None) and key not in known for n, key in enumerate(keys)]
+    return merged.filter(pa.array(keep, type=pa.bool_()))
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    columns = [table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
+               for f in schema]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _publish_next(partition: Partition, snapshot: list[Path], kept: list[Path], merged: pa.Table) -> int:
+    current = partition.current()
+    assert current is not None
+    version = partition.versions / f"v{_sequence(current) + 1:06d}"
+    shutil.rmtree(version, ignore_errors=True)  # an earlier compaction that died before publishing it
+    version.mkdir(parents=True)
+    if merged.num_rows:
+        write_table(version / f"{COMPACTED_PREFIX}{uuid.uuid4().hex}.parquet", merged, ROW_GROUP_ROWS)
+    for file in kept:
+        os.link(file, version / file.name)
+    with _flock(partition.write_lock, exclusive=True):
+        for late in sorted(set(current.glob("*.parquet")) - set(snapshot)):  # written while we merged
+            os.link(late, version / late.name)
+        partition._publish(version)
+    (current / ".retired").write_text(str(time.time()))
+    return len(list(version.glob("*.parquet")))
+
+
+def _sequence(version: Path) -> int:
+    return int(version.name[1:]) if version.name.startswith("v") and version.name[1:].isdigit() else -1
+
+
+def _adopt_legacy_directory(partition: Partition) -> None:
+    """A partition written before versions existed (a real directory) becomes version 0. Writers are held off
+    by the write lock; a reader listing the table in that instant may miss the partition, never fail."""
+    if partition.path.is_symlink() or not partition.path.is_dir():
+        return
+    with _flock(partition.write_lock, exclusive=True):
+        first = partition.versions / "v000000"
+        first.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(partition.path, first)
+        partition._publish(first)
+
+
+def _remove_old_versions(partition: Partition, grace_s: float) -> list[str]:
+    """Versions after the published one were never published (a compaction died): removed now. Versions
+    before it are removed once retired for `grace_s`."""
+    current = partition.current()
+    if current is None or not partition.versions.exists():
+        return []
+    removed = []
+    for version in sorted(partition.versions.glob("v*")):
+        if version == current:
+            continue
+        retired = version / ".retired"
+        since = float(retired.read_text() or 0) if retired.exists() else version.stat().st_mtime
+        if _sequence(version) > _sequence(current) or time.time() - since > grace_s:
+            shutil.rmtree(version, ignore_errors=True)
+            removed.append(version.name)
+    return removed
+
+
+def count_small_files(partition: Partition) -> int:
+    """Batch files not yet compacted (by name: no footer is read)."""
+    current = partition.current()
+    return len(list(current.glob("part-*.parquet"))) if current else 0
+
+
+def row_count(files: list[Path]) -> int:
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
