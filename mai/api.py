@@ -357,3 +357,16 @@ def store_verify(home: str | Path | None = None) -> dict[str, Any]:
     from mai.storage.paths import Home
 
     return verify_store(Home.at(home)).as_dict()
+
+
+# --- reading results: compare, policy lab, report ------------------------------------------------------------
+
+
+def compare(run_a: str, run_b: str, profile: str | None = None, resamples: int = 10_000, seed: int = 0,
+            home: str | Path | None = None) -> dict[str, Any]:
+    """Run B against run A, paired per sample: each run's score, samples better / worse, exact McNemar (or sign)
+    p-value, bootstrap 95 % interval of the difference, per category, tokens and estimated time."""
+    from mai.dashboards.compare import compare_runs
+    from mai.storage.paths import Home
+
+    return compare_runs(Home.at(home), run_a, run_b, profile, resamples, seed)

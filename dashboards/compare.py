@@ -1,0 +1,128 @@
+"""`mai compare RUN_A RUN_B`: two stored runs, paired sample by sample, without re-running anything.
+
+Pairs are the samples both runs scored (under one scorer profile, from the `scores` view) that hold the same
+item in both runs' data (same content hash in `samples`: sample ids are row positions, so runs over other data
+are never paired by id alone). For the pairs, overall and per category: each run's mean score, the samples B
+does better and worse on, the two-sided exact test on those (McNemar's for 0/1 scores, the sign test for graded
+ones) and a bootstrap 95 % interval of the difference (`mai.paired`); then output tokens of the generations each
+run used on the paired samples, and the estimated time of each run where both hold an estimate of the same name
+(equation 27; an estimate covers the run's samples, which are the paired ones unless `unpaired` says otherwise).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mai.dashboards.views import USED_GENERATIONS, Row, default_profile, fetch, run_label, run_models
+from mai.storage.paths import Home
+
+from mai.errors import ConfigError
+from mai.paired import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, compare_pairs
+
+SCORED = """
+    SELECT sc.sample_id, sc.score, r.category, r.route, s.content_hash
+    FROM scores sc
+    JOIN routes r ON r.run_id = sc.run_id AND r.sample_id = sc.sample_id
+    JOIN runs ru ON ru.run_id = sc.run_id
+    LEFT JOIN samples s ON s.dataset_fingerprint = ru.dataset_fingerprint AND s.sample_id = sc.sample_id
+    WHERE sc.run_id = ? AND sc.scorer_profile = ?
+"""
+TOKENS = f"""
+    SELECT u.sample_id, sum(g.output_tokens) AS output_tokens, count(*) AS calls
+    FROM ({USED_GENERATIONS}) u JOIN generations g ON g.gen_id = u.gen_id
+    WHERE u.run_id = ? GROUP BY u.sample_id
+"""
+ESTIMATES = "SELECT estimate_name, total_s FROM estimates WHERE run_id = ? AND stage = 'total'"
+
+
+def read_run(home: Home, run_id: str) -> Row:
+    found = fetch(home, "SELECT * FROM runs WHERE run_id = ?", [run_id])
+    if not found:
+        raise ConfigError(f"no completed run '{run_id}' in {home.root} (see `mai sql \"SELECT run_id FROM runs\"`)")
+    return found[0]
+
+
+def compare_runs(home: Home, run_a: str, run_b: str, profile: str | None = None,
+                 resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> dict[str, Any]:
+    """The paired comparison of run B against run A (differences are B - A), as plain values (JSON-ready)."""
+    a, b = read_run(home, run_a), read_run(home, run_b)
+    if a["benchmark"] != b["benchmark"]:
+        raise ConfigError(f"runs {run_a} ({a['benchmark']}) and {run_b} ({b['benchmark']}) are on different "
+                          "benchmarks: there are no shared samples to pair")
+    chosen = profile or default_profile(a["benchmark"])
+    scores_a, scores_b = _scores(home, run_a, chosen), _scores(home, run_b, chosen)
+    paired = sorted(sid for sid in scores_a.keys() & scores_b.keys()
+                    if scores_a[sid]["content_hash"] == scores_b[sid]["content_hash"])
+    other_items = sorted(sid for sid in scores_a.keys() & scores_b.keys() if sid not in set(paired))
+    if not paired:
+        raise ConfigError(f"runs {run_a} and {run_b} share no scored sample under profile '{chosen}'")
+    groups: dict[str, list[tuple[float, float]]] = {"overall": []}
+    for sid in paired:
+        pair = (float(scores_a[sid]["score"]), float(scores_b[sid]["score"]))
+        groups["overall"].append(pair)
+        groups.setdefault(f"category={scores_a[sid]['category']}", []).append(pair)
+    results = [compare_pairs(subset, groups[subset], resamples, seed=seed).as_dict()
+               for subset in sorted(groups, key=lambda name: (name != "overall", name))]
+    return {
+        "run_a": _describe(a), "run_b": _describe(b), "scorer_profile": chosen, "paired": len(paired),
+        "unpaired": {"only_a": len(scores_a.keys() - scores_b.keys()), "only_b": len(scores_b.keys() - scores_a.keys()),
+                     "other_items": len(other_items)},
+        "bootstrap": {"resamples": resamples, "seed": seed, "level": 0.95},
+        "comparisons": results,
+        "changed": [{"sample_id": sid, "category": scores_a[sid]["category"], "score_a": scores_a[sid]["score"],
+                     "score_b": scores_b[sid]["score"], "route_a": scores_a[sid]["route"],
+                     "route_b": scores_b[sid]["route"]}
+                    for sid in paired if scores_a[sid]["score"] != scores_b[sid]["score"]],
+        "cost": _costs(home, run_a, run_b, paired),
+    }
+
+
+def _scores(home: Home, run_id: str, profile: str) -> dict[str, Row]:
+    return {row["sample_id"]: row for row in fetch(home, SCORED, [run_id, profile]) if row["score"] is not None}
+
+
+def _describe(run: Row) -> dict[str, Any]:
+    return {"run_id": run["run_id"], "label": run_label(run), "models": run_models(run), "run_name": run["run_name"],
+            "benchmark": run["benchmark"], "n_samples": run["n_samples"]}
+
+
+def _costs(home: Home, run_a: str, run_b: str, paired: list[str]) -> dict[str, Any]:
+    keep = set(paired)
+    tokens = []
+    for run_id in (run_a, run_b):
+        used = [row for row in fetch(home, TOKENS, [run_id]) if row["sample_id"] in keep]
+        tokens.append((sum(int(r["output_tokens"]) for r in used), sum(int(r["calls"]) for r in used)))
+    (tokens_a, calls_a), (tokens_b, calls_b) = tokens
+    estimates_a = {r["estimate_name"]: r["total_s"] for r in fetch(home, ESTIMATES, [run_a])}
+    estimates_b = {r["estimate_name"]: r["total_s"] for r in fetch(home, ESTIMATES, [run_b])}
+    estimates = [{"estimate_name": name, "seconds_a": estimates_a[name], "seconds_b": estimates_b[name],
+                  "difference_s": estimates_b[name] - estimates_a[name],
+                  "ratio": estimates_b[name] / estimates_a[name] if estimates_a[name] else None}
+                 for name in sorted(estimates_a.keys() & estimates_b.keys())]
+    n = len(paired)
+    return {"output_tokens_a": tokens_a, "output_tokens_b": tokens_b, "output_tokens_difference": tokens_b - tokens_a,
+            "mean_output_tokens_a": tokens_a / n, "mean_output_tokens_b": tokens_b / n,
+            "calls_a": calls_a, "calls_b": calls_b, "estimates": estimates}
+
+
+def render_text(result: dict[str, Any]) -> str:
+    """The comparison as the few lines and the table `mai compare` prints."""
+    a, b = result["run_a"], result["run_b"]
+    lines = [f"A = {a['run_id']} ({a['label']}, {a['models']})", f"B = {b['run_id']} ({b['label']}, {b['models']})",
+             (f"{result['paired']} paired samples (scorer profile {result['scorer_profile']}); not paired: "
+             f"{result['unpaired']['only_a']} only in A, {result['unpaired']['only_b']} only in B, "
+             f"{result['unpaired']['other_items']} other items under the same id"), "",
+             (f"{'subset':28s} {'n':>5s} {'A %':>7s} {'B %':>7s} {'B-A':>7s} {'95% CI (points)':>17s} {'better':>6s} "
+             f"{'worse':>6s} {'p':>8s}  test")]
+    for c in result["comparisons"]:
+        interval = f"[{100 * c['ci_low']:+.1f}, {100 * c['ci_high']:+.1f}]"
+        lines.append(f"{c['subset']:28s} {c['n']:5d} {100 * c['mean_a']:7.1f} {100 * c['mean_b']:7.1f} "
+                     f"{100 * c['difference']:+7.1f} {interval:>17s} {c['better']:6d} {c['worse']:6d} "
+                     f"{c['p_value']:8.3g}  {c['test']}")
+    cost = result["cost"]
+    lines += ["", (f"output tokens on the paired samples: A {cost['output_tokens_a']} "
+                  f"({cost['mean_output_tokens_a']:.1f}/sample, {cost['calls_a']} calls), B {cost['output_tokens_b']} "
+                  f"({cost['mean_output_tokens_b']:.1f}/sample, {cost['calls_b']} calls)")]
+    lines += [f"estimated time ({e['estimate_name']}): A {e['seconds_a']:.2f} s, B {e['seconds_b']:.2f} s "
+              f"({e['difference_s']:+.2f} s)" for e in cost["estimates"]]
+    return "\n".join(lines)

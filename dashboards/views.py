@@ -1,0 +1,63 @@
+"""Shared reads over the catalog views for the dashboards (compare, policy lab, report): rows as dicts, a run's
+label, the generations each run used. Everything here is SELECTs through `mai.storage.catalog.connect`
+(read-only, in memory); values from the user (run ids, model names) are always query parameters."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from mai.storage.catalog import connect
+from mai.storage.paths import Home
+
+from mai.types import STAGE_NAMES
+
+Row = dict[str, Any]
+
+GEN_COLUMNS = ", ".join(f"gen_{stage}" for stage in STAGE_NAMES)
+# one row per (run, sample, stage) a run used a generation for; UNPIVOT drops the stages a sample skipped
+USED_GENERATIONS = (f"UNPIVOT (SELECT run_id, sample_id, {GEN_COLUMNS} FROM routes) ON {GEN_COLUMNS} "
+                    "INTO NAME stage VALUE gen_id")
+# the headline metric of a run, as the paper reports it: F1 where the benchmark has it (POPE), else the first
+# of the benchmark's own overall metrics (accuracy, relaxed accuracy, ANLS, circular accuracy ...)
+HEADLINE = """
+    SELECT run_id, scorer_profile, metric, value FROM metrics
+    WHERE subset = 'overall' AND metric NOT IN ('unparsed_rate', 'yes_ratio', 'precision', 'recall', 'row_accuracy')
+    QUALIFY row_number() OVER (PARTITION BY run_id, scorer_profile ORDER BY metric = 'f1' DESC, metric) = 1
+"""
+
+
+def fetch(home: Home, sql: str, params: Sequence[object] = ()) -> list[Row]:
+    """Rows of one SELECT over the views, as dicts."""
+    with connect(home) as connection:
+        cursor = connection.execute(sql, list(params))
+        columns = [d[0] for d in cursor.description]
+        return [dict(zip(columns, row)) for row in cursor.fetchall()]
+
+
+def run_label(run: Row) -> str:
+    """What a run is, in the paper's words: 'MAI', 'MAI +S2', 'MAI sparse L8', 'Full RT', 'large R', ..."""
+    if run["mode"] == "cascade":
+        label = "MAI" + (" +S2" if run["s2"] else "")
+        if run.get("transfer") == "sparse":
+            label += f" sparse L{run['transfer_layer']}"
+            if run.get("transfer_delta") not in (None, 0.8):
+                label += f" d{run['transfer_delta']:g}"
+        return label
+    if run["mode"] == "full_rt":
+        return "Full RT" + (f" sparse L{run['transfer_layer']}" if run.get("transfer") == "sparse" else "")
+    return f"{run['single_model']} {run['single_prompt']}" + (" +S2" if run["s2"] else "")
+
+
+def run_models(run: Row) -> str:
+    """The model(s) a run used: 'small + large' for a pair, the one model of a single-model run."""
+    if run["mode"] == "single":
+        return str(run["small_model"] if run["single_model"] == "small" else run["large_model"])
+    return f"{run['small_model']} + {run['large_model']}"
+
+
+def default_profile(benchmark: str) -> str:
+    """The scorer profile every run writes (a re-scored run also holds others)."""
+    from mai.benchmarks.registry import get_benchmark
+
+    return get_benchmark(benchmark).profiles[0]

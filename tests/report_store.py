@@ -1,0 +1,64 @@
+"""One real store for the dashboard tests (compare, policy lab, report), built once per test session through the
+real pipeline: the trained shapes pair's cascade, its baselines (small S, small R, small R+S2, large S, large R,
+Full RT), an S2 toggle, a 2-layer sparse-RT sweep, two published latency profiles and an estimate of every run.
+The tests only read it."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+LIMIT = 16
+LAYERS = (1, 2)
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Store:
+    home: Path
+    runs: dict[str, str]  # label -> run id
+
+
+_built: dict[Path, Store] = {}
+
+
+def report_store(factory: pytest.TempPathFactory, assets_home: Path) -> Store:
+    base = factory.getbasetemp()
+    if base not in _built:
+        _built[base] = _build(base / "report-store", assets_home)
+    return _built[base]
+
+
+def _build(root: Path, assets_home: Path) -> Store:
+    from mai.flows.run import mai_run
+    from mai.flows.sweep import mai_sweep
+
+    from mai import api
+    from mai.config import shapes_pair_config
+
+    shutil.copytree(assets_home / "models", root / "models")
+
+    def run(**overrides: Any) -> str:
+        manifest: dict[str, Any] = mai_run(shapes_pair_config(home=str(root), limit=LIMIT, **overrides))
+        return str(manifest["run_id"])
+
+    runs = {"cascade": run(), "cascade_s2": run(s2=True),
+            "large_s": run(mode="single", single_model="large", single_prompt="S"),
+            "small_s": run(mode="single", single_model="small", single_prompt="S"),
+            "small_r": run(mode="single", single_model="small", single_prompt="R"),
+            "small_r_s2": run(mode="single", single_model="small", single_prompt="R", s2=True),
+            "large_r": run(mode="single", single_model="large", single_prompt="R"),
+            "full_rt": run(mode="full_rt")}
+    for layer, manifest in zip(LAYERS, mai_sweep(shapes_pair_config(home=str(root), limit=LIMIT), list(LAYERS))):
+        runs[f"sparse_l{layer}"] = str(manifest["run_id"])
+    csv = REPO / "docs" / "paper_latency_h100.csv"
+    api.import_profile(csv, "h100-2b", model="Qwen3-VL-2B", home=root)
+    api.import_profile(csv, "h100-8b", model="Qwen3-VL-8B", home=root)
+    for run_id in runs.values():
+        api.estimate(run_id, {"mai-shapes-small": "h100-2b", "mai-shapes-large": "h100-8b"}, name="h100",
+                     home=root)
+    return Store(root, runs)
