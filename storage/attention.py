@@ -11,16 +11,17 @@ from typing import Any
 
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-from mai.storage.partitions import write_part
+from mai.storage.partitions import TABLES, published_files, table_files, write_part
 from mai.storage.paths import Home
 from mai.storage.schemas import ATTENTION, SELECTIONS
 
 from mai.types import ModelSpec
 
 
-def _read(directory: Path, column: str, keys: Iterable[str], columns: list[str] | None = None) -> list[dict[str, Any]]:
+def _read(home: Home, directory: Path, column: str, keys: Iterable[str], columns: list[str] | None = None
+          ) -> list[dict[str, Any]]:
     wanted = list(dict.fromkeys(keys))
-    files = sorted(directory.glob("*.parquet"))
+    files = published_files(home, directory)
     if not wanted or not files:
         return []
     table = ds.dataset([str(p) for p in files], format="parquet").to_table(
@@ -39,13 +40,13 @@ def selections_dir(home: Home, model: ModelSpec) -> Path:
 
 def captured_layers(home: Home, model: ModelSpec, capture_ids: Iterable[str]) -> dict[str, set[int]]:
     found: dict[str, set[int]] = {}
-    for row in _read(attention_dir(home, model), "capture_id", capture_ids, ["capture_id", "layer"]):
+    for row in _read(home, attention_dir(home, model), "capture_id", capture_ids, ["capture_id", "layer"]):
         found.setdefault(row["capture_id"], set()).add(row["layer"])
     return found
 
 
 def read_captures(home: Home, model: ModelSpec, capture_ids: Iterable[str]) -> dict[tuple[str, int], dict[str, Any]]:
-    return {(r["capture_id"], r["layer"]): r for r in _read(attention_dir(home, model), "capture_id", capture_ids)}
+    return {(r["capture_id"], r["layer"]): r for r in _read(home, attention_dir(home, model), "capture_id", capture_ids)}
 
 
 def write_captures(home: Home, model: ModelSpec, rows: list[dict[str, Any]]) -> Path:
@@ -54,7 +55,7 @@ def write_captures(home: Home, model: ModelSpec, rows: list[dict[str, Any]]) -> 
 
 
 def read_selections(home: Home, model: ModelSpec, selection_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
-    rows = _read(selections_dir(home, model), "selection_id", selection_ids)
+    rows = _read(home, selections_dir(home, model), "selection_id", selection_ids)
     return {r["selection_id"]: r for r in rows}
 
 
@@ -66,8 +67,8 @@ def write_selections(home: Home, model: ModelSpec, rows: list[dict[str, Any]]) -
 def computed_by_run(home: Home, run_id: str) -> dict[str, int]:
     """Attention rows (prefill x layer) and selections this run computed, over every large model."""
     counts = {}
-    for name, directory in (("attention_rows_computed", home.attention), ("selections_computed", home.selections)):
-        files = sorted(directory.glob("*/*.parquet"))
+    for name, table in (("attention_rows_computed", TABLES[1]), ("selections_computed", TABLES[2])):
+        files = table_files(home, table)
         counts[name] = (int(ds.dataset([str(p) for p in files], format="parquet").count_rows(
             filter=pc.field("run_id") == run_id)) if files else 0)
     return counts

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+from mai.storage.partitions import TABLES, Table, partitions
 from mai.storage.paths import Home
 from mai.storage.schemas import (
     ATTENTION,
@@ -69,6 +70,16 @@ def _over_files(pattern: Path, schema: pa.Schema) -> str:
     return f"SELECT * FROM read_parquet('{pattern.as_posix()}', union_by_name = true)"
 
 
+def _over_partitions(home: Home, table: Table, schema: pa.Schema) -> str:
+    """The published version of each partition, by its version directory (storage/partitions.py): a view keeps
+    reading the version it was made over even when a compaction publishes the next one meanwhile."""
+    patterns = [(p.current() or p.path) / "*.parquet" for p in partitions(home, table) if p.files()]
+    if not patterns:
+        return _empty_relation(schema)
+    listed = ", ".join("'" + pattern.as_posix().replace("'", "''") + "'" for pattern in patterns)
+    return f"SELECT * FROM read_parquet([{listed}], union_by_name = true)"
+
+
 def view_definitions(home: Home) -> dict[str, str]:
     runs = _over_files(home.runs / "*" / "run.parquet", RUNS)
     completed = "run_id IN (SELECT run_id FROM runs)"  # a run killed before its manifest does not count
@@ -81,7 +92,7 @@ def view_definitions(home: Home) -> dict[str, str]:
         # once, and compaction removes the duplicates of older stores (storage/partitions.py)
         "generations": (  # BY NAME over the full schema: columns added later read as NULL in older files
             f"SELECT * FROM ({_empty_relation(GENERATIONS)} UNION ALL BY NAME "
-            f"{_over_files(home.generations / '*' / '*' / '*.parquet', GENERATIONS)})"
+            f"{_over_partitions(home, TABLES[0], GENERATIONS)})"
         ),
         "runs": runs,
         "routes": f"SELECT * FROM ({_over_files(home.routes / '*' / 'routes.parquet', ROUTES)}) WHERE {completed}",
@@ -92,8 +103,8 @@ def view_definitions(home: Home) -> dict[str, str]:
                       f"WHERE {completed}"),
         "speculative": (f"SELECT * FROM ({_over_files(home.speculative / '*' / '*.parquet', SPECULATIVE)}) "
                         f"WHERE {completed}"),
-        "attention": _over_files(home.attention / '*' / '*.parquet', ATTENTION),
-        "selections": _over_files(home.selections / '*' / '*.parquet', SELECTIONS),
+        "attention": _over_partitions(home, TABLES[1], ATTENTION),
+        "selections": _over_partitions(home, TABLES[2], SELECTIONS),
     }
 
 

@@ -11,12 +11,14 @@ from typing import Any
 
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-from mai.storage.partitions import write_part
+from mai.storage.partitions import TABLES, partitions, published_files, table_files, write_part
 from mai.storage.paths import Home
 from mai.storage.schemas import GENERATIONS
 
 from mai.answers import extract_bracketed
 from mai.types import GenRequest, GenResult, ModelSpec, PromptKind
+
+GENERATIONS_TABLE = TABLES[0]
 
 
 class GenerationStore:
@@ -34,7 +36,7 @@ class GenerationStore:
     def existing_ids(self, model: ModelSpec, kind: PromptKind) -> set[str]:
         directory = self.directory(model, kind)
         with self._lock:
-            current = set(directory.glob("*.parquet"))
+            current = set(published_files(self.home, directory))
             seen_files, ids = self._known.get(directory, (set(), set()))
             if seen_files - current:  # files were deleted behind our back: forget everything we knew
                 seen_files, ids = set(), set()
@@ -68,7 +70,7 @@ class GenerationStore:
     def read(self, model: ModelSpec, kind: PromptKind, gen_ids: Iterable[str], columns: list[str]) -> dict[str, dict[str, Any]]:
         """Rows by gen_id (the first copy if a concurrent run wrote the same identity twice)."""
         wanted = list(dict.fromkeys(gen_ids))
-        files = sorted(self.directory(model, kind).glob("*.parquet"))
+        files = published_files(self.home, self.directory(model, kind))
         if not wanted or not files:
             return {}
         dataset = ds.dataset([str(p) for p in files], format="parquet")
@@ -82,7 +84,7 @@ class GenerationStore:
 def read_texts(home: Home, gen_ids: Iterable[str]) -> dict[str, str]:
     """Output texts by gen_id from anywhere in the store (for re-scoring, where the model is not known)."""
     wanted = list(dict.fromkeys(g for g in gen_ids if g))
-    files = sorted(home.generations.glob("*/*/*.parquet"))
+    files = table_files(home, GENERATIONS_TABLE)
     if not wanted or not files:
         return {}
     table = ds.dataset([str(p) for p in files], format="parquet").to_table(
@@ -93,8 +95,8 @@ def read_texts(home: Home, gen_ids: Iterable[str]) -> dict[str, str]:
 def count_computed_by_run(home: Home, run_id: str, directories: Iterable[Path] | None = None) -> int:
     """How many distinct identities this run computed (every other output it used was reused). `directories`:
     the partitions the run used (default: the whole store); only their `gen_id` and `run_id` columns are read."""
-    chosen = list(directories) if directories is not None else sorted(home.generations.glob("*/*"))
-    files = sorted(f for d in chosen for f in d.glob("*.parquet"))
+    chosen = list(directories) if directories is not None else [p.path for p in partitions(home, GENERATIONS_TABLE)]
+    files = [f for d in chosen for f in published_files(home, d)]
     if not files:
         return 0
     dataset = ds.dataset([str(p) for p in files], format="parquet")

@@ -11,6 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from mai.storage.catalog import build_catalog
 from mai.storage.partitions import (
     AUTO_MIN_SMALL_FILES,
     GRACE_S,
@@ -44,8 +45,17 @@ TEMP_AGE_S = 600.0  # a temp file older than this belongs to a writer that died
 
 def compact_store(home: Home, min_small_files: int = 2, grace_s: float = GRACE_S) -> list[Compaction]:
     """Compacts every partition of every content-addressed table (`mai store compact`)."""
-    return [compact(p, table, SCHEMAS[table.name], min_small_files=min_small_files, grace_s=grace_s)
-            for table in TABLES for p in partitions(home, table)]
+    return _recatalogued(home, [compact(p, table, SCHEMAS[table.name], min_small_files=min_small_files,
+                                        grace_s=grace_s)
+                                for table in TABLES for p in partitions(home, table)])
+
+
+def _recatalogued(home: Home, reports: list[Compaction]) -> list[Compaction]:
+    """The catalog file's views name the partitions' versions: after publishing new ones, rebuild it (a session
+    holding the old file keeps reading the retired versions, which stay GRACE_S, until it reconnects)."""
+    if any(not r.skipped for r in reports):
+        build_catalog(home)
+    return reports
 
 
 def auto_compact(home: Home, directories: set[Path]) -> list[Compaction]:
@@ -56,7 +66,7 @@ def auto_compact(home: Home, directories: set[Path]) -> list[Compaction]:
         for partition in partitions(home, table):
             if partition.path in directories and count_small_files(partition) >= AUTO_MIN_SMALL_FILES:
                 done.append(compact(partition, table, SCHEMAS[table.name], min_small_files=AUTO_MIN_SMALL_FILES))
-    return done
+    return _recatalogued(home, done)
 
 
 @dataclass

@@ -10,8 +10,9 @@ store, and DuckDB reads those formats only through its `delta`/`iceberg` extensi
 first use (`INSTALL delta` fails offline, as on the machines this runs on); plain Parquet globs need nothing.
 
 How readers never fail and never see a row twice: the partition's path (e.g. `store/generations/<model>/R`) is a
-symlink to a version directory (`store/versions/generations/<model>/R/v000003`). A reader's glob lists one
-version whole. Compaction builds the next version beside it (the merged file, plus hard links of the files it
+symlink to a version directory (`store/versions/generations/<model>/R/v000003`). Readers resolve the symlink
+first and list that version (`published_files`; the catalog's views name the versions' directories), so a
+reader reads one version whole, by paths that stay valid. Compaction builds the next version beside it (the merged file, plus hard links of the files it
 keeps), then, under the partition's write lock (which every writer holds, shared, while it writes a file),
 hard-links the files written meanwhile and swaps the symlink (an atomic rename). Old versions stay readable for
 a grace period (queries that listed them still open their files), then are deleted. A compaction killed at any
@@ -41,7 +42,7 @@ from mai.identity import canonical_hash
 TARGET_ROWS = 250_000        # files with fewer rows are merged again; a file at or over it is left as it is
 AUTO_MIN_SMALL_FILES = 64    # the end of a run compacts a partition once it has this many batch files
 ROW_GROUP_ROWS = 16_384      # row groups of a compacted file: the unit that id statistics prune
-GRACE_S = 600.0              # retired versions stay readable this long (a query that listed them still runs)
+GRACE_S = 3600.0             # retired versions stay readable this long (a query, a catalog that listed them)
 COMPACTED_PREFIX = "compacted-"
 
 
@@ -119,6 +120,16 @@ def write_part(home: Home, directory: Path, rows: list[dict[str, Any]], schema: 
         return write_rows(new_part_path(directory), rows, schema)
 
 
+def published_files(home: Home, directory: Path) -> list[Path]:
+    """The files of the partition's published version, by their version paths: a compaction that publishes
+    the next version meanwhile leaves these in place (for GRACE_S), so a reader that listed them can read them."""
+    return Partition(home, directory).files()
+
+
+def table_files(home: Home, table: Table) -> list[Path]:
+    return [f for p in partitions(home, table) for f in p.files()]
+
+
 def partitions(home: Home, table: Table) -> list[Partition]:
     pattern = "/".join(["*"] * table.depth)
     return [Partition(home, path) for path in sorted(table_root(home, table).glob(pattern))
@@ -160,6 +171,7 @@ def compact(partition: Partition, table: Table, schema: pa.Schema, min_small_fil
         merged = _merge(small, set(row_keys(kept, table)), table, schema)
         report.rows_merged, report.duplicates_removed = merged.num_rows, sum(rows[f] for f in small) - merged.num_rows
         report.files_after = _publish_next(partition, files, kept, merged)
+        report.removed_versions += _remove_old_versions(partition, grace_s)
     report.seconds = time.perf_counter() - started
     return report
 
