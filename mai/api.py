@@ -370,3 +370,17 @@ def compare(run_a: str, run_b: str, profile: str | None = None, resamples: int =
     from mai.storage.paths import Home
 
     return compare_runs(Home.at(home), run_a, run_b, profile, resamples, seed)
+
+
+def policies(benchmark: str | None = None, small_model: str | None = None, large_model: str | None = None,
+             dataset: str | None = None, profile: str | None = None, small_profile: str | None = None,
+             large_profile: str | None = None, home: str | Path | None = None) -> list[dict[str, Any]]:
+    """The routing-policy lab (no model runs): per benchmark split and model pair in the store, the score and cost
+    of routing policies over the stored outputs (large S, small R, MV1 -> RT, the cascade, Full RT, the oracle,
+    ...), the Pareto frontier and APGR-style areas; a policy whose outputs are missing names the `mai run`
+    command that stores them."""
+    from mai.dashboards.policies import policy_labs
+    from mai.storage.paths import Home
+
+    return policy_labs(Home.at(home), benchmark, small_model, large_model, dataset, profile, small_profile,
+                       large_profile)

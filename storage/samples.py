@@ -46,6 +46,11 @@ def read_shard(path: Path) -> list[Sample]:
     return [_row_sample(row) for row in read_rows([path])]
 
 
+def sample_from_row(row: dict[str, Any]) -> Sample:
+    """A row of a shard file, or of the `samples` view, as a Sample."""
+    return _row_sample(row)
+
+
 def _sample_row(sample: Sample, fingerprint: str) -> dict[str, Any]:
     return {
         "sample_id": sample.sample_id, "benchmark": sample.benchmark, "dataset_fingerprint": fingerprint,

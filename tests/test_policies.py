@@ -1,0 +1,108 @@
+"""The routing-policy lab over a real store: each policy that a stored run also computed gives that run's numbers
+(scores, output tokens, calls per model, routing counts, equation-27 seconds), read here from the Parquet files;
+the oracle bounds every policy; a policy whose outputs are missing names a `mai run` that computes exactly them."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.report_store import LIMIT, Store, report_store
+
+STAGES = ("s_large", "s_small", "r_small", "s2_small", "rt_large", "single", "single_s2")
+SAME_AS_RUN = {"cascade": "cascade", "cascade +S2": "cascade_s2", "Full RT": "full_rt", "small S alone": "small_s",
+               "large S alone": "large_s", "small R alone": "small_r", "small R+S2 alone": "small_r_s2",
+               "large R alone": "large_r"}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory, assets_home: Path) -> Store:
+    return report_store(tmp_path_factory, assets_home)
+
+
+def _generations(home: Path) -> dict[str, dict[str, Any]]:
+    files = sorted((home / "store" / "generations").glob("*/*/*.parquet"))
+    return {r["gen_id"]: r for f in files
+            for r in pq.read_table(f, columns=["gen_id", "model", "output_tokens"]).to_pylist()}
+
+
+def _stored_run(home: Path, run_id: str, generations: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    routes = pq.read_table(home / "store" / "routes" / run_id / "routes.parquet").to_pylist()
+    used = [generations[r[f"gen_{s}"]] for r in routes for s in STAGES if r[f"gen_{s}"]]
+    estimate = pq.read_table(home / "store" / "estimates" / run_id / "h100.parquet").to_pylist()
+    return {"mean_score": sum(r["score"] for r in routes) / len(routes),
+            "output_tokens": sum(g["output_tokens"] for g in used),
+            "small_calls": sum(g["model"] == "mai-shapes-small" for g in used),
+            "large_calls": sum(g["model"] == "mai-shapes-large" for g in used),
+            "seconds": next(e["total_s"] for e in estimate if e["stage"] == "total"),
+            "routes": {label: sum(r["route"] == label for r in routes) for label in ("MV1", "MV2", "RT")}}
+
+
+def test_policies_equal_the_stored_runs_and_the_oracle_bounds_them(store: Store,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from mai.flows.cli import main
+
+    assert main(["--home", str(store.home), "policies", "--benchmark", "shapes", "--json"]) == 0
+    (lab,) = json.loads(capsys.readouterr().out)
+    assert lab["samples"] == LIMIT and lab["errors"] == 0 and lab["conflicting_outputs"] == 0
+    assert lab["latency_profiles"] == {"small": "h100-2b", "large": "h100-8b"}  # from the stored estimates
+    assert lab["cost_axis"] == "seconds"
+    assert {r["run_id"] for r in lab["runs"]} == set(store.runs.values())
+    policies = {p["name"]: p for p in lab["policies"]}
+    assert all(p["available"] and p["n"] == LIMIT for p in policies.values())
+
+    generations = _generations(store.home)
+    for name, run in SAME_AS_RUN.items():
+        stored, policy = _stored_run(store.home, store.runs[run], generations), policies[name]
+        assert policy["mean_score"] == pytest.approx(stored["mean_score"], abs=1e-12), name
+        for key in ("output_tokens", "small_calls", "large_calls"):
+            assert policy[key] == stored[key], (name, key)
+        assert policy["seconds"] == pytest.approx(stored["seconds"], rel=1e-9), name
+        if name.startswith("cascade"):
+            assert policy["routes"] == stored["routes"], name
+    assert policies["cascade"]["routes"]["MV1"] < LIMIT  # the store has disagreements to route
+
+    oracle = policies["oracle"]["mean_score"]
+    assert all(oracle >= p["mean_score"] for p in policies.values())
+    assert oracle > policies["cascade"]["mean_score"] or policies["cascade"]["mean_score"] == 1.0
+    # the frontier goes up in score as it goes up in cost, and holds the cheapest policy
+    frontier = [policies[name] for name in lab["summary"]["frontier"]]
+    assert frontier[0]["seconds"] == min(p["seconds"] for n, p in policies.items() if n != "oracle")
+    assert all(a["seconds"] <= b["seconds"] and a["mean_score"] < b["mean_score"]
+               for a, b in itertools.pairwise(frontier))
+    assert lab["summary"]["apgr"] >= lab["summary"]["apgr_baselines"]
+
+    assert main(["--home", str(store.home), "policies", "--benchmark", "shapes"]) == 0
+    text = capsys.readouterr().out
+    assert "cascade" in text and "oracle" in text and "APGR" in text
+
+
+def test_a_policy_without_its_outputs_names_the_run_that_stores_them(store: Store) -> None:
+    from mai.dashboards.policies import find_groups, policy_lab
+    from mai.flows.cli import _parser
+    from mai.flows.cli.options import run_config
+    from mai.storage.paths import Home
+
+    home = Home.at(store.home)
+    (group,) = find_groups(home, "shapes")
+    only_cascade = dataclasses.replace(group, runs=tuple(r for r in group.runs
+                                                         if r["run_id"] == store.runs["cascade"]))
+    lab = policy_lab(home, only_cascade)
+    policies = {p["name"]: p for p in lab["policies"]}
+    cascade = policies["cascade"]
+    assert cascade["available"] and cascade["missing_samples"] == 0
+    full_rt = policies["Full RT"]
+    # the cascade stored small R and RT only for the samples MV1 did not settle
+    assert not full_rt["available"] and full_rt["missing_samples"] == cascade["routes"]["MV1"] + cascade["routes"]["MV2"]
+    (command,) = full_rt["commands"]
+    args = _parser().parse_args(["--home", str(store.home), *shlex.split(command)[1:]])
+    assert args.handler.__name__ == "_run"
+    stored_key = next(r["config_key"] for r in group.runs if r["run_id"] == store.runs["full_rt"])
+    assert run_config(args).key() == stored_key  # the very configuration of the stored Full RT run
