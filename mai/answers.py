@@ -4,14 +4,28 @@ from __future__ import annotations
 
 import re
 
-_BRACKETED = re.compile(r"\[\[(.*?)\]\]", re.DOTALL)
 _WS = re.compile(r"\s+")
 
 
 def extract_bracketed(text: str) -> str | None:
-    """The content of the last `[[...]]` in the text, or None when the model did not use the format."""
-    matches = _BRACKETED.findall(text)
-    return matches[-1].strip() if matches else None
+    r"""The content of the last `[[...]]` in the text, or None when the model did not use the format.
+
+    Same result as the last match of `re.findall(r"\[\[(.*?)\]\]", text, re.DOTALL)` (non-overlapping,
+    leftmost matches; each ends at the first `]]` after its `[[`), found in linear time: the regex restarts a
+    lazy scan at every `[[` that has no closing `]]`, so `"[[" * 16_000` took seconds and 10^6 characters hung.
+    Once one `[[` finds no `]]` after it, no later one can, so the scan stops there."""
+    last = None
+    position = 0
+    while True:
+        opening = text.find("[[", position)
+        if opening == -1:
+            break
+        closing = text.find("]]", opening + 2)
+        if closing == -1:
+            break
+        last = (opening + 2, closing)
+        position = closing + 2
+    return text[last[0]:last[1]].strip() if last is not None else None
 
 
 def answer_span(text: str) -> str:

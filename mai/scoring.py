@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from mai.benchmarks.base import BadRow, Benchmark, Metric, ScoredSample
@@ -42,20 +43,39 @@ class PredictionLine:
     error: str | None = None
 
 
-def read_prediction_lines(benchmark: Benchmark, jsonl_lines: Iterable[str]) -> list[PredictionLine]:
+def read_prediction_file(benchmark: Benchmark, path: Path) -> list[PredictionLine]:
+    """`read_prediction_lines` over a JSONL file read as bytes: lines end at `\\n` (JSON Lines; a `\\r` before it
+    is dropped, a UTF-8 byte order mark before the first line too), and a line that is not UTF-8 becomes that
+    line's error instead of stopping the whole file."""
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise ConfigError(f"predictions file '{path}' cannot be read: {error.strerror or error}") from error
+    return read_prediction_lines(benchmark, split_jsonl(data))
+
+
+def split_jsonl(data: bytes) -> list[bytes]:
+    """The lines of a JSONL file's bytes, undecoded (`read_prediction_lines` decodes each on its own). Only `\\n`
+    ends a line: `str.splitlines` would also cut at U+2028 or a form feed, which a JSON string may hold."""
+    lines = data.removeprefix(b"\xef\xbb\xbf").split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()  # the newline that ends the last line starts no new one
+    return [line.removesuffix(b"\r") for line in lines]
+
+
+def read_prediction_lines(benchmark: Benchmark, jsonl_lines: Iterable[str | bytes]) -> list[PredictionLine]:
     """JSONL rows in the hub's own column schema plus a `prediction` field; images are optional. A line
-    that cannot be used is returned with its reason (and left out of the aggregates), never dropped."""
+    that cannot be used is returned with its reason (and left out of the aggregates), never dropped; that
+    includes a line of bytes that is not UTF-8, text that is not JSON, and a row the benchmark rejects."""
     lines = []
     for number, text in enumerate(jsonl_lines, start=1):
         try:
-            row: Any = json.loads(text)
-            if not isinstance(row, dict):
-                raise BadRow("line is not a JSON object")
+            row = _json_object(_decoded(text))
             prediction = row.get("prediction")
             if not isinstance(prediction, str):
                 raise BadRow("field 'prediction' is missing or not a string")
             fields = benchmark.parse_row(row, number - 1, with_images=False)
-        except (BadRow, json.JSONDecodeError) as error:
+        except BadRow as error:
             lines.append(PredictionLine(number, None, None, str(error)))
             continue
         sample = Sample(sample_id=fields.sample_id, benchmark=benchmark.name, question=fields.question,
@@ -65,3 +85,24 @@ def read_prediction_lines(benchmark: Benchmark, jsonl_lines: Iterable[str]) -> l
         lines.append(PredictionLine(number, replace(sample, answer_style=benchmark.answer_style(sample)),
                                     prediction))
     return lines
+
+
+def _decoded(line: str | bytes) -> str:
+    if isinstance(line, str):
+        return line
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise BadRow(f"line is not valid UTF-8 (byte 0x{line[error.start]:02x} at offset {error.start})") from error
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        row: Any = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise BadRow(f"line is not valid JSON: {error.msg} (column {error.colno})") from error
+    except (ValueError, RecursionError) as error:  # integers over 4300 digits, nesting deeper than the stack
+        raise BadRow(f"line is not usable JSON: {type(error).__name__}: {str(error)[:200]}") from error
+    if not isinstance(row, dict):
+        raise BadRow("line is not a JSON object")
+    return row

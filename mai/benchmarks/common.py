@@ -6,6 +6,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from rapidfuzz.distance import Levenshtein
+
 from mai.benchmarks.base import BadRow, Metric, ScoredSample, image_bytes
 
 PROFILES = ("lmms-eval", "official")
@@ -67,14 +69,12 @@ def unparsed_rate(scored: list[ScoredSample]) -> list[Metric]:
     return [Metric("unparsed_rate", sum(s.parsed is None for s in scored) / len(scored), len(scored))]
 
 
-def levenshtein(a: str, b: str) -> int:
-    previous = list(range(len(b) + 1))
-    for i, char_a in enumerate(a, start=1):
-        current = [i]
-        for j, char_b in enumerate(b, start=1):
-            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (char_a != char_b)))
-        previous = current
-    return previous[-1]
+def levenshtein(a: str, b: str, cutoff: int | None = None) -> int:
+    """Unit-cost edit distance over code points (insert, delete, substitute), as the RRC script's pure-Python
+    one; rapidfuzz computes the same number in C with a bit-parallel algorithm (an 8k x 8k pair: ~0.002 s
+    instead of ~20 s), so a huge model output cannot stall scoring. With `cutoff`, any distance above it is
+    returned as `cutoff + 1` (rapidfuzz then stops early, e.g. when the lengths alone differ by more)."""
+    return int(Levenshtein.distance(a, b, score_cutoff=cutoff))
 
 
 def anls(prediction: str, references: tuple[str, ...], profile: str, threshold: float = 0.5) -> float:
@@ -86,14 +86,20 @@ def anls(prediction: str, references: tuple[str, ...], profile: str, threshold: 
     anls-paper (the ST-VQA paper's formula, s = 1 - NL if NL < 0.5 else 0): normalised strings for both
     distance and length, and a normalised distance of exactly 0.5 gives 0."""
     values = []
+    # A normalised distance above max(threshold, 1 - threshold) scores 0 under every profile, whichever reference
+    # it belongs to, so the exact distance is needed only up to that share of the length; a larger one is
+    # computed as just over it (`levenshtein`'s cutoff), which gives the same score and saves time.
+    bound = max(threshold, 1.0 - threshold)
     for reference in references:
         gt, det = " ".join(reference.strip().lower().split()), " ".join(prediction.strip().lower().split())
-        distance = levenshtein(gt, det)
         if profile != "anls-paper":
             length = max(len(reference.upper()), len(prediction.upper()))
         else:
             length = max(len(gt), len(det))
-        values.append(0.0 if length == 0 else distance / length)
+        if length == 0:
+            values.append(0.0)
+            continue
+        values.append(levenshtein(gt, det, cutoff=math.ceil(bound * length)) / length)
     if not values:
         return 0.0
     normalised = min(values)
@@ -101,3 +107,45 @@ def anls(prediction: str, references: tuple[str, ...], profile: str, threshold: 
     if profile != "anls-paper":
         return 0.0 if similarity < threshold else similarity
     return similarity if normalised < threshold else 0.0
+
+
+_MCQ_DEFAULT_CHOICES = tuple("ABCDEFGH")
+_ANSWER_PHRASES = (
+    "the answer is", "answer is", "the correct answer is", "correct answer is", "the best answer is",
+    "best answer is", "the correct option is", "correct option is", "the best option is", "best option is",
+    "the choice is", "choice is", "the correct choice is", "correct choice is", "i choose", "i select", "i pick",
+    "my answer is", "my choice is", "옵션", "정답은", "답은", "답:", "答案是", "答案为", "选", "答えは",
+)
+_PRIORITY = {"start": 10, "end": 9, "phrase": 7, "(X)": 6, "X.": 5, "X:": 4, "X)": 3, "X ": 2, "fallback": 0}
+
+
+def extract_mcq_answer(response: str, choices: tuple[str, ...] | list[str] | None = None) -> str:
+    """The letter LMMs-Eval's `extract_mcq_answer` (`lmms_eval/tasks/_task_utils/mcq_extract.py`, 0.7.x, priority
+    version) picks; "" when there is none. `choices` default (None or empty) as there: A to H. Candidates are
+    (priority, position): the highest priority wins, then the later position (LMMs-Eval sorts both descending;
+    two letters never share a position, so taking the max is the same choice)."""
+    choices = tuple(choices or _MCQ_DEFAULT_CHOICES)
+    text = response.strip()
+    for char in ",.!?;:'\"":
+        text = text.strip(char)
+    text = f" {text} "
+    found: list[tuple[int, int, str]] = []  # (priority, position, letter)
+    for marker in ("(X)", "X.", "X:", "X)", "X "):
+        for letter in choices:
+            written = marker.replace("X", letter)
+            if written in text:
+                found.append((_PRIORITY[marker], text.rfind(written), letter))
+    lowered = text.lower()
+    for phrase in _ANSWER_PHRASES:
+        at = lowered.find(phrase)
+        if at != -1:
+            found += [(_PRIORITY["phrase"], text.find(c, at + len(phrase)), c) for c in choices
+                      if text.find(c, at + len(phrase)) != -1]
+    bare = text.strip()
+    found += [(_PRIORITY["start"], 0, c) for c in choices
+              if bare.startswith(c) and (len(bare) == 1 or not bare[1].isalpha())]
+    found += [(_PRIORITY["end"], len(text) - 1, c) for c in choices
+              if bare.endswith(c) and (len(bare) == 1 or not bare[-2].isalpha())]
+    if not found:
+        found = [(_PRIORITY["fallback"], text.rfind(c), c) for c in choices if c in text]
+    return max(found)[2] if found else ""

@@ -27,6 +27,7 @@ from typing import Any
 
 from mai.answers import answer_span
 from mai.benchmarks.base import Metric, RowFields, ScoredSample, row_id
+from mai.benchmarks.common import extract_mcq_answer as _extract_mcq_answer
 from mai.benchmarks.common import images_from, overall_mean, resolve_profile, text_field, unparsed_rate
 from mai.types import AnswerStyle, Sample
 
@@ -35,13 +36,6 @@ MCQ_LETTERS = ("A", "B", "C", "D")
 _OPTION_LINE = re.compile(r"\b([A-Z])\.\s+([^\n]*)")
 _NUMBER_WORDS = {w: str(i) for i, w in enumerate(
     ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"))}
-_ANSWER_PHRASES = (
-    "the answer is", "answer is", "the correct answer is", "correct answer is", "the best answer is",
-    "best answer is", "the correct option is", "correct option is", "the best option is", "best option is",
-    "the choice is", "choice is", "the correct choice is", "correct choice is", "i choose", "i select", "i pick",
-    "my answer is", "my choice is", "옵션", "정답은", "답은", "답:", "答案是", "答案为", "选", "答えは",
-)
-_PRIORITY = {"start": 10, "end": 9, "phrase": 7, "(X)": 6, "X.": 5, "X:": 4, "X)": 3, "X ": 2, "fallback": 0}
 
 
 class RealWorldQABenchmark:
@@ -116,28 +110,5 @@ def _filter_071(response: str, sample: Sample) -> str:
 
 
 def extract_mcq_answer(response: str, choices: tuple[str, ...] = MCQ_LETTERS) -> str:
-    """The letter LMMs-Eval's `extract_mcq_answer` (0.7.2+) picks; "" when there is none."""
-    text = response.strip()
-    for char in ",.!?;:'\"":
-        text = text.strip(char)
-    text = f" {text} "
-    found: list[tuple[int, int, str]] = []  # (priority, position, letter)
-    for marker in ("(X)", "X.", "X:", "X)", "X "):
-        for letter in choices:
-            written = marker.replace("X", letter)
-            if written in text:
-                found.append((_PRIORITY[marker], text.rfind(written), letter))
-    lowered = text.lower()
-    for phrase in _ANSWER_PHRASES:
-        at = lowered.find(phrase)
-        if at != -1:
-            found += [(_PRIORITY["phrase"], text.find(c, at + len(phrase)), c) for c in choices
-                      if text.find(c, at + len(phrase)) != -1]
-    bare = text.strip()
-    found += [(_PRIORITY["start"], 0, c) for c in choices
-              if bare.startswith(c) and (len(bare) == 1 or not bare[1].isalpha())]
-    found += [(_PRIORITY["end"], len(text) - 1, c) for c in choices
-              if bare.endswith(c) and (len(bare) == 1 or not bare[-2].isalpha())]
-    if not found:
-        found = [(_PRIORITY["fallback"], text.rfind(c), c) for c in choices if c in text]
-    return max(found)[2] if found else ""
+    """The letter LMMs-Eval's `extract_mcq_answer` (0.7.2+) picks among A-D; "" when there is none."""
+    return _extract_mcq_answer(response, choices)
