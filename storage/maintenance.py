@@ -65,7 +65,8 @@ def auto_compact(home: Home, directories: set[Path]) -> list[Compaction]:
     for table in TABLES:
         for partition in partitions(home, table):
             if partition.path in directories and count_small_files(partition) >= AUTO_MIN_SMALL_FILES:
-                done.append(compact(partition, table, SCHEMAS[table.name], min_small_files=AUTO_MIN_SMALL_FILES))
+                done.append(compact(partition, table, SCHEMAS[table.name], min_small_files=AUTO_MIN_SMALL_FILES,
+                                    tiered=True))
     return _recatalogued(home, done)
 
 

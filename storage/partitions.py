@@ -22,6 +22,7 @@ point leaves the published version untouched; its unpublished version is removed
 from __future__ import annotations
 
 import fcntl
+import math
 import os
 import shutil
 import time
@@ -42,6 +43,7 @@ from mai.identity import canonical_hash
 TARGET_ROWS = 250_000        # files with fewer rows are merged again; a file at or over it is left as it is
 AUTO_MIN_SMALL_FILES = 64    # the end of a run compacts a partition once it has this many batch files
 ROW_GROUP_ROWS = 16_384      # row groups of a compacted file: the unit that id statistics prune
+TIER_FANOUT = 4              # end-of-run compaction merges a size tier once it holds this many files
 GRACE_S = 3600.0             # retired versions stay readable this long (a query, a catalog that listed them)
 COMPACTED_PREFIX = "compacted-"
 
@@ -149,9 +151,10 @@ class Compaction:
 
 
 def compact(partition: Partition, table: Table, schema: pa.Schema, min_small_files: int = 2,
-            target_rows: int = TARGET_ROWS, grace_s: float = GRACE_S) -> Compaction:
-    """Merges the partition's files under `target_rows` rows into one file sorted by id, without duplicates.
-    Skips (saying why) when another compaction of the partition runs or fewer than `min_small_files` exist."""
+            target_rows: int = TARGET_ROWS, grace_s: float = GRACE_S, tiered: bool = False) -> Compaction:
+    """Merges the partition's files under `target_rows` rows into one file sorted by id, without duplicates
+    (`tiered`: only files of the lowest size tiers, see `_tiered_choice`). Skips (saying why) when another
+    compaction of the partition runs or fewer than `min_small_files` files would be merged."""
     started = time.perf_counter()
     report = Compaction(partition.path.relative_to(partition.home.root).as_posix())
     with _flock(partition.compact_lock, exclusive=True, blocking=False) as mine:
@@ -163,6 +166,7 @@ def compact(partition: Partition, table: Table, schema: pa.Schema, min_small_fil
         files = partition.files()
         rows = {f: pq.ParquetFile(f).metadata.num_rows for f in files}
         small = [f for f in files if rows[f] < target_rows]
+        small = _tiered_choice(small, rows) if tiered else small
         report.files_before = report.files_after = len(files)
         if len(small) < max(2, min_small_files):
             report.skipped = f"{len(small)} small files (compacts from {max(2, min_small_files)})"
@@ -174,6 +178,33 @@ def compact(partition: Partition, table: Table, schema: pa.Schema, min_small_fil
         report.removed_versions += _remove_old_versions(partition, grace_s)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _tiered_choice(files: list[Path], rows: dict[Path, int]) -> list[Path]:
+    """Size tiers of base TIER_FANOUT: merge every tier up to the lowest one that holds TIER_FANOUT files, counting
+    the file being merged where it will land, and cascade upwards the same way. A merged file lands at least
+    one tier higher, so a row is rewritten about once per tier (log4 of the partition's rows), not at every
+    compaction, and a partition holds fewer than TIER_FANOUT files per tier."""
+    def tier(count: int) -> int:
+        return int(math.log(max(count, 1), TIER_FANOUT))
+
+    chosen: list[Path] = []
+    remaining, merged = list(files), 0
+    while True:
+        counts: dict[int, int] = {}
+        for file in remaining:
+            counts[tier(rows[file])] = counts.get(tier(rows[file]), 0) + 1
+        if merged:
+            counts[tier(merged)] = counts.get(tier(merged), 0) + 1
+        full = [t for t, n in counts.items() if n >= TIER_FANOUT]
+        if not full:
+            return chosen
+        taken = [f for f in remaining if tier(rows[f]) <= min(full)]
+        if not taken:
+            return chosen
+        chosen += taken
+        merged += sum(rows[f] for f in taken)
+        remaining = [f for f in remaining if f not in taken]
 
 
 def row_keys(files: list[Path], table: Table) -> list[tuple[Any, ...]]:

@@ -201,3 +201,25 @@ def test_every_table_has_an_id_and_a_schema(table: Any) -> None:
     from mai.storage.maintenance import SCHEMAS
 
     assert set(table.key) <= set(SCHEMAS[table.name].names) and "created_at" in SCHEMAS[table.name].names
+
+
+def test_tiered_compaction_bounds_files_and_rewrites() -> None:
+    """The end-of-run policy over 400 runs of 64 batch files of 8 rows (204,800 rows): the partition never
+    holds more than a few files per size tier, and a row is rewritten about once per tier, not once per run."""
+    from mai.storage.partitions import _tiered_choice
+
+    files: dict[Path, int] = {}
+    rewritten = written = most_files = 0
+    for run_index in range(400):
+        for batch in range(64):
+            files[Path(f"part-{run_index}-{batch}")] = 8
+            written += 8
+        chosen = _tiered_choice(sorted(files), files)
+        assert len(chosen) >= 64  # every run's batch files are merged
+        merged = sum(files.pop(f) for f in chosen)
+        files[Path(f"compacted-{run_index}")] = merged
+        rewritten += merged
+        most_files = max(most_files, len(files))
+    assert sum(files.values()) == written
+    assert most_files <= 4 * 9  # under 4 files in each of the ~9 tiers up to 250k rows
+    assert rewritten / written <= 9  # log4(204,800 / 8) ~ 7.3 tiers above the batch files
