@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
@@ -16,11 +17,21 @@ from mai.errors import ConfigError
 from mai.latency import Call, LatencyProfile, StageEstimate
 from mai.types import STAGE_NAMES
 
+# a file name of its own: letters, digits, `.`, `_`, `+`, `-`; not starting with a dot (no `..`, no hidden file)
+_NAME = re.compile(r"[A-Za-z0-9_+-][A-Za-z0-9._+-]*")
+
+
+def check_name(name: str, what: str) -> str:
+    """`name` when it can be a file name in the store, else a ConfigError: profile and estimate names become
+    paths, so `../../x` would write outside the store."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ConfigError(f"{what} name {name!r} is not usable: use letters, digits and . _ + - "
+                          "(not starting with a dot)")
+    return name
+
 
 def profile_path(home: Home, name: str) -> Path:
-    if not name or any(c in name for c in "/\\\\") or name.startswith("."):
-        raise ConfigError(f"'{name}' is not a usable profile name (no slashes, not empty)")
-    return home.latency_profiles / f"{name}.parquet"
+    return home.latency_profiles / f"{check_name(name, 'latency profile')}.parquet"
 
 
 def write_profile(home: Home, name: str, rows: list[dict[str, Any]], replace: bool = False) -> Path:
@@ -87,6 +98,7 @@ def read_run_calls(home: Home, run_id: str) -> list[Call]:
 
 
 def write_estimate(home: Home, run_id: str, name: str, stages: list[StageEstimate]) -> Path:
+    check_name(name, "estimate")
     rows = [{"run_id": run_id, "estimate_name": name, "stage": s.stage, "profile_name": s.profile, "calls": s.calls,
              "prompt_tokens": s.prompt_tokens, "output_tokens": s.output_tokens, "ttft_s": s.ttft_s,
              "decode_s": s.decode_s, "total_s": s.total_s} for s in stages]
@@ -94,4 +106,5 @@ def write_estimate(home: Home, run_id: str, name: str, stages: list[StageEstimat
                  "calls": sum(s.calls for s in stages), "prompt_tokens": sum(s.prompt_tokens for s in stages),
                  "output_tokens": sum(s.output_tokens for s in stages), "ttft_s": sum(s.ttft_s for s in stages),
                  "decode_s": sum(s.decode_s for s in stages), "total_s": sum(s.total_s for s in stages)})
-    return write_rows(home.estimates / run_id / f"{name}.parquet", rows, ESTIMATES)
+    path = home.estimates / check_name(run_id, "run") / f"{check_name(name, 'estimate')}.parquet"
+    return write_rows(path, rows, ESTIMATES)
