@@ -25,21 +25,9 @@ from mai.storage.partitions import (
     row_keys,
 )
 from mai.storage.paths import Home
-from mai.storage.schemas import (
-    ATTENTION,
-    ESTIMATES,
-    GENERATIONS,
-    LATENCY_PROFILES,
-    METRICS,
-    ROUTES,
-    RUNS,
-    SAMPLES,
-    SCORES,
-    SELECTIONS,
-    SPECULATIVE,
-)
+from mai.storage.schemas import TABLE_SCHEMAS
 
-SCHEMAS = {"generations": GENERATIONS, "attention": ATTENTION, "selections": SELECTIONS}
+SCHEMAS = {table.name: TABLE_SCHEMAS[table.name] for table in TABLES}
 TEMP_AGE_S = 600.0  # a temp file older than this belongs to a writer that died
 
 
@@ -103,12 +91,6 @@ def store_stats(home: Home) -> list[TableStats]:
     return stats
 
 
-ALL_SCHEMAS: dict[str, pa.Schema] = {
-    **SCHEMAS, "samples": SAMPLES, "routes": ROUTES, "metrics": METRICS, "scores": SCORES, "runs": RUNS,
-    "estimates": ESTIMATES, "latency_profiles": LATENCY_PROFILES, "speculative": SPECULATIVE,
-}
-
-
 @dataclass
 class Verification:
     problems: list[str] = field(default_factory=list)
@@ -126,7 +108,7 @@ def verify_store(home: Home) -> Verification:
     files = _table_files(home)
     for name, paths in files.items():
         report.checked_files += len(paths)
-        report.problems += [problem for path in paths if (problem := _schema_problem(path, ALL_SCHEMAS[name]))]
+        report.problems += [problem for path in paths if (problem := _schema_problem(path, TABLE_SCHEMAS[name]))]
     for table in TABLES:
         for partition in partitions(home, table):
             report.problems += _duplicate_problems(partition, table)

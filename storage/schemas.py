@@ -220,3 +220,10 @@ RUNS = pa.schema([
     ("config_json", pa.string()),
     ("versions_json", pa.string()),
 ])
+
+# every table of the store by its view's name
+TABLE_SCHEMAS: dict[str, pa.Schema] = {
+    "samples": SAMPLES, "generations": GENERATIONS, "routes": ROUTES, "metrics": METRICS, "scores": SCORES,
+    "runs": RUNS, "attention": ATTENTION, "selections": SELECTIONS, "latency_profiles": LATENCY_PROFILES,
+    "estimates": ESTIMATES, "speculative": SPECULATIVE,
+}
