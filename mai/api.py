@@ -174,7 +174,7 @@ def quiet_library_progress_bars() -> None:
 # --- scores -------------------------------------------------------------------------------------------------
 
 
-def score(benchmark: str, prediction_lines: Iterable[str], profile: str | None = None) -> ScoreReport:
+def score(benchmark: str, prediction_lines: Iterable[str | bytes], profile: str | None = None) -> ScoreReport:
     """Score JSONL lines (benchmark rows in the hub's column schema plus `prediction`) without a model. The
     benchmark and profile are checked before the first line is read."""
     from mai.benchmarks.registry import get_benchmark
@@ -384,3 +384,18 @@ def policies(benchmark: str | None = None, small_model: str | None = None, large
 
     return policy_labs(Home.at(home), benchmark, small_model, large_model, dataset, profile, small_profile,
                        large_profile)
+
+
+def report(run_ids: list[str] | None = None, out: str | Path = "report.html", trace_samples: int = 500,
+           compare: list[str] | None = None, home: str | Path | None = None) -> dict[str, Any]:
+    """Write the offline HTML report over `run_ids` (None: every completed run) built from the catalog views;
+    `compare` = [run A, run B] adds run vs run (two `run_ids` alone compare those). Returns its path, size in
+    bytes, build seconds, runs and sections."""
+    from mai.dashboards.report import build_report
+    from mai.storage.paths import Home
+
+    if trace_samples < 1:
+        raise ConfigError("--trace-samples must be at least 1")
+    built = build_report(Home.at(home), run_ids, Path(out), trace_samples, compare or [])
+    return {"path": str(built.path), "bytes": built.bytes, "seconds": built.seconds, "runs": built.runs,
+            "sections": built.sections, "trace_samples": built.trace_samples}

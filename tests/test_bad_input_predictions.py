@@ -85,3 +85,16 @@ def test_mmmu_options_that_are_no_list_literal_are_errors(options: str) -> None:
 def test_an_unreadable_predictions_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot be read"):
         read_prediction_file(get_benchmark("pope"), tmp_path)  # a directory
+
+
+def test_mai_score_reports_a_non_utf8_line_and_goes_on(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The command line reads the file as bytes: a line that is not UTF-8 is that line's error, the exit is 0."""
+    from mai.flows.cli import main
+
+    predictions = tmp_path / "predictions.jsonl"
+    predictions.write_bytes(b'{"question": "Is there a cat?", "answer": "yes", "prediction": "\xff"}\n'
+                            b'{"question": "Is there a dog?", "answer": "no", "category": "adversarial", '
+                            b'"question_id": "2", "prediction": "no"}\n')
+    assert main(["score", "pope", "--predictions", str(predictions)]) == 0
+    out = capsys.readouterr().out
+    assert "line 1: line is not valid UTF-8" in out and "1 scored" in out

@@ -10,6 +10,7 @@ from pathlib import Path
 from mai.dashboards.render import format_rows
 
 from mai import api
+from mai.scoring import split_jsonl
 from mai.errors import ConfigError
 
 METRIC_COLUMNS = ["metric", "subset", "value", "n"]
@@ -86,11 +87,12 @@ def _score(args: argparse.Namespace) -> int:
     return 0
 
 
-def _lines(path: Path) -> Iterator[str]:
-    """Read lazily: a bad benchmark or profile is reported before a missing file, as it always was."""
+def _lines(path: Path) -> Iterator[bytes]:
+    """Read lazily: a bad benchmark or profile is reported before a missing file, as it always was. Bytes: a
+    line that is not UTF-8 becomes that line's error, not a traceback (mai.scoring.split_jsonl)."""
     if not path.exists():
         raise ConfigError(f"predictions file '{path}' does not exist")
-    yield from path.read_text().splitlines()
+    yield from split_jsonl(path.read_bytes())
 
 
 def _rescore(args: argparse.Namespace) -> int:
