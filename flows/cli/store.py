@@ -10,8 +10,8 @@ from pathlib import Path
 from mai.dashboards.render import format_rows
 
 from mai import api
-from mai.scoring import split_jsonl
 from mai.errors import ConfigError
+from mai.scoring import split_jsonl
 
 METRIC_COLUMNS = ["metric", "subset", "value", "n"]
 
