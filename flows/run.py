@@ -45,7 +45,7 @@ def mai_run(config: RunConfig) -> dict[str, Any]:
     plan = prepare_run(config, home)
     phases.end("plan_s")
     shard_paths = materialize_samples.with_options(result_storage=Path(home.prefect_results))(
-        str(home.root), config.benchmark, plan.source, config.shards, config.limit
+        str(home.root), config.benchmark, plan.source, config.shards, config.limit, config.max_image_pixels
     )
     phases.end("materialize_s")
     outcomes = run_shards(plan, shard_paths, config.workers, _shard_progress(plan.run_id, len(shard_paths)))

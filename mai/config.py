@@ -12,6 +12,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from mai.backends.base import BACKENDS
+from mai.benchmarks.loading import DEFAULT_MAX_IMAGE_PIXELS
 from mai.errors import ConfigError
 from mai.types import (
     PROMPT_KINDS,
@@ -83,6 +84,9 @@ class RunConfig(BaseModel):
                                                "runs to the `mai-gpu` work pool, N at a time")
     batch_size: int = Field(8, ge=1)
     max_new_tokens: dict[str, int] = Field(default_factory=lambda: dict(DEFAULT_MAX_NEW_TOKENS))
+    max_image_pixels: int = Field(DEFAULT_MAX_IMAGE_PIXELS, ge=1,
+                                  description="a sample whose image has more pixels is an error (read from the "
+                                              "image's header, before decoding)")
     run_name: str | None = None
     home: str | None = None
 
@@ -104,7 +108,14 @@ class RunConfig(BaseModel):
         # the backend's servers never change outputs (float32: vLLM == transformers, tested)
         payload = self.model_dump(exclude={"run_name", "home", "batch_size", "shards", "workers", "capture_layers",
                                            "vllm_urls", "vllm_env"})
+        for field, default in _ADDED_FIELDS.items():  # at their defaults, fields added later keep older keys
+            if payload.get(field) == default:
+                del payload[field]
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+# fields added after runs were stored, with their defaults: a run at the default has the key it had before
+_ADDED_FIELDS: dict[str, object] = {"max_image_pixels": DEFAULT_MAX_IMAGE_PIXELS}
 
 
 def shapes_pair_config(**overrides: Any) -> RunConfig:

@@ -28,10 +28,12 @@ def store_image(home: Home, encoded: bytes) -> tuple[str, str]:
     return str(path), digest
 
 
-def shard_directory(home: Home, benchmark: str, version: str, fingerprint: str, n_shards: int, limit: int | None) -> Path:
-    """One directory per (data, benchmark conversion version, subset, sharding)."""
+def shard_directory(home: Home, benchmark: str, version: str, fingerprint: str, n_shards: int, limit: int | None,
+                    loader: str = "") -> Path:
+    """One directory per (data, benchmark conversion version, subset, sharding, loader rules: `loader` names the
+    loader's version and any non-default setting such as a pixel cap)."""
     subset = f"first{limit}" if limit else "all"
-    return home.samples / benchmark / f"{fingerprint[:16]}-v{version}-{subset}-{n_shards}shards"
+    return home.samples / benchmark / f"{fingerprint[:16]}-v{version}-{subset}-{n_shards}shards{loader}"
 
 
 def shard_path(directory: Path, shard: int) -> Path:

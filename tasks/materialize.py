@@ -11,6 +11,8 @@ from prefect import task
 from prefect.context import TaskRunContext
 
 from mai.benchmarks.loading import (
+    DEFAULT_MAX_IMAGE_PIXELS,
+    LOADER_VERSION,
     DataSource,
     assign_shards,
     check_columns,
@@ -25,21 +27,31 @@ def _cache_key(context: TaskRunContext, parameters: dict[str, Any]) -> str:
     source: DataSource = parameters["source"]
     benchmark = get_benchmark(parameters["benchmark"])
     return "materialize-" + canonical_hash([parameters["home"], benchmark.name, benchmark.version,
-                                            source.fingerprint, parameters["n_shards"], parameters["limit"]])
+                                            source.fingerprint, parameters["n_shards"], parameters["limit"],
+                                            loader_tag(parameters.get("max_image_pixels", DEFAULT_MAX_IMAGE_PIXELS))])
+
+
+def loader_tag(max_image_pixels: int) -> str:
+    """The loader's rules in a shard directory's name: its version, and the pixel cap where it is not the default."""
+    cap = "" if max_image_pixels == DEFAULT_MAX_IMAGE_PIXELS else f"-px{max_image_pixels}"
+    return f"-l{LOADER_VERSION}{cap}"
 
 
 @task(name="materialize-samples", cache_key_fn=_cache_key, result_serializer="json", persist_result=True)
-def materialize_samples(home: str, benchmark: str, source: DataSource, n_shards: int, limit: int | None) -> list[str]:
+def materialize_samples(home: str, benchmark: str, source: DataSource, n_shards: int, limit: int | None,
+                        max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> list[str]:
     """Returns the shard files, relative to the store root. Existing shard files are reused as they are."""
     root = Home.at(home)
     bench = get_benchmark(benchmark)
-    directory = shard_directory(root, bench.name, bench.version, source.fingerprint, n_shards, limit)
+    directory = shard_directory(root, bench.name, bench.version, source.fingerprint, n_shards, limit,
+                                loader_tag(max_image_pixels))
     done = directory / "complete"
     if not done.exists():
         columns, rows = load_dataset_rows(source, image_columns=bench.image_columns)
         check_columns(bench, columns)
         limited = itertools.islice(rows, limit)
-        samples = assign_shards(rows_to_samples(bench, limited, lambda b: store_image(root, b)), n_shards)
+        samples = assign_shards(rows_to_samples(bench, limited, lambda b: store_image(root, b), max_image_pixels),
+                                n_shards)
         for shard in range(max(s.shard for s in samples) + 1 if samples else 0):
             write_shard(shard_path(directory, shard), [s for s in samples if s.shard == shard], source.fingerprint)
         done.write_text(str(len(samples)))

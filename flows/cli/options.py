@@ -43,6 +43,8 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--batch-size", type=int)
     run.add_argument("--max-new-tokens", action="append", default=[], metavar="KIND=N",
                      help=f"output budget per prompt kind {list(PROMPT_KINDS)}, repeatable")
+    run.add_argument("--max-image-pixels", type=int, help="a sample whose image has more pixels is a per-sample "
+                                                          "error, refused before decoding (default 2**26 = 8192 x 8192)")
     run.add_argument("--name", dest="run_name")
     run.add_argument("--json", action="store_true", help="print the run manifest as JSON")
 

@@ -44,7 +44,10 @@ class ImageOnlyProcessor:
             pieces = text.split(IMAGE_TOKEN)
             out = [pieces[0]]
             for piece in pieces[1:]:
-                out.append(IMAGE_TOKEN * next(counts) + piece)
+                count = next(counts, None)
+                if count is None:  # the loader neutralises the token in benchmark text (benchmarks/loading.py)
+                    raise ValueError(f"the prompts hold more {IMAGE_TOKEN} markers than there are images")
+                out.append(IMAGE_TOKEN * count + piece)
             expanded.append("".join(out))
         return expanded
 

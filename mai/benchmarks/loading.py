@@ -5,17 +5,36 @@ from __future__ import annotations
 
 import hashlib
 import io
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from mai.benchmarks.base import BadRow, Benchmark, content_hash, row_id
+from mai.benchmarks.base import BadRow, Benchmark, RowFields, content_hash, row_id
 from mai.errors import ConfigError
 from mai.types import Sample
 
 # stores encoded image bytes once, by content; returns (path, sha256)
 ImageSink = Callable[[bytes], tuple[str, str]]
+
+# Qwen-VL's image processors refuse an image whose long side is over 200 times its short side (smart_resize's
+# MAX_RATIO); such an image is a per-sample error here instead of a crash of the whole batch in the processor
+MAX_ASPECT_RATIO = 200
+# Images over this many pixels are refused from their header, before they are decoded: a 12000 x 12000 PNG of
+# 17 KB (under PIL's bomb limit) cost 4.5 GB in the processor. 2**26 = 8192 x 8192; the processors resize every
+# image to at most 4096 x 4096 pixels anyway. Configurable per run (`--max-image-pixels`).
+DEFAULT_MAX_IMAGE_PIXELS = 2**26
+# bump when the rows -> samples conversion changes which samples it makes (part of the shard directory's name, so
+# a store materialises its data again under the new rules; the samples' content hashes change only where a
+# sample's text did)
+LOADER_VERSION = "2"
+# The models' own control tokens, spelled out in a question: Qwen's ChatML `<|im_start|>`, `<|image_pad|>`,
+# `<|vision_start|>` ... (any `<|name|>`) and InternVL's image markers. The tokenizers would read them as the real
+# tokens: an `<|image_pad|>` asks for image features that do not exist (the processor crashed), an
+# `<|im_end|><|im_start|>assistant` ends the user turn early (prompt injection).
+_CONTROL_TOKEN = re.compile(r"<(\|[A-Za-z0-9_.\-]{1,64}\|>|/?(?:img|IMG_CONTEXT|quad|ref|box)>)")
+_ZERO_WIDTH_SPACE = "\u200b"
 
 
 @dataclass(frozen=True)
@@ -84,17 +103,21 @@ def check_columns(benchmark: Benchmark, columns: list[str]) -> None:
         )
 
 
-def rows_to_samples(benchmark: Benchmark, rows: Iterator[dict[str, Any]], store_image: ImageSink) -> list[Sample]:
-    """Every row becomes a sample; a row that cannot be used becomes a sample with `error` set."""
-    return [_row_to_sample(benchmark, row, index, store_image) for index, row in enumerate(rows)]
+def rows_to_samples(benchmark: Benchmark, rows: Iterator[dict[str, Any]], store_image: ImageSink,
+                    max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> list[Sample]:
+    """Every row becomes a sample; a row that cannot be used becomes a sample with `error` set. Rows that share a
+    sample id are errors too (`flag_duplicate_ids`): one id never silently stands for two rows."""
+    samples = [_row_to_sample(benchmark, row, index, store_image, max_image_pixels) for index, row in enumerate(rows)]
+    return flag_duplicate_ids(samples)
 
 
-def _row_to_sample(benchmark: Benchmark, row: dict[str, Any], index: int, store_image: ImageSink) -> Sample:
+def _row_to_sample(benchmark: Benchmark, row: dict[str, Any], index: int, store_image: ImageSink,
+                   max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> Sample:
     fallback_id = row_id(benchmark.name, benchmark.id_column, row, index)
     try:
-        fields = benchmark.parse_row(row, index)
+        fields = _neutralised(benchmark.parse_row(row, index))
         for encoded in fields.images:
-            _check_image(encoded)
+            _check_image(encoded, max_image_pixels)
         stored = [store_image(encoded) for encoded in fields.images]
     except BadRow as error:
         return _error_sample(benchmark.name, fallback_id, str(error))
@@ -108,20 +131,86 @@ def _row_to_sample(benchmark: Benchmark, row: dict[str, Any], index: int, store_
     return replace(sample, answer_style=benchmark.answer_style(sample))
 
 
+def neutralise_control_tokens(text: str) -> str:
+    """A model control token spelled out in benchmark text (`<|image_pad|>`, `<|im_end|>` ...) made plain text: a
+    zero-width space after its `<` means no tokenizer matches it as the special token, while the text reads the
+    same. Neutralised rather than refused: a question may legitimately quote such a string (a question about chat
+    templates), and the sample stays answerable; the stored question is the neutralised one, so its content hash
+    (and every identity) says what the model saw. Text without such tokens is unchanged."""
+    return _CONTROL_TOKEN.sub(lambda match: "<" + _ZERO_WIDTH_SPACE + match.group(1), text)
+
+
+def _neutralised(fields: RowFields) -> RowFields:
+    """Everything of a row that reaches a prompt: the question, the options and the fields a benchmark puts into
+    its question (hints, ...); reference answers never reach a model."""
+    clean = neutralise_control_tokens
+    return replace(fields, question=clean(fields.question), options=tuple(clean(o) for o in fields.options),
+                   meta=tuple((key, clean(value)) for key, value in fields.meta))
+
+
+def flag_duplicate_ids(samples: list[Sample]) -> list[Sample]:
+    """Rows that share a sample id. Exact duplicates (same id and the same content, reference answers included)
+    count once: the first is kept and each later copy becomes an error sample, so it is reported, never scored
+    twice. Rows with one id and different content are all errors (which one is meant cannot be known; merging them
+    would give the second the first's generations and score). A later row's id becomes `<id>#row<N>` (N its
+    0-based row) so that every row keeps a row of its own in the samples and routes."""
+    rows: dict[str, list[int]] = {}
+    for index, sample in enumerate(samples):
+        rows.setdefault(sample.sample_id, []).append(index)
+    out = list(samples)
+    for sample_id, indices in rows.items():
+        if len(indices) == 1:
+            continue
+        exact = len({_row_digest(samples[i]) for i in indices}) == 1
+        for position, index in enumerate(indices):
+            if exact and position == 0:
+                continue
+            unique_id = sample_id if position == 0 else f"{sample_id}#row{index}"
+            reason = (f"exact duplicate of row {indices[0]} (sample id '{sample_id}'): counted once" if exact else
+                      f"sample id '{sample_id}' is shared by rows {indices} with different content: none is used")
+            out[index] = _error_sample(samples[index].benchmark, unique_id, reason)
+    return out
+
+
+def _row_digest(sample: Sample) -> tuple[object, ...]:
+    return (sample.content_hash, sample.answer, sample.references, sample.category, sample.error, sample.question)
+
+
 def _error_sample(benchmark: str, sample_id: str, reason: str) -> Sample:
     return Sample(sample_id=sample_id, benchmark=benchmark, question="", options=(), answer="", image_paths=(),
                   image_sha256=(), category="", content_hash="", answer_style="phrase", error=reason)
 
 
-def _check_image(encoded: bytes) -> None:
-    """Decode fully now, so a corrupt image is a recorded per-sample error instead of a crash mid-batch."""
+def _check_image(encoded: bytes, max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> None:
+    """Size from the header first (an image too large, or too elongated for the processor, is refused before it is
+    decoded), then decode fully now, so a corrupt image is a recorded per-sample error instead of a crash
+    mid-batch."""
+    import warnings
+
     from PIL import Image
 
     try:
-        with Image.open(io.BytesIO(encoded)) as image:
+        with warnings.catch_warnings():  # PIL warns of a possible bomb from 89 M pixels: the cap decides here
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            image = Image.open(io.BytesIO(encoded))
+        with image:
+            _check_size(*image.size, max_pixels=max_pixels)
             image.load()
+    except BadRow:
+        raise
     except Exception as error:  # PIL raises many types for bad data
         raise BadRow(f"image cannot be decoded: {type(error).__name__}: {error}") from error
+
+
+def _check_size(width: int, height: int, max_pixels: int) -> None:
+    if width < 1 or height < 1:
+        raise BadRow(f"image is {width} x {height} pixels: empty")
+    if width * height > max_pixels:
+        raise BadRow(f"image is {width} x {height} = {width * height} pixels, over the limit of {max_pixels} "
+                     "(raise it with --max-image-pixels)")
+    if max(width, height) / min(width, height) > MAX_ASPECT_RATIO:
+        raise BadRow(f"image is {width} x {height} pixels: an aspect ratio over {MAX_ASPECT_RATIO}, which the "
+                     "model's image processor refuses")
 
 
 def assign_shards(samples: list[Sample], n_shards: int) -> list[Sample]:

@@ -74,6 +74,8 @@ class MMMUBenchmark:
         if kind == "multiple-choice" and answer not in _letters(len(options)):
             raise BadRow(f"answer '{answer}' is not one of the option letters {_letters(len(options))}")
         referenced = sorted({f"image_{k}" for k in _IMAGE_REF.findall(question + " ".join(options))})
+        if with_images:
+            _check_referenced(row, referenced)
         images = images_from(row, tuple(referenced), with_images, required=len(referenced)) if referenced else ()
         subject = _subject(text_field(row, "id"))
         meta = (("question_type", kind), ("subfield", optional_text(row, "subfield")), ("subject", subject))
@@ -124,6 +126,15 @@ class MMMUBenchmark:
                 + grouped_mean(scored, "accuracy", lambda s: s.sample.category, "subject")
                 + grouped_mean(scored, "accuracy", lambda s: s.sample.get("question_type"), "question_type")
                 + unparsed_rate(scored))
+
+
+def _check_referenced(row: dict[str, Any], referenced: list[str]) -> None:
+    """Names the `<image k>` the text references and the row lacks (not just the first image column)."""
+    missing = [column for column in referenced if row.get(column) in (None, {}, b"")
+               or (isinstance(row.get(column), dict) and not row[column].get("bytes"))]
+    if missing:
+        markers = ", ".join(f"<image {column.split('_')[1]}>" for column in missing)
+        raise BadRow(f"the question or options reference {markers} but column(s) {missing} hold no image")
 
 
 def _letters(n: int) -> tuple[str, ...]:
