@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 VLLM_VENV ?= $(or $(MAI_VLLM_ENV),.venv-vllm)
 export MAI_VLLM_ENV := $(abspath $(VLLM_VENV))
 
-.PHONY: venv vllm-env demo test lint bench bench-vllm clean-venv
+.PHONY: venv vllm-env chromium demo test lint bench bench-vllm clean-venv
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,8 +29,19 @@ vllm-env: $(VLLM_VENV)/.installed
 demo: venv
 	$(BIN)/mai demo
 
-test: venv vllm-env
-	$(BIN)/python -m pytest -q
+# the report test opens `mai report` in Debian's chromium through playwright (playwright's own browser download
+# is not used); installed once (~20 s), skipped when the file exists. MAI_CHROMIUM points the test elsewhere.
+CHROMIUM ?= $(or $(MAI_CHROMIUM),/usr/bin/chromium)
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+$(CHROMIUM):
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium || \
+	  ($(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y \
+	   --no-install-recommends chromium)
+
+chromium: $(CHROMIUM)
+
+test: venv vllm-env $(CHROMIUM)
+	MAI_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q
 
 # mypy through scripts/typecheck.py: it sees flows/ tasks/ storage/ dashboards/ as mai.flows, ... (package-dir)
 lint: venv

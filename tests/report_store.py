@@ -1,6 +1,7 @@
 """One real store for the dashboard tests (compare, policy lab, report), built once per test session through the
 real pipeline: the trained shapes pair's cascade, its baselines (small S, small R, small R+S2, large S, large R,
-Full RT), an S2 toggle, a 2-layer sparse-RT sweep, two published latency profiles and an estimate of every run.
+Full RT), an S2 toggle, a 2-layer sparse-RT sweep, two published latency profiles, one measured on this CPU, and
+an estimate of every run.
 The tests only read it."""
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ def _build(root: Path, assets_home: Path) -> Store:
     csv = REPO / "docs" / "paper_latency_h100.csv"
     api.import_profile(csv, "h100-2b", model="Qwen3-VL-2B", home=root)
     api.import_profile(csv, "h100-8b", model="Qwen3-VL-8B", home=root)
+    api.profile("mai-shapes-small", "shapes-small-cpu", [128, 256], [16], [8, 32], repeats=2, home=root)
     for run_id in runs.values():
         api.estimate(run_id, {"mai-shapes-small": "h100-2b", "mai-shapes-large": "h100-8b"}, name="h100",
                      home=root)

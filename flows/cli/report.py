@@ -1,11 +1,13 @@
-"""Reading results without a model: compare two runs, the routing-policy lab."""
+"""Reading results without a model: the HTML report, compare two runs, the routing-policy lab."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from mai import api
+from mai.errors import ConfigError
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -32,6 +34,20 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     lab.add_argument("--json", action="store_true")
     lab.set_defaults(handler=_policies)
 
+    report = commands.add_parser("report", help="one self-contained HTML file (opens offline) of the paper's figures "
+                                                "and tables from the store, the policy lab and a trace browser")
+    report.add_argument("run_ids", nargs="*", metavar="RUN_ID",
+                        help="runs to report (default: every completed run); two runs add a run-vs-run section")
+    report.add_argument("--all", action="store_true", help="every completed run (the default without RUN_IDs)")
+    report.add_argument("--out", type=Path, default=Path("report.html"), help="output file (default report.html)")
+    report.add_argument("--compare", nargs=2, metavar=("RUN_A", "RUN_B"), default=[],
+                        help="add the run-vs-run section (B against A); two RUN_IDs alone compare those")
+    report.add_argument("--trace-samples", type=int, default=500,
+                        help="most samples the trace browser holds (default 500; samples whose score differs "
+                             "between runs first)")
+    report.add_argument("--json", action="store_true", help="print what was written as JSON")
+    report.set_defaults(handler=_report)
+
 
 def _compare(args: argparse.Namespace) -> int:
     result = api.compare(args.run_a, args.run_b, profile=args.profile, resamples=args.resamples, seed=args.seed,
@@ -54,4 +70,17 @@ def _policies(args: argparse.Namespace) -> int:
     from mai.dashboards.policies import render_text
 
     print("\n\n".join(render_text(lab) for lab in labs))
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    if args.all and args.run_ids:
+        raise ConfigError("give RUN_IDs or --all, not both")
+    built = api.report(args.run_ids or None, out=args.out, trace_samples=args.trace_samples, compare=args.compare,
+                       home=args.home)
+    if args.json:
+        print(json.dumps(built, indent=2))
+        return 0
+    print(f"{built['path']}: {built['runs']} runs, {built['bytes'] / 1e6:.1f} MB, built in {built['seconds']:.1f} s; "
+          f"sections {', '.join(built['sections'])}; trace browser holds {built['trace_samples']} samples")
     return 0

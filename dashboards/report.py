@@ -1,0 +1,161 @@
+"""`mai report`: the paper's figures and tables from the store, in one self-contained HTML file.
+
+Built only from the catalog views (`mai.dashboards.sections`, `mai.dashboards.policies`, `mai.dashboards.traces`):
+figure 1 (accuracy vs output tokens), the routing funnel (table 10), S2 vs non-S2 (tables 6, 15), the sparse
+transfer layer sweep and attention (table 9, figures 3-5, table 16), latency profiles, estimated and measured time
+and speed-up (tables 1-4, 11, 12), the routing-policy lab, the trace browser, and, for two runs, run vs run.
+
+Why Plotly, with plotly.js inlined: the report must open offline (from a CI artifact, an e-mail, a laptop on a
+train), so every script is in the file and nothing is fetched. The `plotly` wheel ships plotly.js itself
+(`plotly.offline.get_plotlyjs()`, 4.8 MB minified) and builds figures in Python with validation, so one pip
+dependency gives both the figure API and the offline bundle. Altair / Vega-Lite would need vega, vega-lite and
+vega-embed vendored separately (Altair's inline mode fetches them through `vl-convert`, a large native
+package), and hand-written SVG would be ours to maintain. Plotly's charts are interactive (hover, zoom, legend
+toggles), which is what a researcher reading traces of a few hundred samples wants. plotly.js is most of the
+file's size; the data is small (a trace browser over a large store pages its samples, see `traces`).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import plotly.io as pio
+from mai.dashboards import sections
+from mai.dashboards.sections import Section, Table
+from mai.dashboards.traces import DEFAULT_LIMIT, trace_section
+from mai.storage.paths import Home
+
+from mai.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Built:
+    path: Path
+    bytes: int
+    seconds: float
+    runs: int
+    sections: list[str]
+    trace_samples: int
+
+
+def build_report(home: Home, run_ids: Sequence[str] | None, out: Path, trace_samples: int = DEFAULT_LIMIT,
+                 compare: Sequence[str] = ()) -> Built:
+    """Write the report over `run_ids` (None: every completed run) to `out`. `compare` (run A, run B) adds the
+    run-vs-run section (B against A); exactly two run ids and no `compare` compare those two."""
+    started = time.perf_counter()
+    store = sections.read_store(home, run_ids)
+    pair = list(compare) or (list(run_ids) if run_ids is not None and len(run_ids) == 2 else [])
+    if pair and len(pair) != 2:
+        raise ConfigError(f"compare takes two runs (A and B), got {len(pair)}")
+    if run_ids is not None or pair:
+        unknown = sorted((set(run_ids or []) | set(pair)) - {r["run_id"] for r in store.all_runs})
+        if unknown:
+            raise ConfigError(f"no completed run {', '.join(repr(u) for u in unknown)} in {home.root}")
+    if not store.runs:
+        raise ConfigError(f"no completed run in {home.root}: nothing to report (`mai run` stores one)")
+    parts = [sections.figure_one(store), sections.routing_funnel(store), sections.s2_toggle(store),
+             sections.layer_sweep(store), sections.latency(store), sections.policy_lab(store)]
+    if pair:
+        parts.append(sections.comparison(store, pair[0], pair[1]))
+    traces, trace_json = trace_section(store, trace_samples, pair)
+    parts.append(traces)
+    page = render_page(home, store, parts, trace_json)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    temp = out.with_name(f".tmp-{out.name}")
+    temp.write_text(page, encoding="utf-8")
+    temp.replace(out)
+    return Built(out, out.stat().st_size, time.perf_counter() - started, len(store.runs), [p.key for p in parts],
+                 len(json.loads(trace_json)["samples"]))
+
+
+def _asset(name: str) -> str:
+    return resources.files("mai.dashboards").joinpath(name).read_text(encoding="utf-8")
+
+
+def _script_json(text: str) -> str:
+    """JSON inside <script>: no '</' may close the element early."""
+    return text.replace("</", "<\\/")
+
+
+def render_page(home: Home, store: sections.Store, parts: list[Section], trace_json: str) -> str:
+    from plotly.offline import get_plotlyjs
+
+    figures: dict[str, Any] = {}
+    bodies = []
+    for part in parts:
+        ids = []
+        for number, figure in enumerate(part.figures):
+            ids.append(f"{part.key}-chart-{number}")
+            figures[ids[-1]] = json.loads(pio.to_json(figure, validate=False))
+        bodies.append(_section_html(part, ids))
+    nav = " ".join(f'<a href="#{p.key}">{html.escape(p.title.split(" (")[0])}</a>' for p in parts)
+    created = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    benchmarks = ", ".join(sorted({r["benchmark"] for r in store.runs}))
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; img-src data:; font-src data:">
+<title>mai report: {html.escape(benchmarks)}</title>
+<style>{_asset("report.css")}</style>
+<script>{get_plotlyjs()}</script>
+</head><body>
+<header><h1>mai report</h1><p>{len(store.runs)} runs ({html.escape(benchmarks)}) from the store
+<code>{html.escape(str(home.root))}</code>, built {created}. Every figure is read from the catalog views; every
+script is in this file (it opens offline).</p><nav>{nav}</nav></header>
+{"".join(bodies)}
+<script type="application/json" id="chart-data">{_script_json(json.dumps(figures, separators=(",", ":")))}</script>
+<script type="application/json" id="trace-data">{_script_json(trace_json)}</script>
+<script>{_CHARTS}</script>
+<script>{_asset("traces.js")}</script>
+</body></html>
+"""
+
+
+# draws every chart; `data-drawn` says how many marks (points, bars, boxes) it drew, for tests and for readers
+_CHARTS = """
+(function () {
+  const figures = JSON.parse(document.getElementById("chart-data").textContent);
+  for (const [id, figure] of Object.entries(figures)) {
+    const element = document.getElementById(id);
+    Plotly.newPlot(element, figure.data, figure.layout, {displaylogo: false, responsive: true}).then(() => {
+      element.dataset.drawn = String(element.querySelectorAll(
+        ".scatterlayer .point, .barlayer .point, .boxlayer .box, .scatterlayer .js-line").length);
+    });
+  }
+})();
+"""
+
+
+def _section_html(part: Section, chart_ids: list[str]) -> str:
+    charts = "".join(f'<div class="chart" id="{i}"></div>' for i in chart_ids)
+    notes = "".join(f'<p class="note">{note}</p>' for note in part.notes)
+    tables = "".join(_table_html(t) for t in part.tables)
+    return (f'<section id="{part.key}"><h2>{html.escape(part.title)}</h2><p class="intro">{html.escape(part.intro)}'
+            f"</p>{notes}{charts}{part.html}{tables}</section>\n")
+
+
+def _table_html(table: Table) -> str:
+    if not table.rows:
+        return f'<p class="note">{html.escape(table.caption)}: none.</p>' if table.caption else ""
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in table.columns)
+    classes = table.classes or [""] * len(table.rows)
+    wrapped = ['' if c not in table.wrap else ' class="text"' for c in table.columns]
+    rows = "".join(f'<tr class="{c}">' + "".join(f"<td{w}>{_cell(v)}</td>" for v, w in zip(row, wrapped)) + "</tr>"
+                   for row, c in zip(table.rows, classes))
+    caption = f"<caption>{html.escape(table.caption)}</caption>" if table.caption else ""
+    return f'<div class="table-wrap"><table>{caption}<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>'
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return html.escape(str(value))

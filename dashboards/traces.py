@@ -1,0 +1,183 @@
+"""The report's trace browser: per sample its image, question, options and reference, and for every run of the
+report the route, the final answer, the score and each stage's output (the reasoning traces) with its tokens
+and time; filters by run, route, category, right/wrong and "score changed between run A and run B".
+
+The data is one JSON document in the page (generations shared by several runs are stored once); the browser
+(`traces.js`, inlined) filters and pages it. A report over a large store embeds at most `limit` samples: first
+the samples whose score is not the same in every run (so the "changed" filter is exact whenever they fit), then
+the others in sample order; the page says how many it holds of how many.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from mai.dashboards.sections import Section, Store, short
+from mai.dashboards.views import USED_GENERATIONS, fetch, run_label, run_models
+
+DEFAULT_LIMIT = 500
+THUMBNAIL_PX = 160
+STAGE_ORDER = ("s_large", "s_small", "r_small", "s2_small", "select_rt", "rt_large", "single", "single_s2")
+
+ROUTES = ("SELECT r.run_id, r.sample_id, r.route, r.final_answer, r.error, ru.dataset_fingerprint FROM routes r "
+          "JOIN runs ru ON ru.run_id = r.run_id WHERE list_contains(?, r.run_id)")
+USED = (f"SELECT run_id, sample_id, stage, gen_id FROM ({USED_GENERATIONS}) "
+        "WHERE list_contains(?, run_id) AND list_contains(?, sample_id)")
+GENERATIONS = ("SELECT gen_id, model, prompt_kind, text, prompt_tokens, output_tokens, wall_s, batch_size, "
+               "finish_reason, upstream_gen_id FROM generations WHERE list_contains(?, gen_id)")
+SELECTIONS = ("SELECT selection_id, layer, delta, n_selected, n_reasoning_tokens, transferred_text, "
+              "transferred_tokens FROM selections WHERE list_contains(?, selection_id)")
+SAMPLES = 'SELECT * FROM samples WHERE list_contains(?, dataset_fingerprint) AND list_contains(?, sample_id)'
+
+
+def trace_data(store: Store, limit: int = DEFAULT_LIMIT, pair: Sequence[str] = ()) -> dict[str, Any]:
+    """The browser's JSON document (see the module docstring)."""
+    runs = store.runs
+    index = {r["run_id"]: i for i, r in enumerate(runs)}
+    routes = fetch(store.home, ROUTES, [list(index)])
+    keys = sorted({(r["dataset_fingerprint"], r["sample_id"]) for r in routes}, key=lambda k: (k[0], _natural(k[1])))
+    chosen, total = _choose(store, routes, keys, limit)
+    sample_ids = sorted({sid for _, sid in chosen})
+    used = fetch(store.home, USED, [list(index), sample_ids]) if sample_ids else []
+    generations = {g["gen_id"]: g for g in fetch(store.home, GENERATIONS, [sorted({u["gen_id"] for u in used})])}
+    selections = {s["selection_id"]: s for s in fetch(store.home, SELECTIONS, [sorted(
+        {g["upstream_gen_id"] for g in generations.values() if g["prompt_kind"] == "RT" and g["upstream_gen_id"]})])}
+    gen_index: dict[str, int] = {}
+    gens: list[list[Any]] = []
+
+    def gen_ref(gen_id: str) -> int:
+        if gen_id not in gen_index:
+            gen_index[gen_id] = len(gens)
+            gens.append(_generation(generations, selections, gen_id))
+        return gen_index[gen_id]
+
+    stages: dict[tuple[str, str], list[list[Any]]] = {}
+    for u in used:
+        stage = str(u["stage"]).removeprefix("gen_")
+        entry = stages.setdefault((u["run_id"], u["sample_id"]), [])
+        entry.append([stage, gen_ref(u["gen_id"])])
+        upstream = str(generations.get(u["gen_id"], {}).get("upstream_gen_id"))
+        if upstream in selections and generations[u["gen_id"]]["prompt_kind"] == "RT":
+            entry.append(["select_rt", gen_ref(upstream)])
+    outcome: dict[str, dict[str, list[Any]]] = {}  # "fingerprint/sample" -> run index -> outcome
+    for r in routes:
+        key = (r["dataset_fingerprint"], r["sample_id"])
+        score = store.scores.get(r["run_id"], {}).get(r["sample_id"])
+        steps = sorted(stages.get((r["run_id"], r["sample_id"]), []), key=lambda s: STAGE_ORDER.index(s[0]))
+        outcome.setdefault(f"{key[0]}/{key[1]}", {})[str(index[r["run_id"]])] = [
+            r["route"], score, r["final_answer"], steps, r["error"]]
+    samples = [_sample(store, row, outcome.get(f"{row['dataset_fingerprint']}/{row['sample_id']}", {}))
+               for row in _sample_rows(store, chosen)]
+    a, b = (index.get(pair[0], 0), index.get(pair[1], min(1, len(runs) - 1))) if len(pair) == 2 else \
+        (0, min(1, max(len(runs) - 1, 0)))
+    return {"runs": [{"id": r["run_id"], "short": short(r["run_id"]), "label": run_label(r), "models": run_models(r),
+                      "benchmark": r["benchmark"]} for r in runs],
+            "samples": samples, "gens": gens, "total_samples": total, "default_a": a, "default_b": b}
+
+
+def _natural(sample_id: str) -> tuple[str, int, str]:
+    """shapes-2 before shapes-10."""
+    head, _, tail = sample_id.rpartition("-")
+    return (head, int(tail), "") if tail.isdigit() else (sample_id, 0, sample_id)
+
+
+def _choose(store: Store, routes: list[dict[str, Any]], keys: list[tuple[str, str]], limit: int
+            ) -> tuple[list[tuple[str, str]], int]:
+    scores: dict[tuple[str, str], set[float]] = {}
+    for r in routes:
+        score = store.scores.get(r["run_id"], {}).get(r["sample_id"])
+        if score is not None:
+            scores.setdefault((r["dataset_fingerprint"], r["sample_id"]), set()).add(score)
+    changed = [k for k in keys if len(scores.get(k, ())) > 1]
+    rest = [k for k in keys if len(scores.get(k, ())) <= 1]
+    chosen = set((changed + rest)[:limit])
+    return [k for k in keys if k in chosen], len(keys)
+
+
+def _sample_rows(store: Store, chosen: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    if not chosen:
+        return []
+    rows = fetch(store.home, SAMPLES, [sorted({fp for fp, _ in chosen}), sorted({sid for _, sid in chosen})])
+    wanted = set(chosen)
+    by_key = {(r["dataset_fingerprint"], r["sample_id"]): r for r in rows}
+    return [by_key[k] for k in chosen if k in by_key and k in wanted]
+
+
+def _generation(generations: dict[str, dict[str, Any]], selections: dict[str, dict[str, Any]], gen_id: str
+                ) -> list[Any]:
+    """[model or layer, kind, text, prompt tokens, output tokens, seconds (batch-amortised), finish]."""
+    if gen_id in selections:
+        s = selections[gen_id]
+        return [f"layer {s['layer']}, delta {s['delta']:g}", "selection", s["transferred_text"], s["n_reasoning_tokens"],
+                s["transferred_tokens"], None, f"{s['n_selected']} of {s['n_reasoning_tokens']} tokens kept"]
+    g = generations.get(gen_id)
+    if g is None:
+        return ["?", "?", f"(generation {gen_id} is not in the store)", None, None, None, None]
+    seconds = g["wall_s"] / g["batch_size"] if g["wall_s"] is not None and g["batch_size"] else None
+    return [g["model"], g["prompt_kind"], g["text"], g["prompt_tokens"], g["output_tokens"],
+            round(seconds, 4) if seconds is not None else None, g["finish_reason"]]
+
+
+def _sample(store: Store, row: dict[str, Any], outcome: dict[str, list[Any]]) -> dict[str, Any]:
+    return {"id": row["sample_id"], "category": row["category"], "question": row["question"],
+            "options": list(row["options"] or []), "reference": " | ".join(row["references"] or [row["answer"]]),
+            "error": row["error"], "image": _thumbnail(store, row), "o": outcome}
+
+
+def _thumbnail(store: Store, row: dict[str, Any]) -> str | None:
+    """The first image as a small JPEG data URL (the store's own image file, found by its content hash)."""
+    from PIL import Image
+
+    hashes, paths = list(row["image_sha256"] or []), list(row["image_paths"] or [])
+    if not hashes and not paths:
+        return None
+    candidates = ([store.home.images / hashes[0][:2] / hashes[0]] if hashes else []) + [Path(p) for p in paths[:1]]
+    for path in candidates:
+        if path.is_file():
+            with Image.open(path) as image:
+                picture = image.convert("RGB")
+                picture.thumbnail((THUMBNAIL_PX, THUMBNAIL_PX))
+                buffer = io.BytesIO()
+                picture.save(buffer, format="JPEG", quality=80)
+            return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode()
+    return None
+
+
+def trace_section(store: Store, limit: int = DEFAULT_LIMIT, pair: Sequence[str] = ()) -> tuple[Section, str]:
+    """The section and its JSON document (the report puts it in a `<script type="application/json">`)."""
+    data = trace_data(store, limit, pair)
+    shown, total = len(data["samples"]), data["total_samples"]
+    section = Section("traces", "Trace browser",
+                      "Every stage's output for each sample and run: the reasoning traces, with tokens and time "
+                      "(batch-amortised), the route and the score. Filters apply to the chosen run (or to any run); "
+                      "'score changed' keeps the samples whose score differs between run A and run B (scores view, "
+                      "default scorer profile).")
+    if shown < total:
+        section.notes.append(f"This report holds {shown} of {total} samples: first every sample whose score differs "
+                             "between runs, then the others in order (`mai report --trace-samples N` holds more).")
+    section.html = MARKUP
+    return section, json.dumps(data, separators=(",", ":"), default=str)
+
+
+MARKUP = """
+<div class="trace-filters">
+  <label>run <select id="tf-run"></select></label>
+  <label>route <select id="tf-route"><option value="">any</option><option>MV1</option><option>MV2</option>
+    <option>RT</option><option>SINGLE</option><option>ERROR</option></select></label>
+  <label>category <select id="tf-category"><option value="">any</option></select></label>
+  <label>answer <select id="tf-correct"><option value="">any</option><option value="right">right (score &ge; 0.5)</option>
+    <option value="wrong">wrong</option></select></label>
+  <label><input type="checkbox" id="tf-changed"> score changed between</label>
+  <label>A <select id="tf-a"></select></label> <label>B <select id="tf-b"></select></label>
+  <label>search <input type="search" id="tf-search" placeholder="sample id or question"></label>
+</div>
+<p class="trace-status"><span id="trace-count" data-count="0">0</span> samples match
+  (page <span id="tf-page">1</span> of <span id="tf-pages">1</span>)
+  <button id="tf-prev" type="button">previous</button> <button id="tf-next" type="button">next</button></p>
+<div id="trace-list"></div>
+"""
