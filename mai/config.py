@@ -42,6 +42,10 @@ DEFAULT_MAX_NEW_TOKENS: dict[str, int] = {"S": 32, "E": 256, "R": 1024, "S2": 32
 DEMO_MAX_NEW_TOKENS: dict[str, int] = {"S": 12, "E": 32, "R": 48, "S2": 12, "RT": 12}
 # the trained shapes pair: the longest reasoning trace of the world is ~120 tokens, an S answer 4
 SHAPES_MAX_NEW_TOKENS: dict[str, int] = {"S": 12, "E": 48, "R": 160, "S2": 12, "RT": 12}
+# The largest output budget a run may ask for: the longest output Qwen3-VL's own generation settings allow
+# (32,768 tokens). A larger value is a typo (S=100000000) that would let a degenerate output loop for hours and
+# that vLLM refuses anyway once prompt + budget exceed the server's context length.
+MAX_NEW_TOKENS_LIMIT = 32768
 
 
 def shipped_models_dir() -> Path:
@@ -98,6 +102,10 @@ class RunConfig(BaseModel):
             raise ValueError(f"max_new_tokens has unknown prompt kinds {unknown}; use {list(PROMPT_KINDS)}")
         if any(v < 1 for v in value.values()):
             raise ValueError("max_new_tokens values must be >= 1")
+        too_large = {kind: v for kind, v in value.items() if v > MAX_NEW_TOKENS_LIMIT}
+        if too_large:
+            raise ValueError(f"max_new_tokens {too_large} over the limit of {MAX_NEW_TOKENS_LIMIT} tokens (the longest "
+                             "output the supported models are run with); a budget is a cap, not a target")
         return {**DEFAULT_MAX_NEW_TOKENS, **value}
 
     def decoding(self, kind: PromptKind) -> Decoding:

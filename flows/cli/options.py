@@ -52,7 +52,7 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
 def run_config(args: argparse.Namespace, defaults: RunConfig | None = None) -> RunConfig:
     """Flags over a --config file over `defaults` (default: RunConfig's own defaults)."""
     values: dict[str, Any] = defaults.model_dump(exclude={"home"}) if defaults else {}
-    values.update(json.loads(args.config.read_text()) if args.config else {})
+    values.update(config_file(args.config) if args.config else {})
     for field in RunConfig.model_fields:
         value = getattr(args, field, None)
         if value is not None and field != "max_new_tokens":
@@ -63,6 +63,24 @@ def run_config(args: argparse.Namespace, defaults: RunConfig | None = None) -> R
         values["vllm_urls"] = {**values.get("vllm_urls", {}), **role_urls(args.vllm_url)}
     values["home"] = args.home
     return config_from_mapping(values)
+
+
+def config_file(path: Path) -> dict[str, Any]:
+    """A --config file: a JSON object of RunConfig fields (which RunConfig then checks); anything else is a
+    ConfigError that names the file and what is wrong with it."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"--config {path}: cannot be read ({type(error).__name__}: {error})") from error
+    try:
+        values = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"--config {path}: not valid JSON at line {error.lineno} column {error.colno}: "
+                          f"{error.msg}") from error
+    if not isinstance(values, dict):
+        raise ConfigError(f"--config {path}: must hold a JSON object of run fields, e.g. {{\"benchmark\": \"pope\"}}, "
+                          f"not a {type(values).__name__}")
+    return values
 
 
 def _budgets(items: list[str]) -> dict[str, int]:

@@ -56,6 +56,8 @@ def resolve_source(location: str, split: str, config: str | None, revision: str 
         files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
         if not files:
             raise ConfigError(f"benchmark data directory '{path}' is empty")
+        if path.is_dir():
+            _check_split(path, split)
         digest = hashlib.sha256()
         for file in files:
             digest.update(str(file.relative_to(path) if path.is_dir() else file.name).encode())
@@ -69,6 +71,35 @@ def resolve_source(location: str, split: str, config: str | None, revision: str 
     if not revision:
         raise ConfigError(f"hub dataset '{location}' needs a pinned revision (--revision COMMIT_SHA)")
     return DataSource(location, split, config, revision, f"{location}@{revision}")
+
+
+# the hub's Parquet layout names a split's files `<split>-00000-of-00003.parquet`
+_SPLIT_FILE = re.compile(r"^(.+)-\d+-of-\d+\.parquet$")
+
+
+def local_splits(path: Path) -> list[str] | None:
+    """The splits a local copy names: a `save_to_disk` DatasetDict's, or the hub layout's file names and split
+    directories; None when nothing in it names a split (every Parquet file is then the split asked for)."""
+    listing = path / "dataset_dict.json"
+    if listing.exists():
+        import json
+
+        try:
+            return sorted(json.loads(listing.read_text())["splits"])
+        except (ValueError, KeyError, TypeError) as error:
+            raise ConfigError(f"'{listing}' is not a datasets DatasetDict listing: {error}") from error
+    if (path / "state.json").exists():
+        return None  # one saved Dataset: no splits
+    files = [f for f in path.rglob("*.parquet") if not f.name.startswith(".")]
+    named = {m.group(1) for f in files if (m := _SPLIT_FILE.match(f.name))}
+    return sorted(named) or None
+
+
+def _check_split(path: Path, split: str) -> None:
+    splits = local_splits(path)
+    files = [f for f in path.rglob("*.parquet") if not f.name.startswith(".")]
+    if splits is not None and split not in splits and not any(f.parent.name == split for f in files):
+        raise ConfigError(f"benchmark data '{path}' has no split '{split}': it has {splits} (--split)")
 
 
 def load_dataset_rows(source: DataSource, image_columns: tuple[str, ...]) -> tuple[list[str], Iterator[dict[str, Any]]]:
@@ -89,7 +120,8 @@ def _open(source: DataSource, datasets: Any) -> Any:
     if path.is_dir() and any((path / name).exists() for name in ("state.json", "dataset_dict.json")):
         loaded = datasets.load_from_disk(str(path))
         return loaded[source.split] if isinstance(loaded, datasets.DatasetDict) else loaded
-    files = [path] if path.is_file() else sorted(path.rglob("*.parquet"))
+    # dot files are never data: a half-written temp file (`.tmp-...parquet`) left by a killed writer is skipped
+    files = [path] if path.is_file() else sorted(f for f in path.rglob("*.parquet") if not f.name.startswith("."))
     in_split = [f for f in files if f.name.startswith(f"{source.split}-") or f.parent.name == source.split]
     return datasets.load_dataset("parquet", data_files=[str(f) for f in (in_split or files)], split="train")
 
