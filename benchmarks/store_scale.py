@@ -16,6 +16,7 @@ per size under a temporary directory (removed at the end). Prints one JSON objec
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import random
@@ -47,6 +48,12 @@ SAMPLES_PER_RUN = 5_000
 BATCHES_PER_RUN = 256  # the end of a "run" compacts its partitions, as mai-run does
 
 
+def gen_id(kind: str, model_index: int, index: int) -> str:
+    """Identities are sha256 hex, as real ones are: a shard's ids are spread over the whole id space, so a
+    lookup cannot skip row groups by their min/max statistics (sequential ids would flatter it)."""
+    return hashlib.sha256(f"{kind}-{model_index}-{index}".encode()).hexdigest()
+
+
 def generations(n: int, batch: int) -> list[tuple[ModelSpec, PromptKind, list[str], str]]:
     """(model, kind, gen_ids, run_id) per batch, in the order runs would write them."""
     plan = []
@@ -54,7 +61,7 @@ def generations(n: int, batch: int) -> list[tuple[ModelSpec, PromptKind, list[st
     for model_index, kind, share in MIX:
         count = int(n * share)
         for start in range(0, count, batch):
-            ids = [f"{kind}-{model_index}-{i:08d}" for i in range(start, min(count, start + batch))]
+            ids = [gen_id(kind, model_index, i) for i in range(start, min(count, start + batch))]
             plan.append((MODELS[model_index], kind, ids, f"run-{counter // BATCHES_PER_RUN:05d}"))
             counter += 1
     return plan
@@ -67,8 +74,8 @@ def write_generations(home: Home, n: int, batch: int) -> float:
     directories: set[Path] = set()
     for index, (model, kind, ids, run_id) in enumerate(generations(n, batch)):
         text = " ".join(rng.choices(VOCABULARY, k=200)) + " [[yes]]" if kind == "R" else "[[yes]]"
-        requests = {g: GenRequest(g, f"sample-{int(g.rsplit('-', 1)[1]) % 20_000}",
-                                  _prompt(), Decoding(64), f"{kind}-v1") for g in ids}
+        requests = {g: GenRequest(g, f"sample-{int(g[:8], 16) % 20_000}", _prompt(), Decoding(64), f"{kind}-v1")
+                    for g in ids}
         results = [GenResult(g, text, 300, len(text) // 5, "stop", 0.05, 0.2, 0.25, batch, (1, 2, 3)) for g in ids]
         store.write(model, kind, requests, results, {"benchmark": "bench", "backend": "transformers", "run_id": run_id})
         directories.add(store.directory(model, kind))
@@ -91,7 +98,7 @@ def write_runs(home: Home, n: int) -> int:
         run_id, s2 = f"run-{r:05d}", bool(r % 2)
         routes = [{"run_id": run_id, "sample_id": f"sample-{i}", "shard": i % 8, "category": f"c{i % 5}",
                    "route": ("MV1", "MV2", "RT")[(i + r) % 3], "final_answer": "yes" if (i + s2) % 4 else "no",
-                   "final_gen_id": f"S-1-{i:08d}", "reference": "yes", "score": float((i + r) % 4 != 0),
+                   "final_gen_id": gen_id("S", 1, i), "reference": "yes", "score": float((i + r) % 4 != 0),
                    "parsed": True, "agreement_rule": "exact", "error": None} for i in range(SAMPLES_PER_RUN)]
         write_routes(home, run_id, routes)
         write_metrics(home, run_id, "lmms-eval", [{"run_id": run_id, "benchmark": "bench", "metric": "accuracy",
@@ -121,7 +128,7 @@ def timed(function: Callable[[], Any], repeats: int = 3) -> float:
 
 def measure(home: Home) -> dict[str, Any]:
     small, large = MODELS
-    one_shard = [f"R-0-{i:08d}" for i in range(256)]
+    one_shard = [gen_id("R", 0, i) for i in range(256)]
     return {
         "count_star_s": timed(lambda: query(home, "SELECT count(*) FROM generations")),
         "group_by_kind_s": timed(lambda: query(home, "SELECT prompt_kind, count(*) FROM generations GROUP BY 1")),
