@@ -120,6 +120,16 @@ def stored_rows(home: Path) -> list[dict[str, Any]]:
     return [r for f in files for r in pq.read_table(f, columns=["gen_id", "run_id"]).to_pylist()]
 
 
+def shard_flow_runs(run_id: str) -> list[Any]:
+    """The shard flow runs the parent created for `run_id` (tagged with it), as the Prefect API has them."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterTags
+
+    with get_client(sync_client=True) as client:
+        return list(client.read_flow_runs(flow_run_filter=FlowRunFilter(
+            tags=FlowRunFilterTags(all_=[f"mai-run:{run_id}"]))))
+
+
 def shard_outcomes(home: Path, run_id: str) -> list[dict[str, Any]]:
     return read_shard_outcomes(Home.at(home), run_id)
 
@@ -138,6 +148,10 @@ def test_shards_fan_out_to_two_workers_with_the_in_process_results(
     assert comparable(read_routes(Home.at(other), fanned["run_id"])) == comparable(
         read_routes(Home.at(home), local["run_id"]))
     assert fanned["metrics"] == local["metrics"] and fanned["routes"] == local["routes"]
+    # one completed `mai-shard` flow run per shard, named by shard, on the test pool
+    shard_runs = shard_flow_runs(fanned["run_id"])
+    assert sorted(r.name for r in shard_runs) == [f"shard-{i:05d}" for i in range(4)]
+    assert {r.state_type.value for r in shard_runs} == {"COMPLETED"}  # type: ignore[union-attr]
     # both workers took shards: each shard's flow run is a child process of the worker that ran it
     ran_on = Counter(workers.pids().get(o["worker_pid"]) for o in shard_outcomes(other, fanned["run_id"]))
     assert set(ran_on) == {"worker-a", "worker-b"}, ran_on
