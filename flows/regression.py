@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from mai.flows.artifacts import publish_regression_diff
 from mai.flows.run import mai_run
 from mai.storage.paths import Home
 from mai.storage.runs import is_complete, read_manifest, read_routes, write_regression_report
@@ -94,7 +95,9 @@ def mai_regression(config: RunConfig | None = None, baseline: str | None = None,
     baseline_name, baseline_scores, baseline_contents = load_baseline(home, baseline or str(default_baseline()))
     manifest = mai_run(config)
     check_same_items(baseline_name, baseline_contents, run_contents(home, manifest["run_id"]))
-    verdict = compare_runs(baseline_scores, run_scores(home, manifest["run_id"]), min_drop_points, alpha)
+    candidate_scores = run_scores(home, manifest["run_id"])
+    verdict = compare_runs(baseline_scores, candidate_scores, min_drop_points, alpha)
+    publish_regression_diff(manifest["run_id"], baseline_name, baseline_scores, candidate_scores)
     report = report_markdown(manifest["run_id"], baseline_name, verdict, min_drop_points, alpha)
     write_regression_report(home, manifest["run_id"], report)
     create_markdown_artifact(report, key="mai-regression", description=f"run {manifest['run_id']} vs {baseline_name}")

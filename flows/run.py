@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from mai.flows.artifacts import publish_run
 from mai.flows.assets import ensure_builtin_assets
 from mai.flows.deployment import with_deployment_defaults
 from mai.flows.fanout import run_shards
@@ -62,6 +63,7 @@ def mai_run(config: RunConfig) -> dict[str, Any]:
     build_catalog(home)
     compact_partitions(str(home.root), sorted(str(d) for d in written_partitions(plan)))
     create_markdown_artifact(summary_markdown(manifest), key="mai-run-summary", description=f"run {plan.run_id}")
+    publish_run(home, manifest)  # table artifacts of routes and metrics, the run's own HTML report
     return manifest
 
 

@@ -59,6 +59,11 @@ def write_shard_outcome(home: Home, run_id: str, shard_path: str, outcome: dict[
     return path
 
 
+def run_report_path(home: Home, run_id: str) -> Path:
+    """The run's own offline HTML report (`mai report RUN_ID`), written by the run flow after the manifest."""
+    return home.runs / run_id / "report.html"
+
+
 def write_regression_report(home: Home, run_id: str, report: str) -> Path:
     path = home.runs / run_id / "regression.md"
     path.write_text(report + "\n")
