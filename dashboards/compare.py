@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mai.dashboards.views import USED_GENERATIONS, Row, default_profile, fetch, run_label, run_models
+from mai.dashboards.views import USED_GENERATIONS, Row, default_profile, fetch, run_label, run_models, session
 from mai.storage.paths import Home
 
 from mai.errors import ConfigError
@@ -45,6 +45,11 @@ def read_run(home: Home, run_id: str) -> Row:
 def compare_runs(home: Home, run_a: str, run_b: str, profile: str | None = None,
                  resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> dict[str, Any]:
     """The paired comparison of run B against run A (differences are B - A), as plain values (JSON-ready)."""
+    with session(home):
+        return _compare(home, run_a, run_b, profile, resamples, seed)
+
+
+def _compare(home: Home, run_a: str, run_b: str, profile: str | None, resamples: int, seed: int) -> dict[str, Any]:
     a, b = read_run(home, run_a), read_run(home, run_b)
     if a["benchmark"] != b["benchmark"]:
         raise ConfigError(f"runs {run_a} ({a['benchmark']}) and {run_b} ({b['benchmark']}) are on different "

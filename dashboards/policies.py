@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mai.dashboards.views import USED_GENERATIONS, Row, default_profile, fetch, run_label
+from mai.dashboards.views import USED_GENERATIONS, Row, default_profile, fetch, run_label, session
 from mai.storage.paths import Home
 
 from mai import cascade
@@ -329,11 +329,12 @@ def policy_labs(home: Home, benchmark: str | None = None, small_model: str | Non
                 large_model: str | None = None, dataset: str | None = None, profile: str | None = None,
                 small_profile: str | None = None, large_profile: str | None = None) -> list[dict[str, Any]]:
     """One lab per group of stored runs that match (see `find_groups`)."""
-    groups = find_groups(home, benchmark, small_model, large_model, dataset)
-    if not groups:
-        raise ConfigError("no stored cascade or Full RT run matches: a policy lab needs a model pair's run "
-                          f"(benchmark={benchmark}, small={small_model}, large={large_model}, dataset={dataset})")
-    return [policy_lab(home, group, profile, small_profile, large_profile) for group in groups]
+    with session(home):
+        groups = find_groups(home, benchmark, small_model, large_model, dataset)
+        if not groups:
+            raise ConfigError("no stored cascade or Full RT run matches: a policy lab needs a model pair's run "
+                              f"(benchmark={benchmark}, small={small_model}, large={large_model}, dataset={dataset})")
+        return [policy_lab(home, group, profile, small_profile, large_profile) for group in groups]
 
 
 def policy_lab(home: Home, group: Group, profile: str | None = None, small_profile: str | None = None,

@@ -31,6 +31,7 @@ import plotly.io as pio
 from mai.dashboards import sections
 from mai.dashboards.sections import Section, Table
 from mai.dashboards.traces import DEFAULT_LIMIT, trace_section
+from mai.dashboards.views import session
 from mai.storage.paths import Home
 
 from mai.errors import ConfigError
@@ -51,6 +52,17 @@ def build_report(home: Home, run_ids: Sequence[str] | None, out: Path, trace_sam
     """Write the report over `run_ids` (None: every completed run) to `out`. `compare` (run A, run B) adds the
     run-vs-run section (B against A); exactly two run ids and no `compare` compare those two."""
     started = time.perf_counter()
+    with session(home):
+        page, built = _build(home, run_ids, trace_samples, compare)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    temp = out.with_name(f".tmp-{out.name}")
+    temp.write_text(page, encoding="utf-8")
+    temp.replace(out)
+    return Built(out, out.stat().st_size, time.perf_counter() - started, *built)
+
+
+def _build(home: Home, run_ids: Sequence[str] | None, trace_samples: int, compare: Sequence[str]
+           ) -> tuple[str, tuple[int, list[str], int]]:
     store = sections.read_store(home, run_ids)
     pair = list(compare) or (list(run_ids) if run_ids is not None and len(run_ids) == 2 else [])
     if pair and len(pair) != 2:
@@ -68,12 +80,7 @@ def build_report(home: Home, run_ids: Sequence[str] | None, out: Path, trace_sam
     traces, trace_json = trace_section(store, trace_samples, pair)
     parts.append(traces)
     page = render_page(home, store, parts, trace_json)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    temp = out.with_name(f".tmp-{out.name}")
-    temp.write_text(page, encoding="utf-8")
-    temp.replace(out)
-    return Built(out, out.stat().st_size, time.perf_counter() - started, len(store.runs), [p.key for p in parts],
-                 len(json.loads(trace_json)["samples"]))
+    return page, (len(store.runs), [p.key for p in parts], len(json.loads(trace_json)["samples"]))
 
 
 def _asset(name: str) -> str:
