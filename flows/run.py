@@ -29,7 +29,7 @@ from mai.tasks.materialize import materialize_samples
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact, create_progress_artifact, update_progress_artifact
 
-from mai import progress
+from mai import progress, stop
 from mai.config import RunConfig
 from mai.progress import Tally
 
@@ -37,7 +37,13 @@ from mai.progress import Tally
 @flow(name="mai-run", persist_result=False)
 def mai_run(config: RunConfig) -> dict[str, Any]:
     """Run one configuration; returns the run summary (routing counts, metrics, generations computed
-    and reused, timings). Fails before any model loads if the configuration cannot run."""
+    and reused, timings). Fails before any model loads if the configuration cannot run. SIGTERM (and so a
+    Prefect cancellation) stops it within a decoding step, keeping what it stored (mai/stop.py)."""
+    with stop.on_sigterm():
+        return _run(config)
+
+
+def _run(config: RunConfig) -> dict[str, Any]:
     started, started_at = time.perf_counter(), datetime.now(UTC)
     phases = Phases()
     config = with_deployment_defaults(config)

@@ -19,7 +19,7 @@ from mai.tasks.step import run_step, stored_fraction
 from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from mai import cascade, progress
+from mai import cascade, progress, stop
 from mai.types import Decoding
 
 
@@ -28,7 +28,13 @@ from mai.types import Decoding
 @flow(name="mai-shard", task_runner=ThreadPoolTaskRunner(max_workers=2),  # type: ignore[arg-type]
       persist_result=False, retries=2, retry_delay_seconds=2)
 def mai_shard(context: RunContext, decodings: dict[str, Decoding], shard_path: str) -> dict[str, Any]:
-    """Runs the plan's steps over `shard_path` and returns (and stores) {"stage_maps", "tally"}."""
+    """Runs the plan's steps over `shard_path` and returns (and stores) {"stage_maps", "tally"}. On a worker the
+    shard is its process's outermost flow: SIGTERM (a Prefect cancellation) stops it within a decoding step."""
+    with stop.on_sigterm():
+        return _run_shard(context, decodings, shard_path)
+
+
+def _run_shard(context: RunContext, decodings: dict[str, Decoding], shard_path: str) -> dict[str, Any]:
     started = time.perf_counter()
     home = Home.at(context.home)
     groups = cascade.stage_groups(context.stages)

@@ -30,6 +30,7 @@ from typing import IO, Self
 from filelock import FileLock
 from mai.storage.paths import Home
 
+from mai import stop
 from mai.identity import canonical_hash
 
 POLL_S = 0.25
@@ -120,6 +121,7 @@ class ClaimBoard:
             orphaned = [g for path, ids in waiting.items() if _is_dead(path) for g in ids]
             if orphaned:
                 return sorted(set(orphaned) - stored())
+            stop.check()
             time.sleep(poll_s)
 
     def _live_claims(self) -> dict[Path, set[str]]:

@@ -12,7 +12,7 @@ from mai.storage.samples import read_shard
 from mai.tasks.answers import load_stage_answers
 from mai.tasks.jobs import StageJob
 
-from mai import cascade, progress
+from mai import cascade, progress, stop
 from mai.backends.registry import get_engine
 from mai.benchmarks.registry import get_benchmark
 from mai.stages import build_requests
@@ -56,6 +56,7 @@ def generate_outputs(job: StageJob) -> dict[str, str]:
 
 def _generate(job: StageJob, pending: list[GenRequest]) -> None:
     ctx = job.context
+    stop.check()  # no new stage starts after a stop request (the engines check between batches and steps)
     store, model = store_for(ctx.home), ctx.models[job.stage.role]
     by_id = {r.gen_id: r for r in pending}
     progress.stage_started(job.stage.name, len(pending), run_id=ctx.run_id)

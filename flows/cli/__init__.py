@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 
 # quiet, offline-friendly Prefect defaults for an embedded (serverless) run; the user's env wins
@@ -19,6 +20,7 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 from mai.dashboards.render import format_rows, render_summary
 from mai.flows.cli import assets, latency, report, runs, store
 
+from mai import stop
 from mai.api import run as execute  # the name the training scripts (and tests) imported
 from mai.errors import ConfigError
 
@@ -30,14 +32,26 @@ ORDER = ("demo", "run", "sql", "sweep", "speculative", "score", "rescore", "prof
          "policies", "report")
 
 
+# the exit status of a command stopped by SIGTERM (128 + the signal's number, as a shell reports it)
+EXIT_STOPPED = 128 + signal.SIGTERM
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        result: int = args.handler(args)
+        with stop.on_sigterm(then_raise=True):
+            result: int = args.handler(args)
         return result
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except BaseException:
+        if not stop.stop_requested():
+            raise
+        # whatever the stop surfaced as (StopRequested, Prefect's TerminationSignal, a crashed flow run)
+        print(f"error: {stop.reason()}: what the command stored is kept; run it again to complete it",
+              file=sys.stderr)
+        return EXIT_STOPPED
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from mai import stop
 from mai.backends.transformers_backend import TransformersEngine
 from mai.errors import ConfigError
 from mai.types import GenRequest
@@ -71,6 +72,7 @@ def _decode(net_large: Any, net_small: Any, inputs: Any, request: GenRequest, k:
     sequence = [int(out_large.logits[0, -1].argmax())]  # every emitted token is the large model's choice
     proposed = accepted = rounds = 0
     while len(sequence) < budget and not eos.intersection(sequence):
+        stop.check()
         rounds += 1
         pending, draft = sequence[cache_small.get_seq_length() - prompt:], []
         for _ in range(min(k, budget - len(sequence))):

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from mai import stop
 from mai.backends.base import EngineCounters
 from mai.backends.processor import load_processor
 from mai.types import (
@@ -40,6 +41,7 @@ class StepClock:
     def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
         import torch
 
+        stop.check()  # a stop request abandons the batch in flight at the next decoding step (nothing is stored)
         now = time.perf_counter()
         if self.first_token_at is None:
             self.first_token_at = now
@@ -102,6 +104,7 @@ class TransformersEngine:
     ) -> list[GenResult]:
         results: list[GenResult] = []
         for start in range(0, len(requests), batch_size):
+            stop.check()
             batch = self._generate_batch(requests[start : start + batch_size])
             if on_batch is not None:
                 on_batch(batch)
@@ -136,6 +139,7 @@ class TransformersEngine:
         reasoning tokens at every layer in `layers`."""
         results: list[LayerCapture] = []
         for start in range(0, len(requests), batch_size):
+            stop.check()
             results.extend(self._capture_batch(requests[start : start + batch_size], layers))
         return results
 

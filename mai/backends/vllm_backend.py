@@ -26,6 +26,7 @@ from typing import Any
 
 import httpx
 
+from mai import stop
 from mai.backends import vllm_server as servers
 from mai.backends.base import EngineCounters, EngineOptions
 from mai.errors import ConfigError
@@ -174,6 +175,7 @@ class VllmEngine:
         return failed
 
     def _complete(self, url: str, request: GenRequest, concurrency: int) -> GenResult:
+        stop.check()  # queued requests are never sent after a stop request
         body = request_body(self._served_name, request, self._stop_ids)
         started = time.perf_counter()
         first_at: float | None = None
@@ -190,6 +192,7 @@ class VllmEngine:
                     response.read()
                     raise RuntimeError(f"vLLM rejected request {request.gen_id}: {response.status_code} {response.text}")
                 for chunk in _events(response):
+                    stop.check()  # closing the stream aborts the request on the server
                     if chunk.get("usage"):
                         usage = chunk["usage"]
                     for choice in chunk.get("choices", []):

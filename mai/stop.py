@@ -1,0 +1,80 @@
+"""A process-wide stop request: SIGTERM (a scheduler, `timeout`, Prefect cancelling a flow run) stops a run within
+one decoding step, keeping everything it wrote.
+
+Model calls run in worker threads and a signal reaches only the main thread, so the handler sets a flag that the
+engines check between batches and at every decoding step (`check`): the batch in flight is abandoned (never stored,
+as a killed batch), the batches before it are in the store, and the same run again computes only the rest.
+`on_sigterm` installs the handler on top of whatever handles SIGTERM already (the CLI's, Prefect's flow engine's,
+which turns the signal into a crash of the flow run) and calls that one too.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+_STOP = threading.Event()
+_REASON: list[str] = []
+
+
+class StopRequested(BaseException):
+    """Raised where work stops after a stop request. A BaseException, like KeyboardInterrupt: no `except
+    Exception` on the way swallows it, and Prefect treats it as a crash (never retried), not as a failure."""
+
+
+def request_stop(reason: str) -> None:
+    if not _STOP.is_set():
+        _REASON.append(reason)
+    _STOP.set()
+
+
+def stop_requested() -> bool:
+    return _STOP.is_set()
+
+
+def reason() -> str:
+    return _REASON[0] if _REASON else "stop requested"
+
+
+def check() -> None:
+    """Raises StopRequested once a stop was requested; cheap enough for every decoding step."""
+    if _STOP.is_set():
+        raise StopRequested(reason())
+
+
+def clear() -> None:
+    """Forget a stop request (tests, or a process that handled it and goes on)."""
+    _STOP.clear()
+    _REASON.clear()
+
+
+Handler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
+
+
+@contextmanager
+def on_sigterm(then_raise: bool = False) -> Iterator[None]:
+    """While inside: SIGTERM requests a stop, then runs the handler it replaced (Prefect's bridge raises its
+    TerminationSignal in the main thread). With `then_raise` (the command line, outside any flow), the first
+    SIGTERM also raises StopRequested in the main thread, like Ctrl-C; a later one (Prefect re-sending the signal
+    to the handler it saved, after its flow crashed) only keeps the request. Off the main thread: no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous: Handler = signal.getsignal(signal.SIGTERM)
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        first = not _STOP.is_set()
+        request_stop(f"stopped by signal {signal.Signals(signum).name}")
+        if callable(previous):
+            previous(signum, frame)
+        elif then_raise and first:
+            raise StopRequested(reason())
+
+    signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
