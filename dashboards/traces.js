@@ -1,6 +1,7 @@
 // The report's trace browser (mai.dashboards.traces): filters and pages the JSON document #trace-data.
-// A sample: {id, category, question, options, reference, error, image, o: {runIndex: [route, score, final,
-// [[stage, genIndex], ...], error]}}; a generation: [model, kind, text, prompt tokens, output tokens, seconds, finish].
+// A sample: {id, category, question, options, reference, error, image (index into data.images),
+// o: {runIndex: [route, score, final, [[stage, genIndex], ...], error]}};
+// a generation: [model, kind, text, prompt tokens, output tokens, seconds, finish].
 (function () {
   "use strict";
   const data = JSON.parse(document.getElementById("trace-data").textContent);
@@ -98,9 +99,9 @@
     const box = element("article", "trace-card");
     box.dataset.sample = sample.id;
     const head = element("div", "trace-head");
-    if (sample.image) {
+    if (sample.image !== null && data.images[sample.image]) {
       const img = document.createElement("img");
-      img.src = sample.image;
+      img.src = data.images[sample.image];
       img.alt = "image of " + sample.id;
       head.appendChild(img);
     }
