@@ -412,7 +412,28 @@ def latency(store: Store) -> Section:
     else:
         section.notes.append("No latency profile stored: `mai profile MODEL --name NAME` or `mai import-profile`.")
     _speedup(store, section)
+    _speculative(store, section)
     return section
+
+
+SPECULATIVE = """
+    SELECT run_id, large_model, small_model, draft_tokens, count(*) AS samples, avg(acceptance_rate) AS acceptance,
+           sum(speculative_wall_s) AS speculative_s, sum(plain_wall_s) AS plain_s,
+           sum(plain_wall_s) / sum(speculative_wall_s) AS speedup, bool_and(identical_to_greedy) AS identical
+    FROM speculative WHERE list_contains(?, run_id) GROUP BY ALL ORDER BY run_id, draft_tokens
+"""
+
+
+def _speculative(store: Store, section: Section) -> None:
+    """Table 12's token-level speculative-decoding baseline (`mai speculative`), where stored."""
+    rows = fetch(store.home, SPECULATIVE, [store.run_ids])
+    if rows:
+        section.tables.append(Table(
+            ["large R run", "large", "small (draft)", "draft tokens", "samples", "acceptance", "speculative s",
+             "large alone s", "speed-up", "identical to greedy"],
+            [[r["run_id"], r["large_model"], r["small_model"], r["draft_tokens"], r["samples"], _num(r["acceptance"]),
+              _num(r["speculative_s"]), _num(r["plain_s"]), _num(r["speedup"]), r["identical"]] for r in rows],
+            "Speculative decoding (table 12): the small model drafts, the large verifies (batch size 1)"))
 
 
 def _speedup(store: Store, section: Section) -> None:
