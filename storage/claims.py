@@ -34,6 +34,8 @@ from mai import stop
 from mai.identity import canonical_hash
 
 POLL_S = 0.25
+# which of the given ids the store holds (a lookup of just those ids: a store may hold millions)
+Stored = Callable[[list[str]], set[str]]
 
 
 def _try_lock(path: Path) -> IO[bytes] | None:
@@ -92,14 +94,14 @@ class ClaimBoard:
         self.directory = home.claims / key
         self.lock_path = home.locks / f"claims-{key}.lock"
 
-    def claim(self, wanted: Iterable[str], stored: Callable[[], set[str]]) -> Claim:
+    def claim(self, wanted: Iterable[str], stored: Stored) -> Claim:
         ids = list(dict.fromkeys(wanted))
         self.directory.mkdir(parents=True, exist_ok=True)
         self.lock_path.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(self.lock_path)):
             theirs = self._live_claims()
             taken = set().union(*theirs.values()) if theirs else set()
-            existing = stored()
+            existing = stored(ids)
             mine = [g for g in ids if g not in existing and g not in taken]
             wanted_set = set(ids)
             relevant = {path: claimed & wanted_set - existing for path, claimed in theirs.items()}
@@ -109,18 +111,19 @@ class ClaimBoard:
             path, handle = self._publish(mine)
         return Claim(mine, relevant, path, handle)
 
-    def wait_for_others(self, claim: Claim, stored: Callable[[], set[str]], poll_s: float = POLL_S) -> list[str]:
+    def wait_for_others(self, claim: Claim, stored: Stored, poll_s: float = POLL_S) -> list[str]:
         """Blocks until every id of `claim.theirs` is stored, or returns the ids whose claimant died (to claim
         them again; a live claimant may still take some of them first)."""
+        awaited = sorted(set().union(*claim.theirs.values())) if claim.theirs else []
         while True:
-            existing = stored()
+            existing = stored(awaited)
             waiting = {path: ids - existing for path, ids in claim.theirs.items()}
             waiting = {path: ids for path, ids in waiting.items() if ids}
             if not waiting:
                 return []
             orphaned = [g for path, ids in waiting.items() if _is_dead(path) for g in ids]
             if orphaned:
-                return sorted(set(orphaned) - stored())
+                return sorted(set(orphaned) - stored(orphaned))
             stop.check()
             time.sleep(poll_s)
 
@@ -150,7 +153,7 @@ class ClaimBoard:
         return path, handle
 
 
-def compute_once(board: ClaimBoard, wanted: Iterable[str], stored: Callable[[], set[str]],
+def compute_once(board: ClaimBoard, wanted: Iterable[str], stored: Stored,
                  compute: Callable[[list[str]], None]) -> int:
     """Computes (with `compute`, which must store its results before returning) every wanted id that is not
     stored, each once across all claimants, and returns how many ids this caller computed."""

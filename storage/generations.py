@@ -4,11 +4,12 @@ directories per (model, prompt kind). A stage asks which identities are missing 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from mai.storage.partitions import TABLES, partitions, published_files, table_files, write_part
@@ -22,35 +23,49 @@ GENERATIONS_TABLE = TABLES[0]
 
 
 class GenerationStore:
-    """Files never change once written, so the set of known ids per directory is cached and only
-    files not seen before are read on the next lookup."""
+    """Files never change once written, so the ids known per directory are cached (as one Arrow array: no
+    Python object per id) and only files not seen before are read on the next lookup."""
 
     def __init__(self, home: Home) -> None:
         self.home = home
-        self._known: dict[Path, tuple[set[Path], set[str]]] = {}
+        self._known: dict[Path, tuple[set[Path], pa.Array]] = {}
         self._lock = threading.Lock()
 
     def directory(self, model: ModelSpec, kind: PromptKind) -> Path:
         return self.home.generations / model.slug / kind
 
-    def existing_ids(self, model: ModelSpec, kind: PromptKind) -> set[str]:
+    def _ids(self, model: ModelSpec, kind: PromptKind) -> pa.Array:
         directory = self.directory(model, kind)
         with self._lock:
             current = set(published_files(self.home, directory))
-            seen_files, ids = self._known.get(directory, (set(), set()))
-            if seen_files - current:  # files were deleted behind our back: forget everything we knew
-                seen_files, ids = set(), set()
-            self._known[directory] = (seen_files, ids)
+            seen_files, ids = self._known.get(directory, (set(), pa.array([], pa.string())))
+            if seen_files - current:  # a compaction replaced files (or they were deleted): read afresh
+                seen_files, ids = set(), pa.array([], pa.string())
             new_files = sorted(current - seen_files)
             if new_files:
                 table = ds.dataset([str(p) for p in new_files], format="parquet").to_table(columns=["gen_id"])
-                ids.update(table.column("gen_id").to_pylist())
-                seen_files.update(new_files)
-            return set(ids)
+                ids = pa.concat_arrays([ids, *table.column("gen_id").cast(pa.string()).chunks])
+                seen_files = seen_files | set(new_files)
+            self._known[directory] = (seen_files, ids)
+            return ids
+
+    def stored_among(self, model: ModelSpec, kind: PromptKind, gen_ids: Collection[str]) -> set[str]:
+        """The ids of `gen_ids` that the store holds: what a run asks before generating. Reads only the id
+        column of the partition's files it has not seen, and compares in Arrow."""
+        wanted = pa.array(list(dict.fromkeys(gen_ids)), pa.string())
+        if not len(wanted):
+            return set()
+        found = pc.filter(wanted, pc.is_in(wanted, value_set=self._ids(model, kind)))
+        return set(found.to_pylist())
+
+    def existing_ids(self, model: ModelSpec, kind: PromptKind) -> set[str]:
+        """Every id of the partition (as Python strings: prefer `stored_among` for lookups)."""
+        return set(self._ids(model, kind).to_pylist())
 
     def missing(self, model: ModelSpec, kind: PromptKind, gen_ids: Iterable[str]) -> list[str]:
-        existing = self.existing_ids(model, kind)
-        return [g for g in dict.fromkeys(gen_ids) if g not in existing]
+        wanted = list(dict.fromkeys(gen_ids))
+        stored = self.stored_among(model, kind, wanted)
+        return [g for g in wanted if g not in stored]
 
     def write(
         self, model: ModelSpec, kind: PromptKind, requests: dict[str, GenRequest], results: list[GenResult],
@@ -59,13 +74,7 @@ class GenerationStore:
         """`context` carries the per-stage columns: benchmark, backend, run_id."""
         now = datetime.now(UTC)
         rows = [_row(model, kind, requests[r.gen_id], r, context, now) for r in results]
-        path = write_part(self.home, self.directory(model, kind), rows, GENERATIONS)
-        with self._lock:
-            if self.directory(model, kind) in self._known:
-                seen_files, ids = self._known[self.directory(model, kind)]
-                seen_files.add(path)
-                ids.update(r.gen_id for r in results)
-        return path
+        return write_part(self.home, self.directory(model, kind), rows, GENERATIONS)
 
     def read(self, model: ModelSpec, kind: PromptKind, gen_ids: Iterable[str], columns: list[str]) -> dict[str, dict[str, Any]]:
         """Rows by gen_id (the first copy if a concurrent run wrote the same identity twice)."""

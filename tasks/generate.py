@@ -50,7 +50,7 @@ def generate_outputs(job: StageJob) -> dict[str, str]:
         _generate(job, [by_id[g] for g in gen_ids])
 
     board = ClaimBoard(Home.at(ctx.home), f"generations/{model.slug}/{kind}")
-    compute_once(board, by_id, lambda: store.existing_ids(model, kind), compute)
+    compute_once(board, by_id, lambda ids: store.stored_among(model, kind, ids), compute)
     return {r.sample_id: r.gen_id for r in requests}
 
 

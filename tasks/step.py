@@ -38,7 +38,7 @@ def stored_fraction(job: StageJob, outputs: dict[str, str]) -> float:
         return 1.0
     ctx, model = job.context, job.context.models[job.stage.role]
     if job.stage.generates:
-        existing = store_for(ctx.home).existing_ids(model, job.stage.prompt_kind)
+        existing = store_for(ctx.home).stored_among(model, job.stage.prompt_kind, list(outputs.values()))
     else:
         existing = set(read_selections(Home.at(ctx.home), model, outputs.values()))
     return sum(1 for g in outputs.values() if g in existing) / len(outputs)

@@ -54,8 +54,8 @@ def _capture_missing(job: StageJob, engine: TransformersEngine, benchmark: Bench
     home, large, layers = Home.at(ctx.home), ctx.models["large"], set(ctx.capture_layers)
     by_capture = {captures[s.sample_id]: s for s in todo}
 
-    def complete() -> set[str]:
-        have = captured_layers(home, large, by_capture)
+    def complete(capture_ids: list[str]) -> set[str]:
+        have = captured_layers(home, large, capture_ids)
         return {cid for cid, found in have.items() if layers <= found}
 
     def compute(capture_ids: list[str]) -> None:
@@ -112,7 +112,7 @@ def _select(job: StageJob, engine: TransformersEngine, captures: dict[str, str])
         write_selections(home, large, rows)
 
     compute_once(ClaimBoard(home, f"selections/{large.slug}"), capture_of,
-                 lambda: set(read_selections(home, large, capture_of)), compute)
+                 lambda ids: set(read_selections(home, large, ids)), compute)
     return selections
 
 
