@@ -15,8 +15,9 @@ from mai.storage.runs import is_complete
 from prefect import flow
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 
+from mai import progress
 from mai.backends.registry import get_engine
-from mai.backends.transformers_backend import TransformersEngine
+from mai.backends.transformers_backend import TransformersEngine, profile_calls
 from mai.config import resolve_model
 from mai.errors import ConfigError
 from mai.latency import estimate
@@ -44,9 +45,12 @@ def mai_profile(model: str, name: str, resolutions: list[int], query_tokens: lis
     grid = [(r, q, o) for r in resolutions for q in query_tokens for o in output_tokens]
     artifact = synchronous(create_progress_artifact(progress=0.0, key="mai-profile-progress",
                                                     description=f"profile {name}"))
+    # on the terminal: one step per timed model call (a point of a real-size model on a CPU takes minutes)
+    progress.stage_started("profile", len(grid) * profile_calls(repeats))
     rows = []
     for index, (resolution, query, output) in enumerate(grid):
-        point = engine.profile_point(resolution, query, output, repeats)
+        point = engine.profile_point(resolution, query, output, repeats,
+                                     on_call=lambda: progress.advanced("profile", 1))
         rows.append(_profile_row(point, spec.identity_name, backend, dtype))
         update_progress_artifact(artifact, 100.0 * (index + 1) / len(grid))
     write_profile(root, name, [{**r, "hardware": hardware_description()} for r in rows], replace=replace)

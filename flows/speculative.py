@@ -1,23 +1,31 @@
 """`mai-speculative`: the speculative-decoding baseline of paper table 12. The large model's plain R run
 (computed or reused) is the reference; every sample is decoded again with the small model drafting, and
-the flow records whether the tokens are identical, the acceptance rate and both times (batch size 1)."""
+the flow records whether the tokens are identical, the acceptance rate and both times (batch size 1).
+
+Rows are written every `batch_size` samples (one atomic file each, `k<K>-<id>.parquet`), so a killed or stopped
+call keeps what it measured; the same call again measures only the samples of the reference run that no file of
+its draft length holds yet. Progress: a `speculative` bar (mai.progress events)."""
 
 from __future__ import annotations
 
 import time
+import uuid
+from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from mai.flows.plan import prepare_run
 from mai.flows.run import mai_run
 from mai.storage.catalog import build_catalog
-from mai.storage.parquet import write_rows
+from mai.storage.parquet import read_rows, write_rows
 from mai.storage.paths import Home
-from mai.storage.runs import read_manifest, read_routes
+from mai.storage.runs import is_complete, read_manifest, read_routes
 from mai.storage.samples import read_shard
 from mai.storage.schemas import SPECULATIVE
 from mai.tasks.generate import store_for
 from prefect import flow
 
+from mai import progress, stop
 from mai.backends.registry import get_engine
 from mai.backends.speculative import speculative_generate
 from mai.backends.transformers_backend import TransformersEngine
@@ -25,23 +33,29 @@ from mai.benchmarks.registry import get_benchmark
 from mai.config import RunConfig
 from mai.errors import ConfigError
 from mai.stages import build_request
-from mai.types import StageSpec
+from mai.types import GenRequest, ModelSpec, StageSpec
 
 
 @flow(name="mai-speculative", persist_result=False)
 def mai_speculative(config: RunConfig, draft_tokens: int = 4) -> dict[str, Any]:
+    with stop.on_sigterm():
+        return _speculative(config, draft_tokens)
+
+
+def _speculative(config: RunConfig, draft_tokens: int) -> dict[str, Any]:
     if config.backend != "transformers":
         raise ConfigError("the speculative-decoding baseline runs on the transformers backend")
     reference = config.model_copy(update={"mode": "single", "single_model": "large", "single_prompt": "R", "s2": False,
                                           "transfer": "full", "transfer_layer": None, "capture_layers": []})
     plan = prepare_run(config.model_copy(update={"mode": "cascade", "s2": False}), Home.at(config.home))
-    baseline = mai_run(reference)
     home = Home.at(config.home)
-    large, small = (get_engine(plan.context.models[r], "transformers") for r in ("large", "small"))
+    models = plan.context.models
+    baseline = _unfinished_reference(home, reference.key(), models["large"], models["small"], draft_tokens)
+    baseline = baseline or mai_run(reference)
+    large, small = (get_engine(models[r], "transformers") for r in ("large", "small"))
     if not (isinstance(large, TransformersEngine) and isinstance(small, TransformersEngine)):
         raise ConfigError("speculative decoding needs transformers engines")
-    rows = _decode_all(home, baseline, reference, large, small, draft_tokens)
-    write_rows(home.speculative / baseline["run_id"] / f"k{draft_tokens}.parquet", rows, SPECULATIVE)
+    rows = _decode_all(home, baseline, reference, large, small, draft_tokens, config.batch_size)
     build_catalog(home)
     proposed, accepted = sum(r["proposed"] for r in rows), sum(r["accepted"] for r in rows)
     return {"run_id": baseline["run_id"], "samples": len(rows), "draft_tokens": draft_tokens,
@@ -49,26 +63,63 @@ def mai_speculative(config: RunConfig, draft_tokens: int = 4) -> dict[str, Any]:
             "speculative_s": sum(r["speculative_wall_s"] for r in rows), "plain_s": sum(r["plain_wall_s"] for r in rows)}
 
 
+def _unfinished_reference(home: Home, reference_key: str, large: ModelSpec, small: ModelSpec, k: int
+                          ) -> dict[str, Any] | None:
+    """The manifest of the latest completed reference run (same configuration, same large model) whose measurement
+    with this small model and draft length was interrupted: the call resumes it instead of starting anew."""
+    directories = sorted(home.speculative.glob("*"), reverse=True) if home.speculative.exists() else []
+    for directory in directories:  # run ids start with their UTC start time: the latest first
+        if not is_complete(home, directory.name):
+            continue
+        manifest: dict[str, Any] = read_manifest(home, directory.name)
+        if manifest.get("config_key") != reference_key or manifest["models"].get("large") != asdict(large):
+            continue
+        rows = stored_rows(directory, k)
+        if rows and {r["small_model"] for r in rows} == {small.identity_name} \
+                and len({r["sample_id"] for r in rows}) < manifest["counts"]["valid"]:
+            return manifest
+    return None
+
+
+def stored_rows(directory: Path, k: int) -> list[dict[str, Any]]:
+    """Rows already measured for draft length `k` (batch files, and the one whole file older versions wrote)."""
+    return read_rows(sorted([*directory.glob(f"k{k}.parquet"), *directory.glob(f"k{k}-*.parquet")]))
+
+
 def _decode_all(home: Home, baseline: dict[str, Any], config: RunConfig, large: TransformersEngine,
-                small: TransformersEngine, k: int) -> list[dict[str, Any]]:
+                small: TransformersEngine, k: int, batch_size: int) -> list[dict[str, Any]]:
     benchmark = get_benchmark(config.benchmark)
-    samples = {s.sample_id: s for path in read_manifest(home, baseline["run_id"])["shard_paths"]
+    run_id = baseline["run_id"]
+    samples = {s.sample_id: s for path in read_manifest(home, run_id)["shard_paths"]
                for s in read_shard(home.root / path)}
-    routes = [r for r in read_routes(home, baseline["run_id"]) if r["route"] != "ERROR"]
+    directory = home.speculative / run_id
+    rows = stored_rows(directory, k)
+    done = {r["sample_id"] for r in rows}
+    routes = [r for r in read_routes(home, run_id) if r["route"] != "ERROR" and r["sample_id"] not in done]
     stored = store_for(str(home.root)).read(large.model, "R", (r["gen_single"] for r in routes), ["output_token_ids"])
     stage, decoding = StageSpec("single", "large", "R"), config.decoding("R")
-    rows = []
-    for route in routes:
+    progress.stage_started("speculative", len(routes), run_id=run_id)
+    batch: list[dict[str, Any]] = []
+    for index, route in enumerate(routes):
         request = build_request(stage, samples[route["sample_id"]], benchmark, large.model, decoding, None)
-        result = speculative_generate(large, small, request, k)
-        started = time.perf_counter()
-        large.generate([request], batch_size=1)
-        plain = time.perf_counter() - started
-        rows.append({"run_id": baseline["run_id"], "sample_id": route["sample_id"], "gen_id": request.gen_id,
-                     "large_model": large.model.identity_name, "small_model": small.model.identity_name,
-                     "draft_tokens": k, "proposed": result.proposed, "accepted": result.accepted,
-                     "acceptance_rate": result.acceptance_rate, "rounds": result.rounds,
-                     "output_tokens": len(result.token_ids) + (result.finish_reason == "stop"),
-                     "identical_to_greedy": list(result.token_ids) == list(stored[request.gen_id]["output_token_ids"]),
-                     "speculative_wall_s": result.wall_s, "plain_wall_s": plain})
+        batch.append(_decode_one(route, stored, large, small, k, run_id, request))
+        progress.advanced("speculative", 1, run_id=run_id)
+        if len(batch) >= batch_size or index == len(routes) - 1:
+            write_rows(directory / f"k{k}-{uuid.uuid4().hex[:12]}.parquet", batch, SPECULATIVE)  # atomic
+            rows, batch = rows + batch, []
     return rows
+
+
+def _decode_one(route: dict[str, Any], stored: dict[str, Any], large: TransformersEngine, small: TransformersEngine,
+                k: int, run_id: str, request: GenRequest) -> dict[str, Any]:
+    result = speculative_generate(large, small, request, k)
+    started = time.perf_counter()
+    large.generate([request], batch_size=1)
+    plain = time.perf_counter() - started
+    return {"run_id": run_id, "sample_id": route["sample_id"], "gen_id": request.gen_id,
+            "large_model": large.model.identity_name, "small_model": small.model.identity_name,
+            "draft_tokens": k, "proposed": result.proposed, "accepted": result.accepted,
+            "acceptance_rate": result.acceptance_rate, "rounds": result.rounds,
+            "output_tokens": len(result.token_ids) + (result.finish_reason == "stop"),
+            "identical_to_greedy": list(result.token_ids) == list(stored[request.gen_id]["output_token_ids"]),
+            "speculative_wall_s": result.wall_s, "plain_wall_s": plain}

@@ -80,7 +80,7 @@ def sweep(config: RunConfig, layers: list[int], deltas: list[float] | None = Non
         return mai_sweep(config, layers, deltas)
 
 
-def speculative(config: RunConfig, draft_tokens: int = 4) -> dict[str, Any]:
+def speculative(config: RunConfig, draft_tokens: int = 4, progress: bool = True) -> dict[str, Any]:
     """The speculative-decoding baseline against the configuration's cascade run (small drafts, large
     verifies)."""
     from mai.flows.plan import prepare_run
@@ -88,7 +88,8 @@ def speculative(config: RunConfig, draft_tokens: int = 4) -> dict[str, Any]:
 
     home = _assets_for(config)
     prepare_run(config.model_copy(update={"mode": "cascade", "s2": False}), home)
-    return mai_speculative(config, draft_tokens)
+    with _progress_bar(progress):  # the reference run's stages, then a `speculative` bar
+        return mai_speculative(config, draft_tokens)
 
 
 def regress(config: RunConfig, baseline: str | None = None, min_drop: float = 1.0,
@@ -213,13 +214,15 @@ def rescore(run_id: str, profile: str, home: str | Path | None = None) -> dict[s
 
 def profile(model: str, name: str, resolutions: list[int], query_tokens: list[int], output_tokens: list[int],
             repeats: int = 3, revision: str = "main", dtype: str = "float32", home: str | Path | None = None,
-            replace: bool = False) -> list[dict[str, Any]]:
-    """Measure a model on simulated inputs into the latency profile `name`; returns its rows."""
+            replace: bool = False, progress: bool = True) -> list[dict[str, Any]]:
+    """Measure a model on simulated inputs into the latency profile `name`; returns its rows. A `profile` bar on
+    the terminal counts the timed model calls."""
     from mai.flows.latency import mai_profile
 
     quiet_library_progress_bars()
-    return mai_profile(model, name, resolutions, query_tokens, output_tokens, repeats, revision, dtype,
-                       home=_root(home), replace=replace)
+    with _progress_bar(progress):
+        return mai_profile(model, name, resolutions, query_tokens, output_tokens, repeats, revision, dtype,
+                           home=_root(home), replace=replace)
 
 
 def import_profile(csv: Path, name: str, model: str | None = None, hardware: str = "published",

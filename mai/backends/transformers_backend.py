@@ -198,11 +198,12 @@ class TransformersEngine:
         shifted = [(width - len(r) + begin, width - len(r) + end) for r, (begin, end) in zip(rows, spans)]
         return {k: v.to(device) for k, v in inputs.items()}, shifted
 
-    def profile_point(self, resolution: int, query_tokens: int, output_tokens: int, repeats: int, seed: int = 0
-                      ) -> dict[str, Any]:
+    def profile_point(self, resolution: int, query_tokens: int, output_tokens: int, repeats: int, seed: int = 0,
+                      on_call: Callable[[], None] | None = None) -> dict[str, Any]:
         """Paper tables 1-4 on simulated input: a random image of `resolution`^2 pixels and a query of
         `query_tokens` tokens; times input preprocessing, the vision encoder, TTFT (a generation forced to
-        one token) and decoding (a generation forced to `output_tokens`), after one warm-up; medians, min, max."""
+        one token) and decoding (a generation forced to `output_tokens`), after one warm-up; medians, min, max.
+        `on_call` is called after each of the `profile_calls(repeats)` timed calls (progress)."""
         import numpy as np
         import torch
         from PIL import Image
@@ -233,10 +234,12 @@ class TransformersEngine:
                                            pad_token_id=network.generation_config.pad_token_id)
                 return int(out.shape[1] - inputs["input_ids"].shape[1])
 
-            timings = {name: _repeat(fn, repeats) for name, fn in
+            timings = {name: _repeat(fn, repeats, on_call) for name, fn in
                        (("preprocess", preprocess), ("vision", vision), ("ttft", lambda: run(1)),
                         ("total", lambda: run(output_tokens)))}
             produced = run(output_tokens)
+            if on_call is not None:
+                on_call()
         grid = inputs["image_grid_thw"][0]
         merge = int(getattr(processor.image_processor, "merge_size", 2)) ** 2
         return {"image_resolution": resolution, "image_tokens": int(grid.prod()) // merge, "query_tokens": query_tokens,
@@ -269,13 +272,21 @@ class TransformersEngine:
         return encoded.to(device)
 
 
-def _repeat(fn: Any, repeats: int) -> list[float]:
-    fn()  # warm-up
+def profile_calls(repeats: int) -> int:
+    """Model calls one profile point makes: four measurements with a warm-up each, and the final length check."""
+    return 4 * (repeats + 1) + 1
+
+
+def _repeat(fn: Any, repeats: int, on_call: Callable[[], None] | None = None) -> list[float]:
     samples = []
-    for _ in range(repeats):
+    for index in range(repeats + 1):  # the first is a warm-up
+        stop.check()
         started = time.perf_counter()
         fn()
-        samples.append(time.perf_counter() - started)
+        if index:
+            samples.append(time.perf_counter() - started)
+        if on_call is not None:
+            on_call()
     return samples
 
 
