@@ -1,0 +1,71 @@
+"""The saved queries that compare runs pair them by the exact set of sample contents and every setting but the
+one compared, on a store built for it: runs over other samples (a smaller limit), other token budgets or another
+transfer mode never pair (before: `s2_vs_non_s2` paired by dataset and models only, `speedup` took the large-R
+run of the dataset with the largest time, whatever its samples)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mai.dashboards.saved import load_saved
+from mai.flows.latency import mai_estimate
+from mai.storage.catalog import query
+from mai.storage.latency import write_profile
+from mai.storage.paths import Home
+
+from tests.test_flow_cascade import BUDGET, run
+
+
+def rows(home: Path, name: str) -> list[dict[str, Any]]:
+    columns, found = query(Home.at(home), load_saved(name))
+    return [dict(zip(columns, row)) for row in found]
+
+
+def measured_s(home: Path, run_id: str) -> float:
+    """A run's measured time computed here, from the generations its routes name."""
+    sql = f"""SELECT sum(g.wall_s / g.batch_size) FROM generations g WHERE g.gen_id IN (
+                SELECT unnest([gen_s_large, gen_s_small, gen_r_small, gen_s2_small, gen_rt_large, gen_single,
+                               gen_single_s2]) FROM routes WHERE run_id = '{run_id}')"""
+    value = query(Home.at(home), sql)[1][0][0]
+    assert isinstance(value, float)
+    return value
+
+
+def test_s2_and_speedup_pairs_on_a_store_built_for_it(home: Path) -> None:
+    ids = {
+        "A": run(home, limit=12)["run_id"],                                    # MAI
+        "B": run(home, limit=12, s2=True)["run_id"],                           # MAI +S2: pairs with A
+        "C": run(home, limit=6, s2=True)["run_id"],                            # other samples
+        "D": run(home, limit=12, s2=True, max_new_tokens={**BUDGET, "R": 20})["run_id"],  # other budgets
+        "E": run(home, limit=12, transfer="sparse", transfer_layer=1)["run_id"],  # other transfer, no S2
+        "L12": run(home, limit=12, mode="single", single_model="large", single_prompt="R")["run_id"],
+        "L24": run(home, limit=24, mode="single", single_model="large", single_prompt="R")["run_id"],
+    }
+    name = {run_id: label for label, run_id in ids.items()}
+
+    pairs = rows(home, "s2_vs_non_s2")
+    assert [(name[p["run_without_s2"]], name[p["run_with_s2"]]) for p in pairs] == [("A", "B")]
+    assert pairs[0]["common_samples"] == 12
+
+    write_profile(Home.at(home), "hand-small", [_profile("mai-tiny-small", 40.0, 200.0)])
+    write_profile(Home.at(home), "hand-large", [_profile("mai-tiny-large", 80.0, 50.0)])
+    profiles = {"mai-tiny-small": "hand-small", "mai-tiny-large": "hand-large"}
+    totals = {label: sum(s["total_s"] for s in mai_estimate(ids[label], profiles, "hand", str(home)) if s["stage"] != "total")
+              for label in ("A", "L12", "L24")}
+
+    table = {name[r["run_id"]]: r for r in rows(home, "speedup")}
+    assert {label: name.get(r["large_r_run_id"]) for label, r in table.items()} == {
+        "A": "L12", "B": "L12", "E": "L12", "L12": "L12", "L24": "L24", "C": None, "D": None}
+    assert table["A"]["n_samples"] == 12 and table["L24"]["n_samples"] == 24
+    assert table["A"]["estimated_speedup_vs_large_r"] == pytest.approx(totals["L12"] / totals["A"])
+    assert table["A"]["measured_speedup_vs_large_r"] == pytest.approx(measured_s(home, ids["L12"])
+                                                                      / measured_s(home, ids["A"]))
+    assert table["L12"]["measured_speedup_vs_large_r"] == pytest.approx(1.0)
+    assert table["C"]["measured_speedup_vs_large_r"] is None and table["D"]["estimated_speedup_vs_large_r"] is None
+
+
+def _profile(model: str, ttft_ms: float, tokens_per_s: float) -> dict[str, object]:
+    return {"model": model, "backend": "hand", "dtype": "float32", "hardware": "hand-written", "source": "imported",
+            "input_tokens": 100, "ttft_ms": ttft_ms, "tokens_per_s": tokens_per_s}
