@@ -79,28 +79,45 @@ def report_markdown(candidate_run: str, baseline_name: str, verdict: Verdict, mi
              "|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {c.subset} | {c.n} | {c.baseline:.1f} | {c.candidate:.1f} | {c.drop_points:+.1f} | {c.worse} | "
               f"{c.better} | {c.p_value:.3g} | {'yes' if c.regressed else ''} |" for c in verdict.comparisons]
-    if verdict.missing:
-        lines += ["", f"{len(verdict.missing)} baseline samples have no candidate score: "
-                      + ", ".join(verdict.missing[:20])]
+    if verdict.errored:
+        lines += ["", f"{len(verdict.errored)} baseline samples are errors in this run (each fails the check): "
+                      + ", ".join(verdict.errored[:20])]
+    if verdict.absent:
+        shared = verdict.comparisons[0].n if verdict.comparisons else 0
+        lines += ["", (f"{len(verdict.absent)} baseline samples are not in this run and fail the check "
+                       "(--require-all): " if verdict.require_all else
+                       f"warning: {len(verdict.absent)} baseline samples are not in this run (a smaller --limit or "
+                       f"subset): compared over the {shared} shared samples; --require-all makes them fail the "
+                       "check. E.g. ") + ", ".join(verdict.absent[:20])]
     return "\n".join(lines)
+
+
+def absent_warning(verdict: Verdict) -> str | None:
+    """One line for the terminal when baseline samples were left out of the comparison."""
+    if not verdict.absent or verdict.require_all:
+        return None
+    return (f"warning: {len(verdict.absent)} of the baseline's samples are not in this run; compared over the "
+            f"{verdict.comparisons[0].n if verdict.comparisons else 0} shared samples (--require-all to fail instead)")
 
 
 @flow(name="mai-regression", persist_result=False)
 def mai_regression(config: RunConfig | None = None, baseline: str | None = None, min_drop_points: float = 1.0,
-                   alpha: float = 0.05) -> dict[str, Any]:
+                   alpha: float = 0.05, require_all: bool = False) -> dict[str, Any]:
     """Run `config` (default: the shapes pair's cascade), compare it with `baseline` (default: the shipped
-    baseline file) and fail the flow run on a significant drop."""
+    baseline file) over the samples both scored and fail the flow run on a significant drop; baseline samples the
+    run does not hold are a warning, or a failure with `require_all`."""
     config = config or shapes_pair_config(run_name="regression")
     home = Home.at(config.home)
     baseline_name, baseline_scores, baseline_contents = load_baseline(home, baseline or str(default_baseline()))
     manifest = mai_run(config)
     check_same_items(baseline_name, baseline_contents, run_contents(home, manifest["run_id"]))
     candidate_scores = run_scores(home, manifest["run_id"])
-    verdict = compare_runs(baseline_scores, candidate_scores, min_drop_points, alpha)
+    verdict = compare_runs(baseline_scores, candidate_scores, min_drop_points, alpha, require_all)
     publish_regression_diff(manifest["run_id"], baseline_name, baseline_scores, candidate_scores)
     report = report_markdown(manifest["run_id"], baseline_name, verdict, min_drop_points, alpha)
     write_regression_report(home, manifest["run_id"], report)
     create_markdown_artifact(report, key="mai-regression", description=f"run {manifest['run_id']} vs {baseline_name}")
     if verdict.regressed:
         raise RegressionDetected(report)
-    return {"run_id": manifest["run_id"], "baseline": baseline_name, "regressed": False, "report": report}
+    return {"run_id": manifest["run_id"], "baseline": baseline_name, "regressed": False, "report": report,
+            "absent": len(verdict.absent), "warning": absent_warning(verdict)}

@@ -93,17 +93,18 @@ def speculative(config: RunConfig, draft_tokens: int = 4, progress: bool = True)
 
 
 def regress(config: RunConfig, baseline: str | None = None, min_drop: float = 1.0,
-            alpha: float = 0.05) -> dict[str, Any]:
+            alpha: float = 0.05, require_all: bool = False) -> dict[str, Any]:
     """Run `config` and compare it with `baseline` (a file or stored run id; default: the shipped shapes
-    baseline). Raises `mai.flows.regression.RegressionDetected` (its message is the report) on a significant
-    drop of at least `min_drop` points."""
+    baseline) over the samples both scored. Raises `mai.flows.regression.RegressionDetected` (its message is the
+    report) on a significant drop of at least `min_drop` points, on a baseline sample that is an error in the run,
+    and, with `require_all`, on a baseline sample the run does not hold (else a warning: `result["warning"]`)."""
     from mai.flows.regression import default_baseline, load_baseline, mai_regression
     from mai.storage.paths import Home
 
     load_baseline(Home.at(config.home), baseline or str(default_baseline()))  # fails fast on a missing baseline
     prepare(config)
     with _progress_bar(True):
-        return mai_regression(config, baseline, min_drop, alpha)
+        return mai_regression(config, baseline, min_drop, alpha, require_all)
 
 
 def write_baseline(run_id: str, out: Path, home: str | Path | None = None) -> Path:

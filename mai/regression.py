@@ -5,8 +5,9 @@ a regression only when it is both large enough (`min_drop_points` of the metric,
 chance: a one-sided sign test on the samples that changed (McNemar's exact test when scores are 0/1) gives
 p < `alpha`. Checked overall and per category, so a family that collapses is caught even when the overall
 number hides it (per-category checks use the same thresholds on fewer samples, so only real drops pass
-the test). Samples the baseline scored but the candidate did not (missing, or now an error) fail the
-check on their own: a regression run must cover what its baseline covered.
+the test). A sample the baseline scored and the candidate holds as an error fails the check on its own. A
+baseline sample the candidate did not run at all (a `--limit`, a subset) is left out of the comparison, which is
+over the shared samples, and reported as a warning, unless `require_all` makes every absent sample fail the check.
 """
 
 from __future__ import annotations
@@ -39,11 +40,15 @@ class Comparison:
 @dataclass(frozen=True)
 class Verdict:
     comparisons: tuple[Comparison, ...]
-    missing: tuple[str, ...]  # baseline samples without a candidate score
+    missing: tuple[str, ...]  # baseline samples without a candidate score: `errored` + `absent`
+    errored: tuple[str, ...] = ()  # the candidate ran them and they are errors
+    absent: tuple[str, ...] = ()   # the candidate did not run them (a smaller --limit, another subset)
+    require_all: bool = False      # absent samples fail the check too
 
     @property
     def regressed(self) -> bool:
-        return bool(self.missing) or any(c.regressed for c in self.comparisons)
+        return (bool(self.errored) or (self.require_all and bool(self.absent))
+                or any(c.regressed for c in self.comparisons))
 
 
 def sign_test_p(worse: int, better: int) -> float:
@@ -68,10 +73,12 @@ def compare_subset(subset: str, pairs: list[tuple[float, float]], min_drop_point
 
 
 def compare_runs(baseline: SampleScores, candidate: SampleScores, min_drop_points: float = 1.0,
-                 alpha: float = 0.05) -> Verdict:
-    """Overall and per-category paired comparisons over the samples the baseline scored."""
+                 alpha: float = 0.05, require_all: bool = False) -> Verdict:
+    """Overall and per-category paired comparisons over the samples both runs scored."""
     scored = {sid: (category, score) for sid, (category, score) in baseline.items() if score is not None}
     missing = tuple(sorted(sid for sid in scored if candidate.get(sid, ("", None))[1] is None))
+    absent = tuple(sid for sid in missing if sid not in candidate)
+    errored = tuple(sid for sid in missing if sid in candidate)
     groups: dict[str, list[tuple[float, float]]] = {"overall": []}
     for sid, (category, score) in sorted(scored.items()):
         other = candidate.get(sid, ("", None))[1]
@@ -80,7 +87,7 @@ def compare_runs(baseline: SampleScores, candidate: SampleScores, min_drop_point
         groups["overall"].append((score, other))
         groups.setdefault(f"category={category}", []).append((score, other))
     comparisons = tuple(compare_subset(subset, pairs, min_drop_points, alpha) for subset, pairs in groups.items())
-    return Verdict(comparisons, missing)
+    return Verdict(comparisons, missing, errored, absent, require_all)
 
 
 def check_same_items(baseline_name: str, baseline: dict[str, str], candidate: dict[str, str]) -> None:

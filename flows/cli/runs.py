@@ -47,6 +47,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     regress.add_argument("--baseline", help="baseline file or stored run id (default: the shipped shapes baseline)")
     regress.add_argument("--min-drop", type=float, default=1.0, help="smallest drop that counts, in points (1.0)")
     regress.add_argument("--alpha", type=float, default=0.05, help="significance level of the paired sign test")
+    regress.add_argument("--require-all", action="store_true",
+                         help="a baseline sample this run does not hold fails the check (default: compared over the "
+                              "shared samples, with a warning)")
     regress.set_defaults(handler=_regress)
 
     baseline = commands.add_parser("baseline", help="write a stored run as a baseline file for `mai regress`")
@@ -98,11 +101,13 @@ def _regress(args: argparse.Namespace) -> int:
 
     config = run_config(args, defaults=shapes_pair_config(run_name="regression"))
     try:
-        result = api.regress(config, args.baseline, args.min_drop, args.alpha)
+        result = api.regress(config, args.baseline, args.min_drop, args.alpha, args.require_all)
     except RegressionDetected as regression:
         print(str(regression))
         return 1
     print(result["report"])
+    if result.get("warning"):
+        print(result["warning"], file=sys.stderr)
     return 0
 
 
