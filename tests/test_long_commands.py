@@ -77,7 +77,7 @@ def test_profile_and_speculative_report_progress(home: Path, capsys: pytest.Capt
     assert main(["--home", str(home), "profile", "mai-tiny-small", "--name", "tiny", "--resolutions", "64",
                  "--query-tokens", "8,16", "--output-tokens", "4", "--repeats", "1"]) == 0
     err = capsys.readouterr().err
-    assert "profile" in err and "18/18" in err  # 2 points x (4 timed calls x (1 + 1 warm-up) + 1)
+    assert "profile" in err and "12/12" in err  # 2 points x 3 timed calls x (1 + 1 warm-up)
     assert main(["--home", str(home), "speculative", "--limit", "3", "--shards", "1",
                  *[f"--max-new-tokens={k}={v}" for k, v in BUDGET.items()]]) == 0
     err = capsys.readouterr().err

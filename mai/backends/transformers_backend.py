@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from mai import stop
 from mai.backends.base import EngineCounters
@@ -36,6 +36,7 @@ class StepClock:
         self.eos_ids = eos_ids
         self.start = start
         self.first_token_at: float | None = None
+        self.last_step_at: float | None = None
         self.finished_at: list[float | None] = [None] * batch
 
     def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
@@ -43,6 +44,7 @@ class StepClock:
 
         stop.check()  # a stop request abandons the batch in flight at the next decoding step (nothing is stored)
         now = time.perf_counter()
+        self.last_step_at = now
         if self.first_token_at is None:
             self.first_token_at = now
         last = input_ids[:, -1].tolist()
@@ -51,6 +53,8 @@ class StepClock:
                 self.finished_at[row] = now
         return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
 
+
+T = TypeVar("T")
 
 # transformers' lazy module imports are not thread-safe (two engines loading at once in the MV1 stage
 # saw "cannot import name AutoModelForImageTextToText"): loads are serialised process-wide
@@ -201,9 +205,12 @@ class TransformersEngine:
     def profile_point(self, resolution: int, query_tokens: int, output_tokens: int, repeats: int, seed: int = 0,
                       on_call: Callable[[], None] | None = None) -> dict[str, Any]:
         """Paper tables 1-4 on simulated input: a random image of `resolution`^2 pixels and a query of
-        `query_tokens` tokens; times input preprocessing, the vision encoder, TTFT (a generation forced to
-        one token) and decoding (a generation forced to `output_tokens`), after one warm-up; medians, min, max.
-        `on_call` is called after each of the `profile_calls(repeats)` timed calls (progress)."""
+        `query_tokens` tokens; times input preprocessing, the vision encoder, and, within each generation forced to
+        `output_tokens`, TTFT (start to the first token) and decoding (first token to the last, the other
+        `output_tokens - 1` steps), after one warm-up. Both generation times come from the same call's step clock:
+        the former decode time, a forced-N call minus a separate forced-1 call, was negative for short outputs
+        when the two calls' noise exceeded the few steps between them. `on_call` is called after each of the
+        `profile_calls(repeats)` timed calls (progress)."""
         import numpy as np
         import torch
         from PIL import Image
@@ -228,22 +235,28 @@ class TransformersEngine:
                 with torch.no_grad():
                     return visual.get_image_features(inputs["pixel_values"], inputs["image_grid_thw"])
 
-            def run(n: int) -> int:
+            produced: list[int] = []
+
+            def forced() -> tuple[float, float]:
+                """(TTFT, decode time) of one generation forced to `output_tokens` tokens."""
+                started = time.perf_counter()
+                clock = StepClock(set(), 1, started)
                 with torch.no_grad():
-                    out = network.generate(**inputs, max_new_tokens=n, min_new_tokens=n, do_sample=False,
-                                           pad_token_id=network.generation_config.pad_token_id)
-                return int(out.shape[1] - inputs["input_ids"].shape[1])
+                    out = network.generate(**inputs, max_new_tokens=output_tokens, min_new_tokens=output_tokens,
+                                           do_sample=False, pad_token_id=network.generation_config.pad_token_id,
+                                           stopping_criteria=[clock])
+                produced.append(int(out.shape[1] - inputs["input_ids"].shape[1]))
+                first = clock.first_token_at or time.perf_counter()
+                return first - started, (clock.last_step_at or first) - first
 
             timings = {name: _repeat(fn, repeats, on_call) for name, fn in
-                       (("preprocess", preprocess), ("vision", vision), ("ttft", lambda: run(1)),
-                        ("total", lambda: run(output_tokens)))}
-            produced = run(output_tokens)
-            if on_call is not None:
-                on_call()
+                       (("preprocess", preprocess), ("vision", vision))}
+            generations = _repeat_values(forced, repeats, on_call)
+            timings["ttft"], timings["decode"] = [t for t, _ in generations], [d for _, d in generations]
         grid = inputs["image_grid_thw"][0]
         merge = int(getattr(processor.image_processor, "merge_size", 2)) ** 2
         return {"image_resolution": resolution, "image_tokens": int(grid.prod()) // merge, "query_tokens": query_tokens,
-                "input_tokens": int(inputs["input_ids"].shape[1]), "output_tokens": produced, "repeats": repeats,
+                "input_tokens": int(inputs["input_ids"].shape[1]), "output_tokens": produced[-1], "repeats": repeats,
                 "timings": timings}
 
     def decode(self, token_ids: list[int]) -> str:
@@ -273,21 +286,32 @@ class TransformersEngine:
 
 
 def profile_calls(repeats: int) -> int:
-    """Model calls one profile point makes: four measurements with a warm-up each, and the final length check."""
-    return 4 * (repeats + 1) + 1
+    """Model calls one profile point makes: three measurements (preprocessing, vision encoder, a forced
+    generation), each with a warm-up."""
+    return 3 * (repeats + 1)
 
 
 def _repeat(fn: Any, repeats: int, on_call: Callable[[], None] | None = None) -> list[float]:
-    samples = []
-    for index in range(repeats + 1):  # the first is a warm-up
-        stop.check()
+    """Wall times of `repeats` calls of `fn` after a warm-up call."""
+    def timed() -> float:
         started = time.perf_counter()
         fn()
+        return time.perf_counter() - started
+
+    return _repeat_values(timed, repeats, on_call)
+
+
+def _repeat_values(fn: Callable[[], T], repeats: int, on_call: Callable[[], None] | None = None) -> list[T]:
+    """What `repeats` calls of `fn` return, after a warm-up call whose value is dropped."""
+    values = []
+    for index in range(repeats + 1):
+        stop.check()
+        value = fn()
         if index:
-            samples.append(time.perf_counter() - started)
+            values.append(value)
         if on_call is not None:
             on_call()
-    return samples
+    return values
 
 
 def _layer_capture(request: CaptureRequest, layer: int, per_head: Any, tokenizer: Any, prompt_tokens: int

@@ -1,0 +1,26 @@
+"""`mai profile` measures TTFT and decode time within one forced generation (its step clock), so short forced outputs
+never store a negative decode time or a missing tokens/s (before: decode was a forced-N call minus a separate
+forced-1 call, and their noise exceeded the few steps between them: -28 and -838 ms were stored)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mai.flows.latency import mai_profile
+from mai.storage.catalog import query
+from mai.storage.paths import Home
+
+
+def test_short_forced_outputs_have_a_positive_decode_time(home: Path) -> None:
+    rows = mai_profile("mai-tiny-large", "short", resolutions=[64], query_tokens=[256], output_tokens=[1, 2, 3],
+                       repeats=5, home=str(home))
+    by_n = {r["output_tokens"]: r for r in rows}
+    assert sorted(by_n) == [1, 2, 3]
+    assert by_n[1]["decode_ms_max"] == 0.0 and by_n[1]["tokens_per_s"] is None  # one token: no decoding step
+    for n in (2, 3):
+        assert by_n[n]["decode_ms_min"] > 0 and by_n[n]["tokens_per_s"] > 0
+        assert by_n[n]["tokens_per_s"] == (n - 1) / (by_n[n]["decode_ms"] / 1000)
+    assert all(r["ttft_ms_min"] > 0 for r in rows)
+    _, stored = query(Home.at(home), "SELECT min(decode_ms), count(*) FILTER (WHERE output_tokens > 1 AND "
+                                     "tokens_per_s IS NULL) FROM latency_profiles WHERE profile_name = 'short'")
+    assert stored[0][0] >= 0 and stored[0][1] == 0
