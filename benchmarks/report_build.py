@@ -10,7 +10,7 @@ Two stores:
   run's generations its own except the MV1 answers, which the cascade and the single-model S runs share, as real
   runs do. Texts have the length of real ones (R ~ 400 characters).
 
-Per store: the report over every run, built `--repeats` times (median and min of the wall time, measured inside
+Per store: the report over its 10 runs, built `--repeats` times (median and min of the wall time, measured inside
 `build_report`: reading the views, the figures, the trace browser, writing the file), its size, and how many
 samples the trace browser holds. Results print as JSON and as the markdown table of docs/benchmarks.md.
 
@@ -237,21 +237,25 @@ def _finish_run(home: Any, run_id: str, label: str, mode: str, s2: bool, role: s
 # --- measuring ------------------------------------------------------------------------------------------------
 
 
-def measure(root: Path, repeats: int, out: Path) -> dict[str, Any]:
+def measure(root: Path, repeats: int, out: Path, run_ids: list[str] | None = None) -> dict[str, Any]:
     from mai.dashboards.report import build_report
     from mai.storage.catalog import query
     from mai.storage.paths import Home
 
     home = Home.at(root)
-    seconds, built = [], None
+    seconds, cpu, built = [], [], None
     for _ in range(repeats):
-        built = build_report(home, None, out)
+        started = time.process_time()
+        built = build_report(home, run_ids, out)
         seconds.append(built.seconds)
+        cpu.append(time.process_time() - started)  # this process's CPU time: less sensitive to a busy machine
     assert built is not None
     (generations,), = query(home, "SELECT count(*) FROM generations")[1]
     (samples,), = query(home, "SELECT count(DISTINCT sample_id) FROM routes")[1]
     return {"store": str(root), "runs": built.runs, "generations": generations, "samples": samples,
-            "build_s_median": statistics.median(seconds), "build_s_min": min(seconds), "repeats": repeats,
+            "load_average": os.getloadavg()[0],
+            "build_s_median": statistics.median(seconds), "build_s_min": min(seconds),
+            "cpu_s_median": statistics.median(cpu), "repeats": repeats,
             "bytes": built.bytes, "megabytes": round(built.bytes / 1e6, 2), "trace_samples": built.trace_samples}
 
 
@@ -266,9 +270,9 @@ def main() -> None:
     results = {}
     if args.only != "synthetic":
         started = time.perf_counter()
-        shapes_store(args.shapes_home)
+        run_ids = shapes_store(args.shapes_home)
         print(f"shapes store ready in {time.perf_counter() - started:.0f} s", file=sys.stderr)
-        results["shapes"] = measure(args.shapes_home, args.repeats, args.shapes_home / "report.html")
+        results["shapes"] = measure(args.shapes_home, args.repeats, args.shapes_home / "report.html", run_ids)
     if args.only != "shapes":
         if not (args.synthetic_home / "store" / "runs").exists():
             started = time.perf_counter()
@@ -276,11 +280,13 @@ def main() -> None:
             print(f"synthetic store written in {time.perf_counter() - started:.0f} s", file=sys.stderr)
         results["synthetic"] = measure(args.synthetic_home, args.repeats, args.synthetic_home / "report.html")
     print(json.dumps(results, indent=2))
-    print("| store | runs | generations | samples | build s (median / min) | size MB | trace browser holds |")
-    print("|---|---|---|---|---|---|---|")
+    print("| store | runs | generations in the store | samples | build s (median / min) | CPU s (median) | size MB "
+          "| trace browser holds | load average |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for name, r in results.items():
         print(f"| {name} | {r['runs']} | {r['generations']} | {r['samples']} | {r['build_s_median']:.2f} / "
-              f"{r['build_s_min']:.2f} | {r['megabytes']:.2f} | {r['trace_samples']} |")
+              f"{r['build_s_min']:.2f} | {r['cpu_s_median']:.2f} | {r['megabytes']:.2f} | {r['trace_samples']} | "
+              f"{r['load_average']:.1f} |")
 
 
 if __name__ == "__main__":

@@ -297,9 +297,10 @@ def _output(kind: str, generation: Row, sample: Sample, benchmark: Benchmark, pr
     if role in latency:
         ttft, decode = call_seconds(latency[role], Call(kind, latency[role].model, prompt_tokens, output_tokens))
         seconds = ttft + decode
-    score = benchmark.score(benchmark.parse_answer(text, sample, profile), sample, profile)
-    return Output(kind, role, generation["gen_id"], text, benchmark.parse_answer(text, sample), score, prompt_tokens,
-                  output_tokens, seconds)
+    answer = benchmark.parse_answer(text, sample)  # routing parses with the default profile (None)
+    parsed = answer if profile == benchmark.profiles[0] else benchmark.parse_answer(text, sample, profile)
+    score = benchmark.score(parsed, sample, profile)
+    return Output(kind, role, generation["gen_id"], text, answer, score, prompt_tokens, output_tokens, seconds)
 
 
 def _latency(home: Home, group: Group, small_profile: str | None, large_profile: str | None

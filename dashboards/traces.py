@@ -26,13 +26,15 @@ STAGE_ORDER = ("s_large", "s_small", "r_small", "s2_small", "select_rt", "rt_lar
 
 ROUTES = ("SELECT r.run_id, r.sample_id, r.route, r.final_answer, r.error, ru.dataset_fingerprint FROM routes r "
           "JOIN runs ru ON ru.run_id = r.run_id WHERE list_contains(?, r.run_id)")
+# long id lists are joined (`IN (SELECT unnest(?))`, a hash join), never scanned per row (`list_contains`)
 USED = (f"SELECT run_id, sample_id, stage, gen_id FROM ({USED_GENERATIONS}) "
-        "WHERE list_contains(?, run_id) AND list_contains(?, sample_id)")
+        "WHERE list_contains(?, run_id) AND sample_id IN (SELECT unnest(?::VARCHAR[]))")
 GENERATIONS = ("SELECT gen_id, model, prompt_kind, text, prompt_tokens, output_tokens, wall_s, batch_size, "
-               "finish_reason, upstream_gen_id FROM generations WHERE list_contains(?, gen_id)")
+               "finish_reason, upstream_gen_id FROM generations WHERE gen_id IN (SELECT unnest(?::VARCHAR[]))")
 SELECTIONS = ("SELECT selection_id, layer, delta, n_selected, n_reasoning_tokens, transferred_text, "
-              "transferred_tokens FROM selections WHERE list_contains(?, selection_id)")
-SAMPLES = 'SELECT * FROM samples WHERE list_contains(?, dataset_fingerprint) AND list_contains(?, sample_id)'
+              "transferred_tokens FROM selections WHERE selection_id IN (SELECT unnest(?::VARCHAR[]))")
+SAMPLES = ("SELECT * FROM samples WHERE list_contains(?, dataset_fingerprint) "
+           "AND sample_id IN (SELECT unnest(?::VARCHAR[]))")
 
 
 def trace_data(store: Store, limit: int = DEFAULT_LIMIT, pair: Sequence[str] = ()) -> dict[str, Any]:
