@@ -141,6 +141,7 @@ def test_report_in_headless_chromium(store: Store, browser: Any, tmp_path: Path,
     assert len(page.text_content("#trace-list .trace-card:first-child pre:nth-of-type(1)") or "") > 0
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.mouse.move(0, 0)  # no hover state (Plotly's toolbar) in the pictures
     for key in SECTIONS:
         page.locator(f"#{key}").screenshot(path=str(SCREENSHOTS / f"{key}.png"))
     page.close()
