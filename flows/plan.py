@@ -17,7 +17,8 @@ from mai.benchmarks.loading import DataSource, resolve_source
 from mai.benchmarks.registry import get_entry
 from mai.config import GENERATED_BENCHMARKS, RunConfig, check_backend, check_transfer, resolve_model
 from mai.errors import ConfigError
-from mai.types import Decoding, PromptKind, Role
+from mai.identity import needs_backend
+from mai.types import Decoding, ModelSpec, PromptKind, Role
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ def prepare_run(config: RunConfig, home: Home, run_id: str | None = None) -> Run
 
         check_setup(models, config.vllm_urls, config.vllm_env, home.root)
     context = RunContext(
+        backend_ids=_backend_ids(config, models, home),
         run_id=run_id or new_run_id(), home=str(home.root), benchmark=config.benchmark, mode=config.mode,
         models=models, stages=stages, backend=config.backend, batch_size=config.batch_size,
         vllm_urls=config.vllm_urls, vllm_env=config.vllm_env,
@@ -63,6 +65,16 @@ def prepare_run(config: RunConfig, home: Home, run_id: str | None = None) -> Run
         check_fanout()
     decodings = {stage.prompt_kind: config.decoding(stage.prompt_kind) for stage in stages}
     return RunPlan(run_id=context.run_id, context=context, source=source, decodings=decodings)
+
+
+def _backend_ids(config: RunConfig, models: dict[Role, ModelSpec], home: Home) -> dict[str, str]:
+    """Backend and version per role whose generation identities include them (outside float32, mai.identity)."""
+    from mai.backends.base import EngineOptions
+    from mai.backends.registry import backend_identity
+
+    return {role: backend_identity(config.backend, model, EngineOptions(url=config.vllm_urls.get(role),
+                                                                        env=config.vllm_env, home=str(home.root)))
+            for role, model in models.items() if needs_backend(model)}
 
 
 def _data_location(config: RunConfig, home: Home, hub_ids: tuple[str, ...]) -> str:

@@ -55,7 +55,8 @@ def _speculative(config: RunConfig, draft_tokens: int) -> dict[str, Any]:
     large, small = (get_engine(models[r], "transformers") for r in ("large", "small"))
     if not (isinstance(large, TransformersEngine) and isinstance(small, TransformersEngine)):
         raise ConfigError("speculative decoding needs transformers engines")
-    rows = _decode_all(home, baseline, reference, large, small, draft_tokens, config.batch_size)
+    rows = _decode_all(home, baseline, reference, large, small, draft_tokens, config.batch_size,
+                       plan.context.backend_ids.get("large"))
     build_catalog(home)
     proposed, accepted = sum(r["proposed"] for r in rows), sum(r["accepted"] for r in rows)
     return {"run_id": baseline["run_id"], "samples": len(rows), "draft_tokens": draft_tokens,
@@ -87,7 +88,7 @@ def stored_rows(directory: Path, k: int) -> list[dict[str, Any]]:
 
 
 def _decode_all(home: Home, baseline: dict[str, Any], config: RunConfig, large: TransformersEngine,
-                small: TransformersEngine, k: int, batch_size: int) -> list[dict[str, Any]]:
+                small: TransformersEngine, k: int, batch_size: int, backend: str | None) -> list[dict[str, Any]]:
     benchmark = get_benchmark(config.benchmark)
     run_id = baseline["run_id"]
     samples = {s.sample_id: s for path in read_manifest(home, run_id)["shard_paths"]
@@ -101,7 +102,7 @@ def _decode_all(home: Home, baseline: dict[str, Any], config: RunConfig, large: 
     progress.stage_started("speculative", len(routes), run_id=run_id)
     batch: list[dict[str, Any]] = []
     for index, route in enumerate(routes):
-        request = build_request(stage, samples[route["sample_id"]], benchmark, large.model, decoding, None)
+        request = build_request(stage, samples[route["sample_id"]], benchmark, large.model, decoding, None, backend)
         batch.append(_decode_one(route, stored, large, small, k, run_id, request))
         progress.advanced("speculative", 1, run_id=run_id)
         if len(batch) >= batch_size or index == len(routes) - 1:

@@ -376,6 +376,17 @@ def compare(run_a: str, run_b: str, profile: str | None = None, resamples: int =
     return compare_runs(Home.at(home), run_a, run_b, profile, resamples, seed)
 
 
+def parity(run_a: str, run_b: str, home: str | Path | None = None, home_b: str | Path | None = None
+           ) -> dict[str, Any]:
+    """Run B against run A, output by output: per stage the share of token-identical outputs over the samples
+    both ran (same content), how many are one stored output shared by both (same identity), the share of equal
+    final answers and routes, and the score difference (B - A). `home_b`: run B's store (default: `home`)."""
+    from mai.dashboards.parity import parity as run_parity
+    from mai.storage.paths import Home
+
+    return run_parity(Home.at(home), run_a, run_b, Home.at(home_b) if home_b is not None else None)
+
+
 def policies(benchmark: str | None = None, small_model: str | None = None, large_model: str | None = None,
              dataset: str | None = None, profile: str | None = None, small_profile: str | None = None,
              large_profile: str | None = None, home: str | Path | None = None) -> list[dict[str, Any]]:

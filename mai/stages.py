@@ -17,9 +17,11 @@ def build_request(
     model: ModelSpec,
     decoding: Decoding,
     upstream: StageAnswer | None,
+    backend: str | None = None,
 ) -> GenRequest:
     """The identity covers the template, the question formatting, the model, the decoding, the sample
-    and the upstream generation (whose own identity determines its text)."""
+    and the upstream generation (whose own identity determines its text), and outside float32 the backend and
+    its version (`backend`, required there)."""
     if stage.upstream is not None and upstream is None:
         raise ValueError(f"stage {stage.name} of {sample.sample_id} needs its upstream {stage.upstream} output")
     style = benchmark.answer_style(sample)
@@ -37,6 +39,7 @@ def build_request(
         decoding=decoding,
         sample_hash=sample.content_hash,
         upstream=(upstream.gen_id,) if upstream else (),
+        backend=backend,
     )
     return GenRequest(
         gen_id=gen_id, sample_id=sample.sample_id, prompt=prompt, decoding=decoding, template=template,
@@ -51,5 +54,6 @@ def build_requests(
     model: ModelSpec,
     decoding: Decoding,
     upstream: Mapping[str, StageAnswer],
+    backend: str | None = None,
 ) -> list[GenRequest]:
-    return [build_request(stage, s, benchmark, model, decoding, upstream.get(s.sample_id)) for s in samples]
+    return [build_request(stage, s, benchmark, model, decoding, upstream.get(s.sample_id), backend) for s in samples]

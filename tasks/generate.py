@@ -43,7 +43,8 @@ def generate_outputs(job: StageJob) -> dict[str, str]:
     store, model, kind = store_for(ctx.home), ctx.models[job.stage.role], job.stage.prompt_kind
     todo, answers = step_inputs(job)
     upstream = answers.get(job.stage.upstream, {}) if job.stage.upstream else {}
-    requests = build_requests(job.stage, todo, get_benchmark(ctx.benchmark), model, job.decoding, upstream)
+    requests = build_requests(job.stage, todo, get_benchmark(ctx.benchmark), model, job.decoding, upstream,
+                              ctx.backend_ids.get(job.stage.role))
     by_id = {r.gen_id: r for r in requests}  # identical samples generate once
 
     def compute(gen_ids: list[str]) -> None:

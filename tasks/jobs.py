@@ -31,6 +31,8 @@ class RunContext(BaseModel):
     capture_layers: list[int] = []
     vllm_urls: dict[str, str] = {}
     vllm_env: str | None = None
+    # role -> backend and its version, for the roles whose identities include them (outside float32)
+    backend_ids: dict[str, str] = {}
 
     def stage(self, name: StageName) -> StageSpec:
         return next(s for s in self.stages if s.name == name)
@@ -69,12 +71,14 @@ class StageJob(BaseModel):
         return ledger_key(self.context.run_id, self.shard_path)
 
     def cache_key(self) -> str:
-        """Everything that determines the step's outputs and nothing that does not (run id, backend and
-        batch size: float32 greedy outputs are identical across them)."""
+        """Everything that determines the step's outputs and nothing that does not (run id, batch size, and in
+        float32 the backend: float32 greedy outputs are identical across them)."""
         model = self.context.models[self.stage.role]
         transfer = ([self.context.transfer_layer, self.context.transfer_delta, self.context.capture_layers]
                     if self.stage.name == "select_rt" else None)
+        backend = self.context.backend_ids.get(self.stage.role)
         return canonical_hash({
+            **({"backend": backend} if backend else {}),  # outside float32 only: float32 keys stay as they were
             "home": self.context.home,
             "benchmark": self.context.benchmark,
             "mode": self.context.mode,

@@ -30,7 +30,7 @@ def test_identity_ignores_location_and_reference_answer() -> None:
 def test_identity_changes_with_what_changes_outputs() -> None:
     base = key()
     assert base != key(model=replace(MODEL, revision="sha256:2"))
-    assert base != key(model=replace(MODEL, dtype="bfloat16"))
+    assert base != key(model=replace(MODEL, dtype="bfloat16"), backend="transformers 5.23.0 torch 2.13.0")
     assert base != key(decoding=Decoding(9))
     assert base != key(sample=replace(SAMPLE, content_hash="h2"))
     upstream = StageAnswer("r1", "because [[yes]]", "yes")

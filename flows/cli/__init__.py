@@ -18,7 +18,7 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
 from mai.dashboards.render import format_rows, render_summary
-from mai.flows.cli import assets, latency, report, runs, store
+from mai.flows.cli import assets, latency, parity, report, runs, store
 
 from mai import stop
 from mai.api import run as execute  # the name the training scripts (and tests) imported
@@ -29,7 +29,7 @@ __all__ = ["execute", "format_rows", "main", "render_summary"]
 # `mai --help` lists the commands in this order (the order they were introduced), across the groups
 ORDER = ("demo", "run", "sql", "sweep", "speculative", "score", "rescore", "profile", "import-profile", "estimate",
          "build-models", "build-shapes", "build-demo", "serve", "regress", "baseline", "catalog", "compare",
-         "policies", "report")
+         "policies", "report", "parity")
 
 
 # the exit status of a command stopped by SIGTERM (128 + the signal's number, as a shell reports it)
@@ -58,7 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mai", description=__doc__)
     parser.add_argument("--home", default=None, help="store root (default: $MAI_HOME or ~/.mai)")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
-    for group in (runs, store, latency, assets, report):
+    for group in (runs, store, latency, assets, report, parity):
         group.register(commands)
     _in_order(commands)
     return parser

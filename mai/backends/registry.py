@@ -35,6 +35,22 @@ def _create(model: ModelSpec, backend: str, options: EngineOptions) -> Engine:
     raise ConfigError(f"unknown backend '{backend}': choose one of {BACKENDS}")
 
 
+def backend_identity(backend: str, model: ModelSpec, options: EngineOptions) -> str:
+    """The backend and its version as they enter a generation's identity outside float32 (mai.identity): in
+    bfloat16/float16 two backends, or two versions of one, give other outputs for the same request."""
+    if backend == "transformers":
+        from importlib import metadata
+
+        return f"transformers {metadata.version('transformers')} torch {metadata.version('torch')}"
+    if backend == "vllm":
+        from pathlib import Path
+
+        from mai.backends.vllm_backend import backend_identity as vllm_identity
+
+        return vllm_identity(model, options.url, options.env, Path(options.home or "."))
+    raise ConfigError(f"unknown backend '{backend}': choose one of {BACKENDS}")
+
+
 def loaded_engines() -> list[Engine]:
     with _LOCK:
         return list(_ENGINES.values())

@@ -330,6 +330,19 @@ def check_setup(roles_models: Mapping[Role, ModelSpec], urls: dict[str, str], en
             check_cpu_head_dim(servers.require_env(env), model)
 
 
+def backend_identity(model: ModelSpec, url: str | None, env: str | None, home: Path) -> str:
+    """`vllm <version>` of the server that will answer for `model` (a given URL, a `mai serve` server, or one
+    started from the environment): part of every generation identity outside float32."""
+    if url is None:
+        registered = servers.lookup(home, model)
+        url = registered.url if registered is not None else None
+    version = servers.server_version(url) if url else servers.env_version(servers.require_env(env))
+    if version is None:
+        raise ConfigError(f"cannot tell the vLLM version of {url or env} (GET /version): outside float32 it is part "
+                          "of every generation's identity, since backends and their versions give other outputs")
+    return f"vllm {version}"
+
+
 # vLLM's CPU attention kernels exist for these head sizes only (vllm/v1/attention/backends/cpu_attn.py)
 CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
 

