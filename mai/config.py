@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from mai.backends.base import BACKENDS
 from mai.benchmarks.loading import DEFAULT_MAX_IMAGE_PIXELS
@@ -94,6 +94,17 @@ class RunConfig(BaseModel):
     run_name: str | None = None
     home: str | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _budgets_of_the_models(cls, data: Any) -> Any:
+        """Budgets start from the models' own defaults (`default_budgets`); given ones override kind by kind."""
+        if not isinstance(data, dict):
+            return data
+        given = data.get("max_new_tokens")
+        if given is None or isinstance(given, dict):
+            return {**data, "max_new_tokens": {**default_budgets(data), **(given or {})}}
+        return data
+
     @field_validator("max_new_tokens")
     @classmethod
     def _known_kinds(cls, value: dict[str, int]) -> dict[str, int]:
@@ -126,11 +137,25 @@ class RunConfig(BaseModel):
 _ADDED_FIELDS: dict[str, object] = {"max_image_pixels": DEFAULT_MAX_IMAGE_PIXELS}
 
 
+def default_budgets(values: Mapping[str, Any]) -> dict[str, int]:
+    """The output budgets a configuration starts from, the one place that decides them: the shipped shapes pair's
+    (SHAPES_MAX_NEW_TOKENS) when every model the run uses is one of the pair, so `mai run --benchmark shapes
+    --small-model mai-shapes-small --large-model mai-shapes-large` computes what `mai demo`, `mai regress` and the
+    deployments of prefect.yaml compute (before: S 32 / R 1024, so it silently recomputed everything); else
+    DEFAULT_MAX_NEW_TOKENS."""
+    small, large = values.get("small_model", SMALL_BUILTIN), values.get("large_model", LARGE_BUILTIN)
+    if values.get("mode", "cascade") == "single":
+        used = [small if values.get("single_model", "large") == "small" else large]
+    else:
+        used = [small, large]
+    return dict(SHAPES_MAX_NEW_TOKENS if all(m in SHIPPED_MODELS for m in used) else DEFAULT_MAX_NEW_TOKENS)
+
+
 def shapes_pair_config(**overrides: Any) -> RunConfig:
     """The trained shapes pair (shipped weights) on the shapes test split, MAI cascade: what `mai demo` runs and
-    the default configuration of the regression flow."""
+    the default configuration of the regression flow. Its budgets are the pair's (`default_budgets`)."""
     values: dict[str, Any] = {"benchmark": "shapes", "small_model": SHAPES_SMALL, "large_model": SHAPES_LARGE,
-                              "max_new_tokens": dict(SHAPES_MAX_NEW_TOKENS), **overrides}
+                              **overrides}
     return RunConfig(**values)
 
 
