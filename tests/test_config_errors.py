@@ -41,6 +41,8 @@ def test_a_parquet_directory_without_split_names_is_one_split(tmp_path: Path) ->
     (tmp_path / "dev-00000-of-00002.parquet").write_bytes(b"")
     (tmp_path / "dev-00001-of-00002.parquet").write_bytes(b"")
     assert local_splits(tmp_path) == ["dev"]
+    (tmp_path / "test-00000-of-00001-9f2ab1c3.parquet").write_bytes(b"")  # exports that add a hash
+    assert local_splits(tmp_path) == ["dev", "test"]
 
 
 @pytest.mark.parametrize("budget", ["S=100000000", "R=32769"])

@@ -73,8 +73,8 @@ def resolve_source(location: str, split: str, config: str | None, revision: str 
     return DataSource(location, split, config, revision, f"{location}@{revision}")
 
 
-# the hub's Parquet layout names a split's files `<split>-00000-of-00003.parquet`
-_SPLIT_FILE = re.compile(r"^(.+)-\d+-of-\d+\.parquet$")
+# the hub's Parquet layout names a split's files `<split>-00000-of-00003.parquet` (some exports add `-<hash>`)
+_SPLIT_FILE = re.compile(r"^(.+?)-\d+-of-\d+(?:-[0-9a-f]+)?\.parquet$")
 
 
 def local_splits(path: Path) -> list[str] | None:
