@@ -85,9 +85,6 @@ def test_parity_between_transformers_batch_sizes(home: Path, tmp_path: Path, ass
     else:
         share = result["identical_share"]
         assert isinstance(share, float) and 0.0 <= share <= 1.0
-    with capsys.disabled():  # the figures, for docs/benchmarks.md (pytest -s)
-        print(f"\nparity {dtype}, batch 1 vs 8: {result['outputs_identical']}/{paired} outputs identical, "
-              f"final answers equal {result['final_answer_agreement']}, score difference {result['score_difference']}")
 
     # the same configuration again in one store reuses every output: parity by construction, and it says so
     again = run(home, limit=8, shards=1, batch_size=8, dtype=dtype)
