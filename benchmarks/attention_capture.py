@@ -1,4 +1,4 @@
-"""Cost of the sparse-RT attention capture (issue 5, "Measure and report").
+"""Cost of the sparse-RT attention capture (results in docs/benchmarks.md).
 
 (a) time of a prefill with last-row capture at every layer vs a plain sdpa prefill vs an eager prefill with
     output_attentions (full maps), on the tiny large model, same padded batch;

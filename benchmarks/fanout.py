@@ -3,7 +3,7 @@ process and fanned out to 1, 2 and 4 local process workers, each run in a fresh 
 
 Reports per setting: the parent flow's wall time, the speed-up against 1 worker, every shard's wall time (inside
 its flow, model loads included) and the dispatch overhead = parent wall - slowest shard, also as a share of the
-1-worker run. Goal (issue 17): overhead <= 10 % of a 1-worker run at >= 480 samples. Shards = workers.
+1-worker run. Goal: overhead <= 10 % of a 1-worker run at >= 480 samples. Shards = workers.
 
 Run: `.venv/bin/python benchmarks/fanout.py [--workers 1,2,4] [--limit N]`. It starts its own Prefect server on
 127.0.0.1 (a temporary PREFECT_HOME), a `mai-fanout-bench` process pool, the shard deployment of prefect.yaml on

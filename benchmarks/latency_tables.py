@@ -1,4 +1,4 @@
-"""Paper-style latency tables for the tiny pair on this machine (issue 7, "Measure and report").
+"""Paper-style latency tables for the tiny pair on this machine (results in docs/benchmarks.md).
 
 1. Profiles (tables 1-4): `mai-profile` of mai-tiny-small and mai-tiny-large over image resolutions, query
    lengths and forced output lengths (preprocessing, vision encoder, TTFT, decode, tokens/s).

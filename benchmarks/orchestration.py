@@ -1,4 +1,4 @@
-"""Orchestration cost of the MAI flow on the demo benchmark (issue 2, "Measure and report").
+"""Orchestration cost of the MAI flow on the demo benchmark (results in docs/benchmarks.md).
 
 (a) overhead  = run wall time / sum of engine generate time        goal <= 1.15 at >= 200 samples
 (b) cached    = wall time of an identical re-run / first run         goal <= 5 %

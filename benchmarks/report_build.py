@@ -1,4 +1,4 @@
-"""Build time and file size of `mai report` (issue 19; goal: < 5 s and < 10 MB).
+"""Build time and file size of `mai report` (goal: < 5 s and < 10 MB).
 
 Two stores:
 - `shapes`: the shipped shapes pair on the full shapes test split (480 items), 10 runs through the real pipeline:

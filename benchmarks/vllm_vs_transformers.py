@@ -1,4 +1,4 @@
-"""vLLM backend vs transformers backend on the tiny pair (issue 4, "Measure and report").
+"""vLLM backend vs transformers backend on the tiny pair (results in docs/benchmarks.md).
 
 One process, one fresh store root per backend, the same samples and configuration (MAI cascade with S2,
 the demo's output budgets, float32):
