@@ -1,4 +1,7 @@
-"""Does a shapes-pair checkpoint use the image? Two measurements that told apart the failure modes of #6.
+"""Does a shapes-pair checkpoint use the image, and does its reasoning follow its own walk?
+
+Measurements that tell apart why a pair fails: it ignores the image, misreads it, or concludes otherwise than
+its own walk.
 
     .venv/bin/python training/diagnose_shapes_pair.py mai/assets/models/mai-shapes-small --kinds S,R
     .venv/bin/python training/diagnose_shapes_pair.py build/shapes-pair/mai-shapes-large --kinds S,R,RT --walk

@@ -4,7 +4,7 @@
 
 Runs, on the held-out test split (every run lands in the store, so the numbers are also SQL away):
 each model alone with S, E, R and R+S2; Full RT (small R, then large RT on every sample); the MAI cascade
-with and without S2. Then checks the world's targets (issue #6) and writes `README.md` (the model card) and
+with and without S2. Then checks the world's targets (`check_targets`) and writes `README.md` (the model card) and
 `evaluation.json` next to each model's weights. Training facts come from the `training_log.json` the
 training script left in each model directory.
 """

@@ -6,8 +6,8 @@
 The synthetic references of `train_shapes_pair.make_example` misperceive one cell (or conclude wrongly over a
 true walk). The small model errs otherwise: it misnames many shapes in its walk yet often concludes right
 anyway, and its wrong conclusions follow its own blind spots. A large model trained on synthetic references
-alone learned to copy the reference's conclusion (measured in #6: Full RT right exactly where small R was right,
-all but 4 of 480 items). This runs the pipeline itself (`mode single`, small model, R prompt, the shapes token
+alone learns to copy the reference's conclusion (measured: Full RT right exactly where small R was right, all
+but 4 of 480 items). This runs the pipeline itself (`mode single`, small model, R prompt, the shapes token
 budget) on the train split (the first items of the training pool, never validation or test), so every
 generation lands in the store and is cached, then writes one JSON line per item: `key` (the world's item key,
 which `train_shapes_pair.py --recorded-references` maps back to its training item), `reference` (the text),

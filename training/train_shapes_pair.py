@@ -90,11 +90,11 @@ class Phase:
 
 
 def curriculum(name: str) -> tuple[Phase, ...]:
-    """Walk, then conclude, then everything. Measured in #6: a mixed stream from the start never taught the
-    walk (shapes at chance after 1,600 steps) because the other kinds starve it, while R alone reads every
-    cell's colour and shape within ~500 steps; but the few tokens after the walk (match the question against
-    the walk, tally, pick the option letter) barely move a token-mean loss, so that R-only model still
-    answered 'yes' and 'D' almost always. The conclusion phase weights those tokens up; the last phase adds
+    """Walk, then conclude, then everything. Measured on the shapes world: a mixed stream from the start does
+    not teach the walk (shapes at chance after 1,600 steps) because the other kinds starve it, while R alone
+    reads every cell's colour and shape within ~500 steps; but the few tokens after the walk (match the
+    question against the walk, tally, pick the option letter) barely move a token-mean loss, so an R-only
+    model still answers 'yes' and 'D' almost always. The conclusion phase weights those tokens up; the last phase adds
     the other prompt kinds while keeping the walk's weight low (it is learned, and it is most of R's tokens)."""
     return (Phase("walk", 0.2, {"R": 1.0}),
             Phase("conclusion", 0.3, {"R": 1.0}, walk_weight=0.1),
@@ -292,8 +292,8 @@ def pretrain_vision(model: Any, batcher: Batcher, image_processor: Any, args: ar
                     device: str) -> dict[str, float]:
     """Stage 1, as real VLMs start from a pretrained vision encoder: teach the vision tower (and merger) to say
     what is in each grid cell and where, through linear heads on its output tokens that are then discarded.
-    From scratch, the language-modelling loss alone barely moves the vision tower in the time we have (a first
-    run stayed at chance on the S prompt after 1400 steps); with this stage the pair learns to see."""
+    From scratch, the language-modelling loss alone barely moves the vision tower within a CPU budget (without
+    this stage both models stay at chance on the S prompt after 1400 steps); with it the pair learns to see."""
     import torch
 
     rng = random.Random(seed)
@@ -302,8 +302,8 @@ def pretrain_vision(model: Any, batcher: Batcher, image_processor: Any, args: ar
     heads = heads.to(device)
     parameters = list(model.model.visual.parameters()) + list(heads.parameters())
     optimizer = torch.optim.AdamW(parameters, lr=args.vision_lr, weight_decay=0.01)
-    # warmup, then cosine down to a tenth, as stage 2: at a constant lr the large tower learned the cluttered
-    # drawing (95 % of cells at step 2850) and then diverged (65 % at 2900, 79 % at the end, where it was kept)
+    # warmup, then cosine down to a tenth, as stage 2: at a constant lr the large tower learns the cluttered
+    # drawing (95 % of cells at step 2850) and then diverges (65 % at 2900, 79 % at step 3000)
     warmup = min(100, args.vision_steps // 10)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer,
                                                  lambda step: _lr_factor(step, args.vision_steps, warmup))
@@ -355,7 +355,7 @@ def train_model(name: str, out: Path, tokenizer: Any, image_processor: Any, args
     lr = args.lr_small if name == SMALL else args.lr_large
     # stage 2 keeps the stage-1 vision tower frozen (merger and deepstack mergers train): while the language
     # model still ignores the image, its gradients through the tower are noise that wipes out what stage 1
-    # taught (a second attempt that trained the tower in stage 2 too stayed at chance on S after 500 steps)
+    # taught (training the tower in stage 2 too leaves S at chance after 500 steps)
     for parameter in model.model.visual.parameters():
         parameter.requires_grad = not args.freeze_vision
     for module in (model.model.visual.merger, *model.model.visual.deepstack_merger_list):

@@ -22,7 +22,7 @@ ImageSink = Callable[[bytes], tuple[str, str]]
 # MAX_RATIO); such an image is a per-sample error here instead of a crash of the whole batch in the processor
 MAX_ASPECT_RATIO = 200
 # Images over this many pixels are refused from their header, before they are decoded: a 12000 x 12000 PNG of
-# 17 KB (under PIL's bomb limit) cost 4.5 GB in the processor. 2**26 = 8192 x 8192; the processors resize every
+# 17 KB (under PIL's bomb limit) costs 4.5 GB in the processor. 2**26 = 8192 x 8192; the processors resize every
 # image to at most 4096 x 4096 pixels anyway. Configurable per run (`--max-image-pixels`).
 DEFAULT_MAX_IMAGE_PIXELS = 2**26
 # bump when the rows -> samples conversion changes which samples it makes (part of the shard directory's name, so

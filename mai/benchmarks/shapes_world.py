@@ -29,8 +29,8 @@ from mai.benchmarks.demo import COLORS, LETTERS, SHAPES  # the demo's palette, s
 
 GRID = 4
 # shapes per scene: up to three quarters of the grid, so that a one-shot count over a dense scene is hard.
-# With at most 7 (the first world) a well-trained large model answered 99.6 % with the S prompt, leaving
-# nothing for reasoning to add; on 6-12 shapes the same model fell to 94 % and the small one to 70 %.
+# With at most 7 a well-trained large model answers 99.6 % with the S prompt, leaving nothing for reasoning
+# to add; on 6-12 shapes the same model answers 94 % and the small one 70 %.
 OBJECTS_PER_SCENE = (3, 12)
 CELL_PX = 32
 IMAGE_PX = GRID * CELL_PX
@@ -198,8 +198,9 @@ def _attribute_by_options(question: Question, answer: str) -> str:
     """`The circle is green: option A is red, option B is green, so the answer is B`: the options read in order
     up to the match (R and E alike).
 
-    A tiny model cannot look a colour up in the option list and return the letter before it (the first
-    trace, `green, which is option B`, left attribute near chance for R, E and RT). Reading the options
+    A tiny model cannot look a colour up in the option list and return the letter before it (a trace that
+    names the letter right after the colour, `green, which is option B`, leaves attribute near chance for R,
+    E and RT). Reading the options
     aloud turns that lookup into copying the next line of the prompt, and stopping at the match puts the
     letter a fixed few tokens before the final answer, where it is easy to copy."""
     stop = LETTERS.index(answer)
@@ -212,12 +213,12 @@ def _presence_by_colours(question: Question, scene: Scene) -> str:
     checked against the asked colour, up to the first match (or `none` for an empty list).
 
     The list comes first, then the colour in two one-attribute steps, as counting does: finding the
-    colour-and-shape pair in the walk at once (the first trace) is a conjunction the small model got wrong
-    on a quarter of the items. But a single verdict over the list (`There is no yellow square`, the second
-    trace) still failed on the dense world's longer lists: on 6 of 30 validation items the small model's
-    walk and list were right and the verdict was not, even for a one-item list naming the asked shape. Here
-    every decision compares one colour with the asked colour a few tokens before it, as the attribute trace
-    does with the options, which took attribute from near chance to 100 %."""
+    colour-and-shape pair in the walk at once is a conjunction the small model gets wrong on a quarter of the
+    items. A single verdict over the list (`There is no yellow square`) still fails on long lists: on 6 of 30
+    validation items of 3-12-shape scenes the small model's walk and list were right and the verdict was not,
+    even for a one-item list naming the asked shape. Here every decision compares one colour with the asked
+    colour a few tokens before it, as the attribute trace does with the options, which takes attribute from
+    near chance to 100 %."""
     colours = [c for c, s in objects(scene) if s == question.shape]
     if not colours:
         return f"A {question.color} one? none"
@@ -360,7 +361,8 @@ def world_fingerprint(sizes: dict[str, int]) -> str:
     """What materialized splits depend on: the world's constants, the split sizes, and the first test items
     (scenes, question texts, options, answers) and image they produce, so that a change to the generator's
     logic shows even where no constant changed. Splits written by another world are rebuilt, never reused:
-    the first world's test split, left in a home, once ran `mai demo` after the world changed."""
+    a home's splits from an older world would otherwise be run, and compared with a baseline, as the current
+    world's items under the same sample ids."""
     probe = generate_items("test", 40)
     digest = hashlib.sha256(repr((GRID, OBJECTS_PER_SCENE, CELL_PX, DRAWING, FAMILIES, SPLIT_SEEDS,
                                   sorted(sizes.items()), COLORS, SHAPES, LETTERS,
