@@ -1,6 +1,6 @@
 """`mai profile` measures TTFT and decode time within one forced generation (its step clock), so short forced outputs
-never store a negative decode time or a missing tokens/s (before: decode was a forced-N call minus a separate
-forced-1 call, and their noise exceeded the few steps between them: -28 and -838 ms were stored)."""
+never store a negative decode time or a missing tokens/s (a forced-N call minus a separate forced-1 call would
+carry the noise of two calls, more than the few steps between them, and can come out negative)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`mai regress` over fewer samples than its baseline (`--limit`): the comparison is over the shared samples with a
-warning naming how many baseline samples the run does not hold (before: REGRESSION with identical numbers);
+warning naming how many baseline samples the run does not hold (not a REGRESSION with identical numbers);
 `--require-all` makes them fail the check; a baseline sample that is an error in the run always fails it."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The saved queries that compare runs pair them by the exact set of sample contents and every setting but the
 one compared, on a store built for it: runs over other samples (a smaller limit), other token budgets or another
-transfer mode never pair (before: `s2_vs_non_s2` paired by dataset and models only, `speedup` took the large-R
-run of the dataset with the largest time, whatever its samples)."""
+transfer mode never pair (pairing by dataset and models only would set a sparse-RT or other-budget run against a
+full-transfer one, and a speed-up against a large-R run over other samples)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """One place (mai.config.default_budgets) decides the shapes pair's output budgets: `mai run` with the shipped pair
-computes what `mai demo`, `mai regress` and prefect.yaml's deployments compute (before: S 32 / R 1024 against their
-S 12 / R 160, so it recomputed everything), and other models keep the general defaults."""
+computes what `mai demo`, `mai regress` and prefect.yaml's deployments compute (the same S 12 / R 160, so it reuses
+their outputs instead of recomputing everything), and other models keep the general defaults."""
 
 from __future__ import annotations
 

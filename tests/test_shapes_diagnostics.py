@@ -1,6 +1,6 @@
 """`training/diagnose_shapes_pair.py` on the shipped small model: it tells an image-reading prompt kind from an
 image-blind one, and scores the model's own grid walk per cell (the shipped model, trained with the walk ->
-conclusion -> all kinds curriculum, names every cell's colour and shape, issue #6)."""
+conclusion -> all kinds curriculum, names every cell's colour and, above chance, its kind)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def test_shipped_small_model_reads_the_image_in_its_walk(diagnose, capsys) -> No
     report = json.loads(capsys.readouterr().out)
     reliance = report["image_reliance"]
     # swapped images break both the walk and the short answer: the shipped model reads the image for each
-    # (the pair trained without the curriculum showed an S gap of 0.02: S ignored the image)
+    # (a pair trained without the curriculum shows an S gap of 0.02: its S ignores the image)
     assert reliance["R"]["gap"] > 0.3 and reliance["S"]["gap"] > 0.3
     # the walk names the colours and, well above chance (1/3), the kinds: on the cluttered drawing the small
     # rotated shapes are what the small tower misreads (measured on these 16 items: colour 1.0, shape 0.64)

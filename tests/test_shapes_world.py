@@ -246,7 +246,7 @@ def test_splits_written_by_another_world_are_rebuilt_not_reused(tmp_path, monkey
     written = test_split.stat().st_mtime_ns
     build_shapes_dataset(home, SIZES)
     assert test_split.stat().st_mtime_ns == written  # the same world: nothing rewritten
-    # the first world (2-7 shapes per scene), as a home built before the change holds it
+    # another world (2-7 shapes per scene), as a home built by an older version of the world holds it
     monkeypatch.setattr(world, "OBJECTS_PER_SCENE", (2, 7))
     build_shapes_dataset(home, SIZES)
     rebuilt = pq.read_table(test_split)

@@ -1,5 +1,5 @@
 """SIGTERM (what `timeout`, schedulers and Prefect cancellation send) stops a run within a decoding step: the
-command exits with 143 within seconds (before: the worker thread finished its batch and more), no manifest, every
+command exits with 143 within seconds (not after the batch in flight and more), no manifest, every
 stored file intact, and the same run again completes it, each identity generated once."""
 
 from __future__ import annotations
