@@ -77,7 +77,7 @@ def prefill_costs(home: Any, reasoning_tokens: int, repeats: int, batch: int = 4
 
 
 def qwen3_vl_8b_memory(tokens: int = 1500) -> dict[str, Any]:
-    layers, heads = 36, 32  # NOTES.md: Qwen3-VL-8B text layers and attention heads
+    layers, heads = 36, 32  # Qwen3-VL-8B's text layers and attention heads (its official config.json)
     return {"model": "Qwen3-VL-8B (shapes)", "tokens": tokens,
             "full_maps_GiB_fp32": round(layers * heads * tokens * tokens * 4 / 2**30, 2),
             "last_row_all_layers_KiB_fp32": round(layers * heads * tokens * 4 / 2**10, 1)}
