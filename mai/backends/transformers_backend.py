@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from mai import stop
 from mai.backends.base import EngineCounters
+from mai.backends.compute import on_compute_thread, uses_compute_thread
 from mai.backends.processor import load_processor
 from mai.types import (
     REASONING_MARK,
@@ -71,8 +72,18 @@ class TransformersEngine:
         self._loaded: tuple[Any, Any, Any] | None = None
 
     def _load(self) -> tuple[Any, Any, Any]:
-        with _LOAD_LOCK:
-            return self._load_once()
+        def load() -> tuple[Any, Any, Any]:
+            with _LOAD_LOCK:
+                return self._load_once()
+
+        return self._compute(load)
+
+    @staticmethod
+    def _compute(fn: Callable[[], T]) -> T:
+        """`fn()` where this process computes on the CPU: its one compute thread (mai.backends.compute)."""
+        import torch
+
+        return on_compute_thread(fn) if uses_compute_thread("cuda" if torch.cuda.is_available() else "cpu") else fn()
 
     def _load_once(self) -> tuple[Any, Any, Any]:
         if self._loaded is None:
@@ -119,13 +130,16 @@ class TransformersEngine:
         decoding = batch[0].decoding
         if any(r.decoding != decoding for r in batch):
             raise ValueError("one batch must share its decoding parameters")
-        with self._lock:
-            network, processor, tokenizer = self._load()
-            inputs = self._encode(batch, processor, network.device)
-            started = time.perf_counter()
-            clock = StepClock(_eos_ids(network), len(batch), started)
-            output = network.generate(**inputs, **_generate_kwargs(decoding, network), stopping_criteria=[clock])
-            ended = time.perf_counter()
+        def compute() -> tuple[Any, Any, Any, StepClock, float, float]:
+            with self._lock:
+                network, processor, tokenizer = self._load()
+                inputs = self._encode(batch, processor, network.device)
+                started = time.perf_counter()
+                clock = StepClock(_eos_ids(network), len(batch), started)
+                output = network.generate(**inputs, **_generate_kwargs(decoding, network), stopping_criteria=[clock])
+                return inputs, output, tokenizer, clock, started, time.perf_counter()
+
+        inputs, output, tokenizer, clock, started, ended = self._compute(compute)
         self.counters.add(len(batch), ended - started)
         prompt_lengths = inputs["attention_mask"].sum(dim=1).tolist()
         new_tokens = output[:, inputs["input_ids"].shape[1] :].tolist()
@@ -152,13 +166,17 @@ class TransformersEngine:
 
         from mai.backends.attention import capturing
 
-        with self._lock:
-            network, processor, tokenizer = self._load()
-            inputs, spans = self._encode_with_reasoning(batch, processor, tokenizer, network.device)
-            started = time.perf_counter()
-            with torch.no_grad(), capturing(network, layers) as captured:
-                network(**inputs)
-            self.counters.add_capture(len(batch), time.perf_counter() - started)
+        def compute() -> tuple[Any, Any, Any]:
+            with self._lock:
+                network, processor, tokenizer = self._load()
+                inputs, spans = self._encode_with_reasoning(batch, processor, tokenizer, network.device)
+                started = time.perf_counter()
+                with torch.no_grad(), capturing(network, layers) as captured:
+                    network(**inputs)
+                self.counters.add_capture(len(batch), time.perf_counter() - started)
+                return tokenizer, inputs, (spans, captured)
+
+        tokenizer, inputs, (spans, captured) = self._compute(compute)
         out = []
         for row, (request, (begin, end)) in enumerate(zip(batch, spans)):
             for layer in sorted(layers):
@@ -204,6 +222,11 @@ class TransformersEngine:
 
     def profile_point(self, resolution: int, query_tokens: int, output_tokens: int, repeats: int, seed: int = 0,
                       on_call: Callable[[], None] | None = None) -> dict[str, Any]:
+        return self._compute(lambda: self._profile_point(resolution, query_tokens, output_tokens, repeats, seed,
+                                                         on_call))
+
+    def _profile_point(self, resolution: int, query_tokens: int, output_tokens: int, repeats: int, seed: int = 0,
+                       on_call: Callable[[], None] | None = None) -> dict[str, Any]:
         """Paper tables 1-4 on simulated input: a random image of `resolution`^2 pixels and a query of
         `query_tokens` tokens; times input preprocessing, the vision encoder, and, within each generation forced to
         `output_tokens`, TTFT (start to the first token) and decoding (first token to the last, the other
