@@ -54,6 +54,7 @@ def prepare_run(config: RunConfig, home: Home, run_id: str | None = None) -> Run
         backend_ids=_backend_ids(config, models, home),
         run_id=run_id or new_run_id(), home=str(home.root), benchmark=config.benchmark, mode=config.mode,
         models=models, stages=stages, backend=config.backend, batch_size=config.batch_size,
+        batch_sizes=config.batch_sizes,
         vllm_urls=config.vllm_urls, vllm_env=config.vllm_env,
         transfer=config.transfer, transfer_layer=config.transfer_layer, transfer_delta=config.transfer_delta,
         capture_layers=sorted({*config.capture_layers, *([config.transfer_layer] if config.transfer_layer is not None

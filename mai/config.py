@@ -42,6 +42,10 @@ DEFAULT_MAX_NEW_TOKENS: dict[str, int] = {"S": 32, "E": 256, "R": 1024, "S2": 32
 DEMO_MAX_NEW_TOKENS: dict[str, int] = {"S": 12, "E": 32, "R": 48, "S2": 12, "RT": 12}
 # the trained shapes pair: the longest reasoning trace of the world is ~120 tokens, an S answer 4
 SHAPES_MAX_NEW_TOKENS: dict[str, int] = {"S": 12, "E": 48, "R": 160, "S2": 12, "RT": 12}
+# Batch sizes per prompt kind for the trained shapes pair on 2 CPU cores (docs/benchmarks.md, "Cascade speed"):
+# short answers (S, S2, RT) are prefill, flat from 16 to 128 with 32 best; reasoning (R, E) gains to 64 (each
+# decoding step's fixed Python cost is shared by more rows). Batch sizes never change outputs in float32.
+SHAPES_BATCH_SIZES: dict[str, int] = {"S": 32, "E": 64, "R": 64, "S2": 32, "RT": 32}
 # The largest output budget a run may ask for: the longest output Qwen3-VL's own generation settings allow
 # (32,768 tokens). A larger value is a typo (S=100000000) that would let a degenerate output loop for hours and
 # that vLLM refuses anyway once prompt + budget exceed the server's context length.
@@ -87,6 +91,9 @@ class RunConfig(BaseModel):
     workers: int = Field(0, ge=0, description="0: shards run in this process; N: fanned out as `mai-shard` flow "
                                                "runs to the `mai-gpu` work pool, N at a time")
     batch_size: int = Field(8, ge=1)
+    batch_sizes: dict[str, int] = Field(default_factory=dict,
+                                        description="per prompt kind, over batch_size, e.g. {\"S\": 32, \"R\": 64}; "
+                                                    "the shipped pair's tuned sizes unless either is given")
     max_new_tokens: dict[str, int] = Field(default_factory=lambda: dict(DEFAULT_MAX_NEW_TOKENS))
     max_image_pixels: int = Field(DEFAULT_MAX_IMAGE_PIXELS, ge=1,
                                   description="a sample whose image has more pixels is an error (read from the "
@@ -102,8 +109,23 @@ class RunConfig(BaseModel):
             return data
         given = data.get("max_new_tokens")
         if given is None or isinstance(given, dict):
-            return {**data, "max_new_tokens": {**default_budgets(data), **(given or {})}}
+            data = {**data, "max_new_tokens": {**default_budgets(data), **(given or {})}}
+        if "batch_size" not in data and "batch_sizes" not in data:
+            data = {**data, "batch_sizes": default_batch_sizes(data)}
         return data
+
+    @field_validator("batch_sizes")
+    @classmethod
+    def _batch_kinds(cls, value: dict[str, int]) -> dict[str, int]:
+        unknown = sorted(set(value) - set(PROMPT_KINDS))
+        if unknown:
+            raise ValueError(f"batch_sizes has unknown prompt kinds {unknown}; use {list(PROMPT_KINDS)}")
+        if any(v < 1 for v in value.values()):
+            raise ValueError("batch_sizes values must be >= 1")
+        return value
+
+    def batch_for(self, kind: PromptKind) -> int:
+        return self.batch_sizes.get(kind, self.batch_size)
 
     @field_validator("max_new_tokens")
     @classmethod
@@ -125,7 +147,7 @@ class RunConfig(BaseModel):
     def key(self) -> str:
         """Identifies what the run computes (not its name, store location or extra captured layers)."""
         # the backend's servers never change outputs (float32: vLLM == transformers, tested)
-        payload = self.model_dump(exclude={"run_name", "home", "batch_size", "shards", "workers", "capture_layers",
+        payload = self.model_dump(exclude={"run_name", "home", "batch_size", "batch_sizes", "shards", "workers", "capture_layers",
                                            "vllm_urls", "vllm_env"})
         for field, default in _ADDED_FIELDS.items():  # at their defaults, fields added later keep older keys
             if payload.get(field) == default:
@@ -141,14 +163,25 @@ def default_budgets(values: Mapping[str, Any]) -> dict[str, int]:
     """The output budgets a configuration starts from, the one place that decides them: the shipped shapes pair's
     (SHAPES_MAX_NEW_TOKENS) when every model the run uses is one of the pair, so `mai run --benchmark shapes
     --small-model mai-shapes-small --large-model mai-shapes-large` computes what `mai demo`, `mai regress` and the
-    deployments of prefect.yaml compute (before: S 32 / R 1024, so it silently recomputed everything); else
-    DEFAULT_MAX_NEW_TOKENS."""
+    deployments of prefect.yaml compute (the general defaults, S 32 / R 1024, would be other identities and so
+    recompute everything); else DEFAULT_MAX_NEW_TOKENS."""
+    return dict(SHAPES_MAX_NEW_TOKENS if _uses_only_shipped(values) else DEFAULT_MAX_NEW_TOKENS)
+
+
+def default_batch_sizes(values: Mapping[str, Any]) -> dict[str, int]:
+    """Per-kind batch sizes a configuration starts from when it names neither `batch_size` nor `batch_sizes`: the
+    shipped pair's tuned ones (SHAPES_BATCH_SIZES) when every model the run uses is one of the pair; else none
+    (every kind runs at `batch_size`)."""
+    return dict(SHAPES_BATCH_SIZES) if _uses_only_shipped(values) else {}
+
+
+def _uses_only_shipped(values: Mapping[str, Any]) -> bool:
     small, large = values.get("small_model", SMALL_BUILTIN), values.get("large_model", LARGE_BUILTIN)
     if values.get("mode", "cascade") == "single":
         used = [small if values.get("single_model", "large") == "small" else large]
     else:
         used = [small, large]
-    return dict(SHAPES_MAX_NEW_TOKENS if all(m in SHIPPED_MODELS for m in used) else DEFAULT_MAX_NEW_TOKENS)
+    return all(m in SHIPPED_MODELS for m in used)
 
 
 def shapes_pair_config(**overrides: Any) -> RunConfig:

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict
 
 from mai.backends.base import EngineOptions
 from mai.identity import canonical_hash
-from mai.types import Decoding, ModelSpec, Role, RunMode, StageName, StageSpec
+from mai.types import Decoding, ModelSpec, PromptKind, Role, RunMode, StageName, StageSpec
 
 # stage name -> sample_id -> gen_id: how later stages find what earlier stages produced
 StageMaps = dict[StageName, dict[str, str]]
@@ -25,6 +25,7 @@ class RunContext(BaseModel):
     stages: list[StageSpec]
     backend: str
     batch_size: int
+    batch_sizes: dict[str, int] = {}  # per prompt kind, over batch_size
     transfer: str = "full"
     transfer_layer: int | None = None
     transfer_delta: float = 0.8
@@ -36,6 +37,9 @@ class RunContext(BaseModel):
 
     def stage(self, name: StageName) -> StageSpec:
         return next(s for s in self.stages if s.name == name)
+
+    def batch_for(self, kind: PromptKind) -> int:
+        return self.batch_sizes.get(kind, self.batch_size)
 
     def engine_options(self, role: Role) -> EngineOptions:
         return EngineOptions(url=self.vllm_urls.get(role), env=self.vllm_env, home=self.home)

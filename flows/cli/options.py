@@ -40,7 +40,9 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--shards", type=int)
     run.add_argument("--workers", type=int, help="fan the shards out to N workers of the mai-gpu pool (needs a Prefect "
                                                   "server and `prefect deploy --all`); default: in this process")
-    run.add_argument("--batch-size", type=int)
+    run.add_argument("--batch-size", action="append", default=[], metavar="N|KIND=N",
+                     help="requests per model call: N for every prompt kind, KIND=N for one (repeatable, e.g. "
+                          "--batch-size 16 --batch-size R=64); never changes outputs")
     run.add_argument("--max-new-tokens", action="append", default=[], metavar="KIND=N",
                      help=f"output budget per prompt kind {list(PROMPT_KINDS)}, repeatable")
     run.add_argument("--max-image-pixels", type=int, help="a sample whose image has more pixels is a per-sample "
@@ -55,8 +57,9 @@ def run_config(args: argparse.Namespace, defaults: RunConfig | None = None) -> R
     values.update(config_file(args.config) if args.config else {})
     for field in RunConfig.model_fields:
         value = getattr(args, field, None)
-        if value is not None and field != "max_new_tokens":
+        if value is not None and field not in ("max_new_tokens", "batch_size"):
             values[field] = value
+    values.update(_batch_sizes(args.batch_size, values))
     if args.max_new_tokens:
         values["max_new_tokens"] = {**values.get("max_new_tokens", {}), **_budgets(args.max_new_tokens)}
     if args.vllm_url:
@@ -91,6 +94,25 @@ def _budgets(items: list[str]) -> dict[str, int]:
             raise ConfigError(f"--max-new-tokens expects KIND=N, got '{item}'")
         budgets[kind] = int(number)
     return budgets
+
+
+def _batch_sizes(items: list[str], values: dict[str, Any]) -> dict[str, Any]:
+    """--batch-size N sets every kind (dropping per-kind sizes from defaults and --config), KIND=N one kind."""
+    update: dict[str, Any] = {}
+    kinds: dict[str, int] = {}
+    for item in items:
+        kind, _, number = item.rpartition("=")
+        if not number.isdigit() or (kind and kind not in PROMPT_KINDS):
+            raise ConfigError(f"--batch-size expects N or KIND=N with KIND one of {list(PROMPT_KINDS)}, got '{item}'")
+        if kind:
+            kinds[kind] = int(number)
+        else:
+            update["batch_size"], kinds = int(number), {}
+    if "batch_size" in update:
+        update["batch_sizes"] = kinds
+    elif kinds:
+        update["batch_sizes"] = {**values.get("batch_sizes", {}), **kinds}
+    return update
 
 
 def role_urls(items: list[str]) -> dict[str, str]:

@@ -16,6 +16,7 @@ the calls run in the caller's thread as before (the GPU computes, the CPU thread
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -45,5 +46,6 @@ def on_compute_thread(fn: Callable[[], T]) -> T:
 
 
 def uses_compute_thread(device: str) -> bool:
-    """Whether calls on `device` ("cpu", "cuda", "cuda:0") are serialised on the compute thread."""
-    return device.split(":")[0] == "cpu"
+    """Whether calls on `device` ("cpu", "cuda", "cuda:0") are serialised on the compute thread.
+    `MAI_COMPUTE_THREAD=off` runs them in the caller's thread (benchmarks/speedup.py measures both)."""
+    return device.split(":")[0] == "cpu" and os.environ.get("MAI_COMPUTE_THREAD", "on") != "off"

@@ -8,9 +8,67 @@ model's image processor (PIL backend), one `<|image_pad|>` per merged patch, and
 
 from __future__ import annotations
 
+import hashlib
+import os
+import threading
+from collections import OrderedDict
 from typing import Any
 
 IMAGE_TOKEN = "<|image_pad|>"
+
+# Processed images kept per process. A sample's image is processed once for all of a model's stages and for both
+# models of a pair when their image processors are configured alike (the two MV1 stages run on the same images at
+# the same time, R/S2 and RT come back to them). Pixel patches are large for real images (a 1 MP image at patch
+# 16 is ~4k patches x 1536 floats, 24 MiB), so the cache is bounded in bytes and forgets the least recently used.
+# MAI_IMAGE_CACHE_MB=0 turns it off (each batch's images are processed together, as the processor does).
+IMAGE_CACHE_BYTES = int(os.environ.get("MAI_IMAGE_CACHE_MB", "1024")) << 20
+
+
+class ProcessedImages:
+    """(image file, image processor configuration) -> (pixel patches, grid_thw row), least recently used out."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self.hits = 0
+        self.misses = 0
+        self._items: OrderedDict[tuple[str, int, int, str], tuple[Any, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, path: str, processor_key: str, image_processor: Any) -> tuple[Any, Any]:
+        stat = os.stat(path)
+        key = (os.path.realpath(path), stat.st_mtime_ns, stat.st_size, processor_key)
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+                self.hits += 1
+                return found
+        value = _process_image(path, image_processor)
+        with self._lock:
+            self.misses += 1
+            if key not in self._items:
+                self._items[key] = value
+                self.bytes += _nbytes(value)
+            while self.bytes > self.max_bytes and self._items:
+                _, dropped = self._items.popitem(last=False)
+                self.bytes -= _nbytes(dropped)
+        return value
+
+
+def _process_image(path: str, image_processor: Any) -> tuple[Any, Any]:
+    from PIL import Image
+
+    with Image.open(path) as image:
+        vision = image_processor(images=[image.convert("RGB")], return_tensors="pt")
+    return vision["pixel_values"], vision["image_grid_thw"]
+
+
+def _nbytes(value: tuple[Any, Any]) -> int:
+    return int(sum(t.element_size() * t.nelement() for t in value))
+
+
+PROCESSED_IMAGES = ProcessedImages(IMAGE_CACHE_BYTES)
 
 
 class ImageOnlyProcessor:
@@ -18,18 +76,38 @@ class ImageOnlyProcessor:
         self.tokenizer = tokenizer
         self.image_processor = image_processor
         self.image_token_id = tokenizer.convert_tokens_to_ids(IMAGE_TOKEN)
+        # two processors configured alike share their processed images
+        self.image_processor_key = hashlib.sha256(image_processor.to_json_string().encode()).hexdigest()
 
     def apply_chat_template(self, messages: list[dict[str, Any]], **kwargs: Any) -> str:
         text: str = self.tokenizer.apply_chat_template(messages, **kwargs)
         return text
 
     def __call__(self, text: list[str], images: list[list[Any]] | None = None, **kwargs: Any) -> Any:
-        import torch
 
         flat_images = [image for group in (images or []) for image in group]
         vision: dict[str, Any] = {}
         if flat_images:
             vision = dict(self.image_processor(images=flat_images, return_tensors="pt"))
+        return self._with_text(text, vision)
+
+    def from_files(self, text: list[str], image_paths: list[tuple[str, ...]]) -> Any:
+        """As calling it with the images opened from `image_paths`, each image processed once per process
+        (PROCESSED_IMAGES): the image processor handles images one by one, so the concatenation is the same."""
+        import torch
+
+        processed = [PROCESSED_IMAGES.get(path, self.image_processor_key, self.image_processor)
+                     for group in image_paths for path in group]
+        vision: dict[str, Any] = {}
+        if processed:
+            vision = {"pixel_values": torch.cat([pixels for pixels, _ in processed]),
+                      "image_grid_thw": torch.cat([grid for _, grid in processed])}
+        return self._with_text(text, vision)
+
+    def _with_text(self, text: list[str], vision: dict[str, Any]) -> Any:
+        import torch
+
+        if vision:
             text = self._expand_image_tokens(text, vision["image_grid_thw"])
         encoded = self.tokenizer(text, return_tensors="pt", padding=True)
         encoded["mm_token_type_ids"] = (encoded["input_ids"] == self.image_token_id).to(torch.int32)

@@ -1,7 +1,8 @@
 """The reference backend: transformers in-process, batched greedy generation with left padding.
 
-float32 on CPU (batched == unbatched greedy only in float32; NOTES.md), the checkpoint's dtype choice on
-GPU is whatever the ModelSpec says. Per call it records prompt tokens, output tokens, time to first token
+float32 on CPU (batched == unbatched greedy holds in float32, not in bfloat16: tests/test_speedup.py,
+`mai parity`), the checkpoint's dtype choice on GPU is whatever the ModelSpec says. On the CPU every call runs on
+the process's one compute thread (mai/backends/compute.py). Per call it records prompt tokens, output tokens, time to first token
 (prefill + first token, measured by a stopping criterion that sees every decoding step), decode time and
 wall time. Rows of one batch share the prefill, so they share the TTFT; each row's decode time ends at
 the step where that row finished.
@@ -17,7 +18,7 @@ from typing import Any, TypeVar
 from mai import stop
 from mai.backends.base import EngineCounters
 from mai.backends.compute import on_compute_thread, uses_compute_thread
-from mai.backends.processor import load_processor
+from mai.backends.processor import PROCESSED_IMAGES, ImageOnlyProcessor, load_processor
 from mai.types import (
     REASONING_MARK,
     CaptureRequest,
@@ -230,10 +231,10 @@ class TransformersEngine:
         """Paper tables 1-4 on simulated input: a random image of `resolution`^2 pixels and a query of
         `query_tokens` tokens; times input preprocessing, the vision encoder, and, within each generation forced to
         `output_tokens`, TTFT (start to the first token) and decoding (first token to the last, the other
-        `output_tokens - 1` steps), after one warm-up. Both generation times come from the same call's step clock:
-        the former decode time, a forced-N call minus a separate forced-1 call, was negative for short outputs
-        when the two calls' noise exceeded the few steps between them. `on_call` is called after each of the
-        `profile_calls(repeats)` timed calls (progress)."""
+        `output_tokens - 1` steps), after one warm-up. Both generation times come from the same call's step clock
+        (a forced-N call minus a separate forced-1 call goes negative for short outputs, when the two calls' noise
+        exceeds the few steps between them). `on_call` is called after each of the `profile_calls(repeats)` timed
+        calls (progress)."""
         import numpy as np
         import torch
         from PIL import Image
@@ -294,15 +295,19 @@ class TransformersEngine:
 
     @staticmethod
     def _encode(batch: list[GenRequest], processor: Any, device: Any) -> Any:
+        """Chat texts and images -> model inputs. With the image-only processor each image is processed once per
+        process, whichever stage or model asks again (mai.backends.processor.PROCESSED_IMAGES)."""
         from PIL import Image
 
-        texts, images = [], []
+        texts = []
         for request in batch:
             content: list[dict[str, str]] = [{"type": "image"} for _ in request.prompt.image_paths]
             content.append({"type": "text", "text": request.prompt.text})
             messages = [{"role": "user", "content": content}]
             texts.append(processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
-            images.append([Image.open(p).convert("RGB") for p in request.prompt.image_paths])
+        if isinstance(processor, ImageOnlyProcessor) and PROCESSED_IMAGES.max_bytes > 0:
+            return processor.from_files(texts, [r.prompt.image_paths for r in batch]).to(device)
+        images = [[Image.open(p).convert("RGB") for p in r.prompt.image_paths] for r in batch]
         has_images = any(images)
         encoded = processor(text=texts, images=images if has_images else None, return_tensors="pt", padding=True)
         return encoded.to(device)

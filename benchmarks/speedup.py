@@ -1,0 +1,130 @@
+"""Cascade speed: the MAI cascade against the large model's reasoning (large R), the small model's reasoning (small R)
+and Full RT (small R, then RT on the large model for every sample), on the same samples.
+
+Each run is a fresh process with a fresh store (the shapes data and the shipped pair are built before the timer
+starts), so nothing is reused between runs. Reported per run: the flow's wall time (plan to manifest, from the
+manifest), the engines' generation time, the whole `mai.api.run` call (with Prefect's start and the run's report),
+output tokens, and the speed-up = large R's flow wall / this run's flow wall. Goal: MAI <= 1/3 of large R.
+
+Run: `.venv/bin/python benchmarks/speedup.py [--limit N] [--batch-size N] [--compute-thread on|off]
+[--image-cache on|off] [--repeats K] [--json out.json]`. Without --batch-size every run uses the shipped pair's per-kind batch sizes
+(mai.config.SHAPES_BATCH_SIZES); `--batch-size 8` runs every stage at 8. `--compute-thread off` runs engine calls
+in the task threads (mai/backends/compute.py explains why they do not by default); `--image-cache off` processes
+every stage's images again (mai/backends/processor.py). Results: docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+
+SETTINGS: dict[str, dict[str, Any]] = {
+    "MAI": {},
+    "large R": {"mode": "single", "single_model": "large", "single_prompt": "R"},
+    "small R": {"mode": "single", "single_model": "small", "single_prompt": "R"},
+    "Full RT": {"mode": "full_rt"},
+}
+
+
+def run_one(setting: str, limit: int | None, batch_size: int | None) -> dict[str, Any]:
+    """One run in this process, in a fresh store (called in a child process by `measure`)."""
+    from mai import api
+    from mai.config import shapes_pair_config
+
+    overrides: dict[str, Any] = {**SETTINGS[setting], "limit": limit}
+    if batch_size is not None:
+        overrides["batch_size"] = batch_size
+    with tempfile.TemporaryDirectory(prefix="mai-speedup-") as home:
+        config = shapes_pair_config(home=home, **overrides)
+        api.prepare(config)  # data and models, outside the timed run
+        started = time.perf_counter()
+        manifest = api.run(config, progress=False)
+        call_s = time.perf_counter() - started
+        costs = api.query(home, api.saved_query("stage_costs"))
+    columns = costs[0]
+    stages = [dict(zip(columns, row)) for row in costs[1]]
+    timings = manifest["timings"]
+    return {"setting": setting, "samples": sum(manifest["routes"].values()), "routes": manifest["routes"],
+            "flow_wall_s": timings["wall_s"], "engine_s": timings["engine_generate_s"], "call_s": call_s,
+            "output_tokens": sum(int(s["output_tokens"]) for s in stages),
+            "stages": {s["stage"]: {"calls": int(s["calls"]), "output_tokens": int(s["output_tokens"]),
+                                    "amortised_wall_s": float(s["amortised_wall_s"])} for s in stages},
+            "batch_sizes": {**({} if batch_size is not None else config.batch_sizes), "default": config.batch_size}}
+
+
+def measure(setting: str, limit: int | None, batch_size: int | None, compute_thread: str, image_cache: str
+            ) -> dict[str, Any]:
+    command = [sys.executable, __file__, "--one", setting, *(["--limit", str(limit)] if limit else []),
+               *(["--batch-size", str(batch_size)] if batch_size else [])]
+    env = {**os.environ, "MAI_COMPUTE_THREAD": compute_thread, "PREFECT_LOGGING_LEVEL": "WARNING",
+           **({"MAI_IMAGE_CACHE_MB": "0"} if image_cache == "off" else {})}
+    done = subprocess.run(command, check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        raise RuntimeError(f"{setting} failed:\n{done.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def table(results: dict[str, list[dict[str, Any]]]) -> str:
+    reference = statistics.median(r["flow_wall_s"] for r in results["large R"])
+    lines = ["| run | samples | flow wall (s) | engine (s) | api.run (s) | output tokens | large R wall / wall |",
+             "|---|---|---|---|---|---|---|"]
+    for setting, runs in results.items():
+        wall = statistics.median(r["flow_wall_s"] for r in runs)
+        engine = statistics.median(r["engine_s"] for r in runs)
+        call = statistics.median(r["call_s"] for r in runs)
+        lines.append(f"| {setting} | {runs[0]['samples']} | {wall:.2f} | {engine:.2f} | {call:.2f} | "
+                     f"{runs[0]['output_tokens']:,} | {reference / wall:.2f} |")
+    mai = results["MAI"][0]["stages"]
+    lines.append("")
+    lines.append("MAI per stage (amortised wall = sum of wall / batch size): " + ", ".join(
+        f"{stage} {cost['calls']} calls {cost['amortised_wall_s']:.2f} s" for stage, cost in sorted(mai.items())))
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--limit", type=int, default=None, help="first N samples of the shapes test split (480)")
+    parser.add_argument("--batch-size", type=int, default=None, help="every stage at N (default: per-kind sizes)")
+    parser.add_argument("--compute-thread", choices=("on", "off"), default="on")
+    parser.add_argument("--image-cache", choices=("on", "off"), default="on",
+                        help="off: MAI_IMAGE_CACHE_MB=0, every stage processes its images again")
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--settings", default=",".join(SETTINGS), help="comma-separated subset of " + str(list(SETTINGS)))
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--one", choices=list(SETTINGS), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(run_one(args.one, args.limit, args.batch_size)))
+        return
+    settings = [s for s in SETTINGS if s in args.settings.split(",")]
+    if "large R" not in settings or "MAI" not in settings:
+        parser.error("--settings must include 'MAI' and 'large R' (the ratio's two sides)")
+    from tqdm import tqdm
+
+    results: dict[str, list[dict[str, Any]]] = {s: [] for s in settings}
+    with tqdm(total=len(settings) * args.repeats, desc="runs", unit="run") as bar:
+        for _ in range(args.repeats):
+            for setting in settings:  # interleaved, so drift in the machine's load hits every setting alike
+                results[setting].append(measure(setting, args.limit, args.batch_size, args.compute_thread,
+                                                args.image_cache))
+                bar.update()
+    print(f"batch sizes: {results['MAI'][0]['batch_sizes']}, compute thread: {args.compute_thread}, "
+          f"image cache: {args.image_cache}, repeats: {args.repeats} (medians)")
+    print(table(results))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()

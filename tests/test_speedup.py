@@ -1,0 +1,97 @@
+"""The cascade's speed levers never change an output: per-kind batch sizes, the CPU compute thread
+(mai/backends/compute.py), processed images reused across stages and models (mai/backends/processor.py) and batching
+by prompt size (tasks/generate.py `by_prompt_size`) give token-identical generations, the same routes and the same scores as batch 8 in the task threads; and at engine level, any order and
+batch size of a request list gives the same tokens per request (float32 greedy is batch-invariant)."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mai.flows.plan import prepare_run
+from mai.storage.catalog import query
+from mai.storage.paths import Home
+from mai.storage.samples import read_shard
+from mai.tasks.generate import by_prompt_size
+from mai.tasks.materialize import materialize_samples
+
+from mai import api
+from mai.backends import compute
+from mai.backends.processor import PROCESSED_IMAGES
+from mai.backends.registry import clear_engines, get_engine
+from mai.benchmarks.registry import get_benchmark
+from mai.cascade import RT_LARGE
+from mai.config import SHAPES_BATCH_SIZES, shapes_pair_config
+from mai.stages import build_requests
+from mai.types import StageAnswer
+
+LIMIT = 40
+
+
+def stored_tokens(home: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
+    _, rows = query(Home.at(home), "SELECT gen_id, text, output_token_ids FROM generations")
+    return {gen_id: (text, tuple(tokens)) for gen_id, text, tokens in rows}
+
+
+def stored(home: Path, sql: str) -> list[tuple[Any, ...]]:
+    return sorted(query(Home.at(home), sql)[1])
+
+
+def test_cascade_outputs_are_token_identical_with_and_without_the_speed_levers(
+        home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fast_config = shapes_pair_config(home=str(home), limit=LIMIT)
+    assert fast_config.batch_sizes == SHAPES_BATCH_SIZES  # the shipped pair's per-kind sizes by default
+    api.prepare(fast_config)
+    plain_home = tmp_path / "home-plain"
+    for part in ("models", "datasets"):
+        shutil.copytree(home / part, plain_home / part)
+
+    hits_before = PROCESSED_IMAGES.hits
+    fast = api.run(fast_config, progress=False)
+    assert any(t.name.startswith("mai-compute") for t in threading.enumerate())  # the engines used the thread
+    assert PROCESSED_IMAGES.hits - hits_before >= LIMIT  # each image processed once for both MV1 models at least
+
+    clear_engines()
+    monkeypatch.setenv("MAI_COMPUTE_THREAD", "off")
+
+    def no_compute_thread() -> None:
+        raise AssertionError("MAI_COMPUTE_THREAD=off must keep engine calls in the task threads")
+
+    monkeypatch.setattr(compute, "_executor", no_compute_thread)
+    monkeypatch.setattr(PROCESSED_IMAGES, "max_bytes", 0)  # each batch's images processed together, every time
+    misses_before = PROCESSED_IMAGES.misses
+    plain = api.run(shapes_pair_config(home=str(plain_home), limit=LIMIT, batch_size=8), progress=False)
+
+    assert PROCESSED_IMAGES.misses == misses_before  # the plain run never went through the cache
+    assert fast["routes"] == plain["routes"] and fast["routes"]["RT"] > 0  # every stage ran
+    assert stored_tokens(home) == stored_tokens(plain_home)  # same gen_ids, texts and token ids
+    assert len(stored_tokens(home)) >= 2 * LIMIT
+    scores = "SELECT sample_id, parsed, score, final_gen_id FROM scores"
+    assert stored(home, scores) == stored(plain_home, scores)
+    sizes = "SELECT DISTINCT prompt_kind, batch_size FROM generations"
+    assert max(size for _, size in stored(plain_home, sizes)) <= 8
+    assert max(size for _, size in stored(home, sizes)) > 8  # the levers were really on in the first run
+
+
+def test_order_and_batch_size_never_change_an_engines_outputs(home: Path) -> None:
+    """RT prompts carry upstream texts of very different lengths: the case where sorting by size regroups
+    batches the most. Dataset order one at a time vs by size in one batch: the same tokens per request."""
+    config = shapes_pair_config(home=str(home), limit=16)
+    api.prepare(config)
+    plan = prepare_run(config, Home.at(home))
+    benchmark = get_benchmark(config.benchmark)
+    (shard,) = materialize_samples.fn(str(home), config.benchmark, plan.source, 1, config.limit)
+    samples = [s for s in read_shard(Home.at(home).root / shard) if s.error is None]
+    upstream = {s.sample_id: StageAnswer(gen_id=f"u{i}", text=" ".join(["there are two red shapes"] * (i % 7)),
+                                         answer=None) for i, s in enumerate(samples)}
+    model = plan.context.models["large"]
+    requests = build_requests(RT_LARGE, samples, benchmark, model, plan.decodings["RT"], upstream)
+    assert len({len(r.prompt.text) for r in requests}) >= 5
+    assert [r.gen_id for r in by_prompt_size(requests)] != [r.gen_id for r in requests]
+    engine = get_engine(model, "transformers")
+    one_by_one = {r.gen_id: r.token_ids for r in engine.generate(requests, batch_size=1)}
+    by_size = {r.gen_id: r.token_ids for r in engine.generate(by_prompt_size(requests), batch_size=len(requests))}
+    assert one_by_one == by_size
