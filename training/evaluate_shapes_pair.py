@@ -138,7 +138,7 @@ def model_card(name: str, role: str, training: dict[str, Any], results: dict[str
         "## The pair (small + large)", "",
         f"| run | overall | {family_head} | output tokens / sample | routes |",
         "|---|---|" + "---|" * len(FAMILIES) + "---|---|", *pair_rows, "",
-        "## Targets (issue #6)", "",
+        "## Targets", "",
         "| target | met | measured |", "|---|---|---|",
         *[f"| {t['target']} | {'yes' if t['met'] else 'no'} | {t['measured']} |" for t in targets], "",
         "Reproduce: `python training/evaluate_shapes_pair.py` (numbers also in `evaluation.json`).", "",

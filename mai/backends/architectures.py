@@ -1,6 +1,6 @@
 """Real-size Qwen3-VL architectures with random weights, for latency profiling without checkpoints.
 
-`random:qwen3-vl-2b` (and 4b, 8b) name a model built in memory from the official configs' shapes (NOTES.md:
+`random:qwen3-vl-2b` (and 4b, 8b) name a model built in memory from the official configs' shapes (as published in their config.json:
 text hidden 2048/2560/4096, layers 28/36/36, heads 16/32/32, 8 KV heads, head_dim 128, FFN 6144/9728/12288,
 vocab 151936, vision depth 24/24/27, hidden 1024/1024/1152, deepstack [5,11,17]/[5,11,17]/[8,16,24]),
 on the meta device first, then materialised on the target device and initialised (rope buffers are

@@ -1,4 +1,4 @@
-"""Built-in tiny Qwen3-VL-architecture models, built offline (NOTES.md recipe).
+"""Built-in tiny Qwen3-VL-architecture models, built offline from a config (no download).
 
 A small and a large model share one byte-level BPE tokenizer trained here with Qwen2's exact
 pre-tokenization pipeline (otherwise `Qwen2Tokenizer` loses spaces on reload), Qwen's special tokens,
