@@ -7,7 +7,7 @@ manifest), the engines' generation time, the whole `mai.api.run` call (with Pref
 output tokens, and the speed-up = large R's flow wall / this run's flow wall. Goal: MAI <= 1/3 of large R.
 
 Run: `.venv/bin/python benchmarks/speedup.py [--limit N] [--batch-size N] [--compute-thread on|off]
-[--image-cache on|off] [--repeats K] [--json out.json]`. Without --batch-size every run uses the shipped pair's per-kind batch sizes
+[--image-cache on|off] [--backend transformers|vllm] [--repeats K] [--json out.json]`. Without --batch-size every run uses the shipped pair's per-kind batch sizes
 (mai.config.SHAPES_BATCH_SIZES); `--batch-size 8` runs every stage at 8. `--compute-thread off` runs engine calls
 in the task threads (mai/backends/compute.py explains why they do not by default); `--image-cache off` processes
 every stage's images again (mai/backends/processor.py). Results: docs/benchmarks.md.
@@ -36,21 +36,32 @@ SETTINGS: dict[str, dict[str, Any]] = {
 }
 
 
-def run_one(setting: str, limit: int | None, batch_size: int | None) -> dict[str, Any]:
-    """One run in this process, in a fresh store (called in a child process by `measure`)."""
+def run_one(setting: str, limit: int | None, batch_size: int | None, backend: str) -> dict[str, Any]:
+    """One run in this process, in a fresh store (called in a child process by `measure`). With vLLM the run's
+    servers are started first, outside the timer, and stopped after it: no prefix cache outlives its run."""
     from mai import api
     from mai.config import shapes_pair_config
 
-    overrides: dict[str, Any] = {**SETTINGS[setting], "limit": limit}
+    overrides: dict[str, Any] = {**SETTINGS[setting], "limit": limit, "backend": backend}
     if batch_size is not None:
         overrides["batch_size"] = batch_size
     with tempfile.TemporaryDirectory(prefix="mai-speedup-") as home:
         config = shapes_pair_config(home=home, **overrides)
         api.prepare(config)  # data and models, outside the timed run
-        started = time.perf_counter()
-        manifest = api.run(config, progress=False)
-        call_s = time.perf_counter() - started
+        servers = start_vllm_servers(config) if backend == "vllm" else {}
+        try:
+            if servers:
+                config = config.model_copy(update={"vllm_urls": {role: s.info.url for role, s in servers.items()
+                                                                 if s.info is not None}})
+            started = time.perf_counter()
+            manifest = api.run(config, progress=False)
+            call_s = time.perf_counter() - started
+        finally:
+            for server in servers.values():
+                server.stop()
         costs = api.query(home, api.saved_query("stage_costs"))
+        cached = api.query(home, "SELECT prompt_kind, count(*), sum(cached_prompt_tokens), sum(prompt_tokens) "
+                                 "FROM generations GROUP BY 1 ORDER BY 1")[1]
     columns = costs[0]
     stages = [dict(zip(columns, row)) for row in costs[1]]
     timings = manifest["timings"]
@@ -59,12 +70,37 @@ def run_one(setting: str, limit: int | None, batch_size: int | None) -> dict[str
             "output_tokens": sum(int(s["output_tokens"]) for s in stages),
             "stages": {s["stage"]: {"calls": int(s["calls"]), "output_tokens": int(s["output_tokens"]),
                                     "amortised_wall_s": float(s["amortised_wall_s"])} for s in stages},
-            "batch_sizes": {**({} if batch_size is not None else config.batch_sizes), "default": config.batch_size}}
+            "batch_sizes": {**({} if batch_size is not None else config.batch_sizes), "default": config.batch_size},
+            "prefix_cache": {kind: {"requests": n, "cached_prompt_tokens": int(hit or 0), "prompt_tokens": int(total)}
+                             for kind, n, hit, total in cached}}
 
 
-def measure(setting: str, limit: int | None, batch_size: int | None, compute_thread: str, image_cache: str
-            ) -> dict[str, Any]:
-    command = [sys.executable, __file__, "--one", setting, *(["--limit", str(limit)] if limit else []),
+def start_vllm_servers(config: Any) -> dict[str, Any]:
+    """One fresh `vllm serve` per model of the run (from `.venv-vllm` or $MAI_VLLM_ENV), started together."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mai.flows.plan import prepare_run
+    from mai.storage.paths import Home
+
+    from mai.backends.vllm_server import ManagedServer, require_env, stop_all_started
+
+    home = Home.at(config.home)
+    models = prepare_run(config, home).context.models
+    env = require_env(config.vllm_env)
+    servers = {role: ManagedServer(env, model, home.root / "vllm-logs") for role, model in models.items()}
+    try:
+        with ThreadPoolExecutor(len(servers)) as pool:
+            list(pool.map(lambda server: server.start(), servers.values()))
+    except BaseException:
+        stop_all_started()
+        raise
+    return servers
+
+
+def measure(setting: str, limit: int | None, batch_size: int | None, compute_thread: str, image_cache: str,
+            backend: str) -> dict[str, Any]:
+    command = [sys.executable, __file__, "--one", setting, "--backend", backend,
+               *(["--limit", str(limit)] if limit else []),
                *(["--batch-size", str(batch_size)] if batch_size else [])]
     env = {**os.environ, "MAI_COMPUTE_THREAD": compute_thread, "PREFECT_LOGGING_LEVEL": "WARNING",
            **({"MAI_IMAGE_CACHE_MB": "0"} if image_cache == "off" else {})}
@@ -89,6 +125,10 @@ def table(results: dict[str, list[dict[str, Any]]]) -> str:
     lines.append("")
     lines.append("MAI per stage (amortised wall = sum of wall / batch size): " + ", ".join(
         f"{stage} {cost['calls']} calls {cost['amortised_wall_s']:.2f} s" for stage, cost in sorted(mai.items())))
+    cache = results["MAI"][0]["prefix_cache"]
+    if any(kind["cached_prompt_tokens"] for kind in cache.values()):
+        lines.append("MAI prefix cache (cached / prompt tokens): " + ", ".join(
+            f"{kind} {c['cached_prompt_tokens']}/{c['prompt_tokens']}" for kind, c in cache.items()))
     return "\n".join(lines)
 
 
@@ -99,13 +139,15 @@ def main() -> None:
     parser.add_argument("--compute-thread", choices=("on", "off"), default="on")
     parser.add_argument("--image-cache", choices=("on", "off"), default="on",
                         help="off: MAI_IMAGE_CACHE_MB=0, every stage processes its images again")
+    parser.add_argument("--backend", choices=("transformers", "vllm"), default="transformers",
+                        help="vllm: fresh servers per run, started before its timer (needs `make vllm-env`)")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--settings", default=",".join(SETTINGS), help="comma-separated subset of " + str(list(SETTINGS)))
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--one", choices=list(SETTINGS), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(run_one(args.one, args.limit, args.batch_size)))
+        print(json.dumps(run_one(args.one, args.limit, args.batch_size, args.backend)))
         return
     settings = [s for s in SETTINGS if s in args.settings.split(",")]
     if "large R" not in settings or "MAI" not in settings:
@@ -117,10 +159,10 @@ def main() -> None:
         for _ in range(args.repeats):
             for setting in settings:  # interleaved, so drift in the machine's load hits every setting alike
                 results[setting].append(measure(setting, args.limit, args.batch_size, args.compute_thread,
-                                                args.image_cache))
+                                                args.image_cache, args.backend))
                 bar.update()
-    print(f"batch sizes: {results['MAI'][0]['batch_sizes']}, compute thread: {args.compute_thread}, "
-          f"image cache: {args.image_cache}, repeats: {args.repeats} (medians)")
+    print(f"backend: {args.backend}, batch sizes: {results['MAI'][0]['batch_sizes']}, compute thread: "
+          f"{args.compute_thread}, image cache: {args.image_cache}, repeats: {args.repeats} (medians)")
     print(table(results))
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))

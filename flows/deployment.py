@@ -3,7 +3,8 @@
 Prefect merges a flow run's parameters onto its deployment's at the top level only: a run created with
 `config={"limit": 60}` would get a config of RunConfig's defaults plus that limit, not the deployment's
 configuration with that change. A flow that takes a config calls `with_deployment_defaults` first: the config
-the run was given is merged, field by field (and budget by budget), onto the deployment's own."""
+the run was given is merged, field by field (and budget by budget, batch size by batch size), onto the
+deployment's own."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from mai.config import RunConfig, config_from_mapping
 
 def merge_config(defaults: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
     merged = {**defaults, **given}
-    for key in ("max_new_tokens", "vllm_urls"):
+    for key in ("max_new_tokens", "vllm_urls", "batch_sizes"):
         if isinstance(defaults.get(key), dict) and isinstance(given.get(key), dict):
             merged[key] = {**defaults[key], **given[key]}
     return merged

@@ -104,14 +104,16 @@ class RunConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _budgets_of_the_models(cls, data: Any) -> Any:
-        """Budgets start from the models' own defaults (`default_budgets`); given ones override kind by kind."""
+        """Budgets start from the models' own defaults (`default_budgets`); given ones override kind by kind. So do
+        batch sizes (`default_batch_sizes`), unless the configuration names a `batch_size` for every kind."""
         if not isinstance(data, dict):
             return data
         given = data.get("max_new_tokens")
         if given is None or isinstance(given, dict):
             data = {**data, "max_new_tokens": {**default_budgets(data), **(given or {})}}
-        if "batch_size" not in data and "batch_sizes" not in data:
-            data = {**data, "batch_sizes": default_batch_sizes(data)}
+        given_sizes = data.get("batch_sizes")
+        if "batch_size" not in data and (given_sizes is None or isinstance(given_sizes, dict)):
+            data = {**data, "batch_sizes": {**default_batch_sizes(data), **(given_sizes or {})}}
         return data
 
     @field_validator("batch_sizes")
@@ -169,9 +171,9 @@ def default_budgets(values: Mapping[str, Any]) -> dict[str, int]:
 
 
 def default_batch_sizes(values: Mapping[str, Any]) -> dict[str, int]:
-    """Per-kind batch sizes a configuration starts from when it names neither `batch_size` nor `batch_sizes`: the
-    shipped pair's tuned ones (SHAPES_BATCH_SIZES) when every model the run uses is one of the pair; else none
-    (every kind runs at `batch_size`)."""
+    """Per-kind batch sizes a configuration starts from when it names no `batch_size`: the shipped pair's tuned
+    ones (SHAPES_BATCH_SIZES) when every model the run uses is one of the pair; else none (every kind runs at
+    `batch_size`)."""
     return dict(SHAPES_BATCH_SIZES) if _uses_only_shipped(values) else {}
 
 

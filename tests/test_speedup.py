@@ -95,3 +95,37 @@ def test_order_and_batch_size_never_change_an_engines_outputs(home: Path) -> Non
     one_by_one = {r.gen_id: r.token_ids for r in engine.generate(requests, batch_size=1)}
     by_size = {r.gen_id: r.token_ids for r in engine.generate(by_prompt_size(requests), batch_size=len(requests))}
     assert one_by_one == by_size
+
+
+def test_batch_sizes_per_prompt_kind_from_the_pair_the_command_line_and_deployments() -> None:
+    from mai.flows.cli import _parser
+    from mai.flows.cli.options import run_config
+    from mai.flows.deployment import merge_config
+
+    from mai.config import RunConfig
+    from mai.errors import ConfigError
+
+    pair = ["--benchmark", "shapes", "--small-model", "mai-shapes-small", "--large-model", "mai-shapes-large"]
+
+    def cli(*args: str) -> RunConfig:
+        return run_config(_parser().parse_args(["run", *args]))
+
+    tuned = cli(*pair)
+    assert {kind: tuned.batch_for(kind) for kind in ("S", "R", "RT")} == {"S": 32, "R": 64, "RT": 32}
+    every = cli(*pair, "--batch-size", "16")  # N sets every kind, the pair's sizes included
+    assert {every.batch_for(kind) for kind in SHAPES_BATCH_SIZES} == {16}
+    mixed = cli(*pair, "--batch-size", "16", "--batch-size", "R=48")
+    assert (mixed.batch_for("S"), mixed.batch_for("R")) == (16, 48)
+    one_kind = cli(*pair, "--batch-size", "RT=8")
+    assert one_kind.batch_sizes == {**SHAPES_BATCH_SIZES, "RT": 8}
+    assert {cli().batch_for(kind) for kind in SHAPES_BATCH_SIZES} == {8}  # other models: batch_size for every kind
+    assert len({tuned.key(), every.key(), mixed.key(), cli(*pair, "--batch-size", "1").key()}) == 1  # same outputs
+    with pytest.raises(ConfigError, match="KIND=N"):
+        cli("--batch-size", "X=2")
+    with pytest.raises(ValueError, match="unknown prompt kinds"):
+        RunConfig(batch_sizes={"X": 2})
+    deployment = {"benchmark": "shapes", "batch_sizes": {"S": 32, "R": 64}}
+    assert merge_config(deployment, {"batch_sizes": {"R": 16}})["batch_sizes"] == {"S": 32, "R": 16}
+    given_size = RunConfig(**merge_config({"benchmark": "shapes", "small_model": "mai-shapes-small",
+                                           "large_model": "mai-shapes-large"}, {"batch_size": 4}))
+    assert given_size.batch_for("R") == 4  # a run that names a batch size gets it for every kind
