@@ -119,12 +119,7 @@ class RunConfig(BaseModel):
     @field_validator("batch_sizes")
     @classmethod
     def _batch_kinds(cls, value: dict[str, int]) -> dict[str, int]:
-        unknown = sorted(set(value) - set(PROMPT_KINDS))
-        if unknown:
-            raise ValueError(f"batch_sizes has unknown prompt kinds {unknown}; use {list(PROMPT_KINDS)}")
-        if any(v < 1 for v in value.values()):
-            raise ValueError("batch_sizes values must be >= 1")
-        return value
+        return _per_kind(value, "batch_sizes")
 
     def batch_for(self, kind: PromptKind) -> int:
         return self.batch_sizes.get(kind, self.batch_size)
@@ -132,11 +127,7 @@ class RunConfig(BaseModel):
     @field_validator("max_new_tokens")
     @classmethod
     def _known_kinds(cls, value: dict[str, int]) -> dict[str, int]:
-        unknown = sorted(set(value) - set(PROMPT_KINDS))
-        if unknown:
-            raise ValueError(f"max_new_tokens has unknown prompt kinds {unknown}; use {list(PROMPT_KINDS)}")
-        if any(v < 1 for v in value.values()):
-            raise ValueError("max_new_tokens values must be >= 1")
+        _per_kind(value, "max_new_tokens")
         too_large = {kind: v for kind, v in value.items() if v > MAX_NEW_TOKENS_LIMIT}
         if too_large:
             raise ValueError(f"max_new_tokens {too_large} over the limit of {MAX_NEW_TOKENS_LIMIT} tokens (the longest "
@@ -168,6 +159,16 @@ def default_budgets(values: Mapping[str, Any]) -> dict[str, int]:
     deployments of prefect.yaml compute (the general defaults, S 32 / R 1024, would be other identities and so
     recompute everything); else DEFAULT_MAX_NEW_TOKENS."""
     return dict(SHAPES_MAX_NEW_TOKENS if _uses_only_shipped(values) else DEFAULT_MAX_NEW_TOKENS)
+
+
+def _per_kind(value: dict[str, int], field: str) -> dict[str, int]:
+    """A {prompt kind: positive int} setting, checked: known kinds only, every value >= 1."""
+    unknown = sorted(set(value) - set(PROMPT_KINDS))
+    if unknown:
+        raise ValueError(f"{field} has unknown prompt kinds {unknown}; use {list(PROMPT_KINDS)}")
+    if any(v < 1 for v in value.values()):
+        raise ValueError(f"{field} values must be >= 1")
+    return value
 
 
 def default_batch_sizes(values: Mapping[str, Any]) -> dict[str, int]:
