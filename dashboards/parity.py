@@ -3,7 +3,7 @@ the same outputs? Per stage, the share of token-identical outputs over the sampl
 item: same content hash), then the share of equal final answers and the score difference (B - A).
 
 Within one store, two runs whose generations share an identity share the output itself (float32 identities leave
-out the backend and batch size, DESIGN.md section 3): those pairs are counted as `shared_identity`, identical by
+out the backend and batch size, mai/identity.py): those pairs are counted as `shared_identity`, identical by
 construction. A real parity check compares separately computed outputs: runs outside float32 on two backends (their
 identities differ), or runs in two stores (`home_b`), e.g. one per batch size.
 """

@@ -1,4 +1,4 @@
-"""Content keys for stage outputs (DESIGN.md section 3).
+"""Content keys for stage outputs.
 
 A generation is identified by a sha256 over canonical JSON of everything that can change its text:
 stage code version, prompt template id and version, the benchmark's question formatting version,

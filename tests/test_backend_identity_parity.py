@@ -79,7 +79,7 @@ def test_parity_between_transformers_batch_sizes(home: Path, tmp_path: Path, ass
     assert result["samples_paired"] == 8 and result["shared_identity"] == 0  # two stores: computed twice
     paired = result["outputs_paired"]
     assert isinstance(paired, int) and paired >= 16  # at least both MV1 outputs of every sample
-    if dtype == "float32":  # batched == unbatched greedy in float32 (DESIGN.md section 6)
+    if dtype == "float32":  # batched == unbatched greedy in float32 (tests/test_speedup.py)
         assert result["outputs_identical"] == paired and result["score_difference"] == 0.0
         assert result["final_answer_agreement"] == 1.0
     else:

@@ -1,4 +1,4 @@
-"""`vllm serve` processes (DESIGN.md section 6): vLLM cannot share an environment with Prefect, so each model
+"""`vllm serve` processes: vLLM cannot share an environment with Prefect, so each model
 is served by an OpenAI-compatible server started from the vLLM environment.
 
 - `ManagedServer` starts one server on 127.0.0.1 (free port), waits for /health and stops it (its whole
