@@ -1,6 +1,7 @@
 """The cascade's speed levers never change an output: per-kind batch sizes, the CPU compute thread
-(mai/backends/compute.py), processed images reused across stages and models (mai/backends/processor.py) and batching
-by prompt size (tasks/generate.py `by_prompt_size`) give token-identical generations, the same routes and the same scores as batch 8 in the task threads; and at engine level, any order and
+(mai/backends/compute.py), processed images reused across stages and models (mai/backends/processor.py), each model's
+image + question prefill reused by its later prompts (mai/backends/prefix_kv.py) and batching by prompt size
+(tasks/generate.py `by_prompt_size`) give token-identical generations, the same routes and the same scores as batch 8 in the task threads; and at engine level, any order and
 batch size of a request list gives the same tokens per request (float32 greedy is batch-invariant)."""
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from mai.tasks.generate import by_prompt_size
 from mai.tasks.materialize import materialize_samples
 
 from mai import api
-from mai.backends import compute
+from mai.backends import compute, prefix_kv
 from mai.backends.processor import PROCESSED_IMAGES
 from mai.backends.registry import clear_engines, get_engine
 from mai.benchmarks.registry import get_benchmark
@@ -62,6 +63,7 @@ def test_cascade_outputs_are_token_identical_with_and_without_the_speed_levers(
 
     monkeypatch.setattr(compute, "_executor", no_compute_thread)
     monkeypatch.setattr(PROCESSED_IMAGES, "max_bytes", 0)  # each batch's images processed together, every time
+    monkeypatch.setattr(prefix_kv, "PREFIX_CACHE_BYTES", 0)  # every prompt prefilled in full
     misses_before = PROCESSED_IMAGES.misses
     plain = api.run(shapes_pair_config(home=str(plain_home), limit=LIMIT, batch_size=8), progress=False)
 
@@ -74,6 +76,9 @@ def test_cascade_outputs_are_token_identical_with_and_without_the_speed_levers(
     sizes = "SELECT DISTINCT prompt_kind, batch_size FROM generations"
     assert max(size for _, size in stored(plain_home, sizes)) <= 8
     assert max(size for _, size in stored(home, sizes)) > 8  # the levers were really on in the first run
+    continued = "SELECT prompt_kind, count(*) FILTER (cached_prompt_tokens > 0) FROM generations GROUP BY 1"
+    assert {kind for kind, n in stored(home, continued) if n} == {"R", "RT"}  # both continued from MV1's S
+    assert not any(n for _, n in stored(plain_home, continued))
 
 
 def test_order_and_batch_size_never_change_an_engines_outputs(home: Path) -> None:

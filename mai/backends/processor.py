@@ -36,8 +36,7 @@ class ProcessedImages:
         self._lock = threading.Lock()
 
     def get(self, path: str, processor_key: str, image_processor: Any) -> tuple[Any, Any]:
-        stat = os.stat(path)
-        key = (os.path.realpath(path), stat.st_mtime_ns, stat.st_size, processor_key)
+        key = (*image_file_key(path), processor_key)
         with self._lock:
             found = self._items.get(key)
             if found is not None:
@@ -54,6 +53,12 @@ class ProcessedImages:
                 _, dropped = self._items.popitem(last=False)
                 self.bytes -= _nbytes(dropped)
         return value
+
+
+def image_file_key(path: str) -> tuple[str, int, int]:
+    """An image file as caches know it: a file rewritten in place (new mtime or size) is another image."""
+    stat = os.stat(path)
+    return os.path.realpath(path), stat.st_mtime_ns, stat.st_size
 
 
 def _process_image(path: str, image_processor: Any) -> tuple[Any, Any]:

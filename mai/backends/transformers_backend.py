@@ -13,11 +13,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from mai import stop
+from mai.backends import prefix_kv
 from mai.backends.base import EngineCounters
 from mai.backends.compute import on_compute_thread, uses_compute_thread
+from mai.backends.prefix_kv import CachedPrefix, PrefixHit, PrefixStore
 from mai.backends.processor import PROCESSED_IMAGES, ImageOnlyProcessor, load_processor
 from mai.types import (
     REASONING_MARK,
@@ -58,6 +61,20 @@ class StepClock:
 
 T = TypeVar("T")
 
+
+@dataclass
+class _Run:
+    """One generate call over some rows of a batch (positions in the batch), before results are built."""
+
+    rows: list[int]
+    new_tokens: list[list[int]]
+    prompt_tokens: list[int]
+    cached_tokens: list[int]
+    clock: StepClock
+    ended: float
+    compute_s: float
+    tokenizer: Any
+
 # transformers' lazy module imports are not thread-safe (two engines loading at once in the MV1 stage
 # saw "cannot import name AutoModelForImageTextToText"): loads are serialised process-wide
 _LOAD_LOCK = threading.Lock()
@@ -71,6 +88,7 @@ class TransformersEngine:
         self.counters = EngineCounters()
         self._lock = threading.Lock()  # one generate at a time: the model keeps per-call state (rope_deltas)
         self._loaded: tuple[Any, Any, Any] | None = None
+        self.prefixes = PrefixStore(prefix_kv.PREFIX_CACHE_BYTES)  # this model's image + question prefills
 
     def _load(self) -> tuple[Any, Any, Any]:
         def load() -> tuple[Any, Any, Any]:
@@ -131,23 +149,124 @@ class TransformersEngine:
         decoding = batch[0].decoding
         if any(r.decoding != decoding for r in batch):
             raise ValueError("one batch must share its decoding parameters")
-        def compute() -> tuple[Any, Any, Any, StepClock, float, float]:
-            with self._lock:
-                network, processor, tokenizer = self._load()
-                inputs = self._encode(batch, processor, network.device)
-                started = time.perf_counter()
-                clock = StepClock(_eos_ids(network), len(batch), started)
-                output = network.generate(**inputs, **_generate_kwargs(decoding, network), stopping_criteria=[clock])
-                return inputs, output, tokenizer, clock, started, time.perf_counter()
+        runs = self._compute(lambda: self._generate_on_device(batch, decoding))
+        results: dict[int, GenResult] = {}
+        for run in runs:
+            self.counters.add(len(run.rows), run.compute_s)
+            for position, row in enumerate(run.rows):
+                results[row] = _result(batch[row], run.new_tokens[position], run.prompt_tokens[position],
+                                       run.cached_tokens[position], run.clock, position, run.ended, run.tokenizer,
+                                       len(run.rows))
+        return [results[row] for row in range(len(batch))]
 
-        inputs, output, tokenizer, clock, started, ended = self._compute(compute)
-        self.counters.add(len(batch), ended - started)
-        prompt_lengths = inputs["attention_mask"].sum(dim=1).tolist()
-        new_tokens = output[:, inputs["input_ids"].shape[1] :].tolist()
-        return [
-            _result(request, tokens, int(prompt_len), clock, row, ended, tokenizer, len(batch))
-            for row, (request, tokens, prompt_len) in enumerate(zip(batch, new_tokens, prompt_lengths))
-        ]
+    def _generate_on_device(self, batch: list[GenRequest], decoding: Decoding) -> list[_Run]:
+        """The batch's generations: rows whose image + question prefix this model has cached continue from it
+        (mai/backends/prefix_kv.py), the others prefill in full; a batch with both runs as two."""
+        with self._lock:
+            network, processor, tokenizer = self._load()
+            inputs = self._encode(batch, processor, network.device)
+            hits = self._prefix_hits(batch, inputs, network)
+            continued = [row for row, hit in enumerate(hits) if hit is not None]
+            fresh = [row for row, hit in enumerate(hits) if hit is None]
+            runs = []
+            if fresh:
+                fresh_inputs = inputs if not continued else self._encode([batch[r] for r in fresh], processor,
+                                                                         network.device)
+                runs.append(self._prefill_and_generate(batch, fresh, fresh_inputs, network, tokenizer, decoding))
+            if continued:
+                runs.append(self._continue_and_generate(batch, continued, inputs, hits, network, tokenizer, decoding))
+            return runs
+
+    def _prefill_and_generate(self, batch: list[GenRequest], rows: list[int], inputs: Any, network: Any,
+                              tokenizer: Any, decoding: Decoding) -> _Run:
+        keep = self.prefixes.enabled and _keeps_rope_deltas(network) and any(
+            batch[r].prompt.image_paths for r in rows)
+        started = time.perf_counter()
+        clock = StepClock(_eos_ids(network), len(rows), started)
+        kwargs = {**_generate_kwargs(decoding, network), "return_dict_in_generate": keep}  # keep: with the cache
+        output = network.generate(**inputs, **kwargs, stopping_criteria=[clock])
+        ended = time.perf_counter()
+        sequences = output.sequences if keep else output
+        if keep:
+            self._keep_prefixes([batch[r] for r in rows], inputs, output.past_key_values, network)
+        width = inputs["input_ids"].shape[1]
+        return _Run(rows=rows, new_tokens=sequences[:, width:].tolist(),
+                    prompt_tokens=[int(n) for n in inputs["attention_mask"].sum(dim=1).tolist()],
+                    cached_tokens=[0] * len(rows), clock=clock, ended=ended,
+                    compute_s=time.perf_counter() - started, tokenizer=tokenizer)
+
+    def _keep_prefixes(self, batch: list[GenRequest], inputs: Any, cache: Any, network: Any) -> None:
+        """Each prompt's keys and values (its columns of the left-padded batch) and M-RoPE offset, for this
+        model's later prompts of the same image."""
+        width = inputs["input_ids"].shape[1]
+        deltas = network.model.rope_deltas.view(-1).tolist()  # set by this batch's prefill
+        for row, request in enumerate(batch):
+            if not request.prompt.image_paths:
+                continue
+            start = width - int(inputs["attention_mask"][row].sum())
+            self.prefixes.put(request.prompt.image_paths, CachedPrefix(
+                token_ids=tuple(inputs["input_ids"][row, start:].tolist()),
+                keys=tuple(layer.keys[row, :, start:width].clone() for layer in cache.layers),
+                values=tuple(layer.values[row, :, start:width].clone() for layer in cache.layers),
+                rope_delta=int(deltas[row])))
+
+    def _prefix_hits(self, batch: list[GenRequest], inputs: Any, network: Any) -> list[PrefixHit | None]:
+        if not (self.prefixes.enabled and _keeps_rope_deltas(network) and "mm_token_type_ids" in inputs):
+            return [None] * len(batch)
+        hits = []
+        for row, request in enumerate(batch):
+            real = inputs["attention_mask"][row].bool()
+            vision = inputs["mm_token_type_ids"][row][real].nonzero()
+            first_text_after_images = int(vision[-1]) + 1 if len(vision) else 0
+            hits.append(self.prefixes.find(request.prompt.image_paths, inputs["input_ids"][row][real].tolist(),
+                                           first_text_after_images))
+        return hits
+
+    def _continue_and_generate(self, batch: list[GenRequest], rows: list[int], inputs: Any,
+                               hits: list[PrefixHit | None], network: Any, tokenizer: Any, decoding: Decoding
+                               ) -> _Run:
+        """Prefill only what follows each row's cached prefix. Layout per row: left padding, the cached prefix
+        (right-aligned at the cache's end), padding, the rest of the prompt (right-aligned at the end), so every
+        row's cache ends at one column and every row's last prompt token is the batch's last column; padding is
+        masked, and positions count only real tokens."""
+        import torch
+        from torch.nn.functional import pad as pad_tensor
+        from transformers import DynamicCache
+
+        found = [hit for hit in (hits[r] for r in rows) if hit is not None]
+        prompts = [inputs["input_ids"][r][inputs["attention_mask"][r].bool()].tolist() for r in rows]
+        cached = [hit.tokens for hit in found]
+        rests = [prompt[n:] for prompt, n in zip(prompts, cached)]
+        cache_width, rest_width = max(cached), max(len(rest) for rest in rests)
+        pad_id = int(network.generation_config.pad_token_id)
+        input_ids, mask = [], []
+        for prompt, n, rest in zip(prompts, cached, rests):
+            gap, tail_gap = cache_width - n, rest_width - len(rest)
+            input_ids.append([pad_id] * gap + prompt[:n] + [pad_id] * tail_gap + rest)
+            mask.append([0] * gap + [1] * n + [0] * tail_gap + [1] * len(rest))
+        device = network.device
+        started = time.perf_counter()
+
+        def stacked(blocks: list[Any]) -> Any:
+            """One layer's keys (or values) of every row's cached prefix, cropped and left-padded to the cache's
+            width."""
+            return torch.stack([pad_tensor(block[:, :hit.tokens], (0, 0, cache_width - hit.tokens, 0))
+                                for block, hit in zip(blocks, found)])
+
+        layers = [(stacked([hit.prefix.keys[layer] for hit in found]),
+                   stacked([hit.prefix.values[layer] for hit in found]))
+                  for layer in range(len(found[0].prefix.keys))]
+        cache = DynamicCache(ddp_cache_data=layers, config=network.config)
+        # the M-RoPE offset of each row's own prefix: the model keeps the last prefill's (mai/backends/prefix_kv.py)
+        network.model.rope_deltas = torch.tensor([[hit.prefix.rope_delta] for hit in found], device=device)
+        clock = StepClock(_eos_ids(network), len(rows), started)
+        output = network.generate(input_ids=torch.tensor(input_ids, device=device),
+                                  attention_mask=torch.tensor(mask, device=device), past_key_values=cache,
+                                  **_generate_kwargs(decoding, network), stopping_criteria=[clock])
+        ended = time.perf_counter()
+        return _Run(rows=rows, new_tokens=output[:, cache_width + rest_width:].tolist(),
+                    prompt_tokens=[len(prompt) for prompt in prompts], cached_tokens=cached, clock=clock,
+                    ended=ended, compute_s=ended - started, tokenizer=tokenizer)
 
     def num_layers(self) -> int:
         network, _, _ = self._load()
@@ -358,6 +477,11 @@ def _layer_capture(request: CaptureRequest, layer: int, per_head: Any, tokenizer
     )
 
 
+def _keeps_rope_deltas(network: Any) -> bool:
+    """Qwen-VL models (M-RoPE): the family whose continuation from a cached prefix is implemented and tested."""
+    return hasattr(getattr(network, "model", None), "rope_deltas")
+
+
 def _eos_ids(network: Any) -> set[int]:
     eos = network.generation_config.eos_token_id
     return set(eos if isinstance(eos, list) else [eos])
@@ -377,8 +501,8 @@ def _generate_kwargs(decoding: Decoding, network: Any) -> dict[str, Any]:
 
 
 def _result(
-    request: GenRequest, tokens: list[int], prompt_tokens: int, clock: StepClock, row: int, ended: float,
-    tokenizer: Any, batch_size: int,
+    request: GenRequest, tokens: list[int], prompt_tokens: int, cached_tokens: int, clock: StepClock, row: int,
+    ended: float, tokenizer: Any, batch_size: int,
 ) -> GenResult:
     """Output tokens count up to and including the first end-of-sequence token (as vLLM counts them)."""
     stop_at = next((i for i, t in enumerate(tokens) if t in clock.eos_ids), None)
@@ -397,5 +521,5 @@ def _result(
         decode_s=max(0.0, finished - first),
         wall_s=finished - clock.start,
         batch_size=batch_size,
-        cached_prompt_tokens=0,  # every request prefills its whole prompt
+        cached_prompt_tokens=cached_tokens,  # prefix tokens continued from this model's earlier prefill
     )

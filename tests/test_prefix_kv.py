@@ -1,0 +1,117 @@
+"""KV reuse of the image + question prefix (mai/backends/prefix_kv.py): a model's later prompts of a sample (R and S2
+after S on the small model, RT after S on the large one) continue from the keys and values of its earlier prefill
+and give the same tokens as a full prefill; batches that mix cached and uncached rows, other requests run in
+between (the M-RoPE offset the model keeps), and the store's bounds."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+from mai.flows.plan import prepare_run
+from mai.storage.paths import Home
+from mai.storage.samples import read_shard
+from mai.tasks.materialize import materialize_samples
+
+from mai import api
+from mai.backends.prefix_kv import CachedPrefix, PrefixStore
+from mai.backends.registry import clear_engines, get_engine
+from mai.benchmarks.registry import get_benchmark
+from mai.cascade import R_SMALL, RT_LARGE, S2_SMALL, S_LARGE, S_SMALL
+from mai.config import shapes_pair_config
+from mai.stages import build_requests
+from mai.types import GenResult, Sample, StageAnswer, StageSpec
+
+
+def _outputs(home: Path, samples: list[Sample], reuse: bool) -> dict[str, GenResult]:
+    """The cascade's stages in its order, S on the small model for only the first half of the samples (so R mixes
+    cached and uncached rows), each model's S before its later stages, and one unrelated prefill between a model's
+    S and its continuations (it leaves its own M-RoPE offset in the model)."""
+    config = shapes_pair_config(home=str(home))
+    plan = prepare_run(config, Home.at(home))
+    benchmark = get_benchmark(config.benchmark)
+    upstream = {s.sample_id: StageAnswer(gen_id=f"u{i}", text=" ".join(["there are two red shapes"] * (i % 9)),
+                                         answer=None) for i, s in enumerate(samples)}
+    clear_engines()
+    results: dict[str, GenResult] = {}
+
+    def run(stage: StageSpec, chosen: list[Sample], batch_size: int = 16) -> list[GenResult]:
+        model = plan.context.models[stage.role]
+        engine = get_engine(model, "transformers")
+        if not reuse:
+            engine.prefixes.max_bytes = 0  # type: ignore[attr-defined]
+        decoding = plan.decodings.get(stage.prompt_kind, plan.decodings["S"])
+        out = engine.generate(build_requests(stage, chosen, benchmark, model, decoding, upstream), batch_size)
+        results.update({r.gen_id: r for r in out})
+        return out
+
+    half = len(samples) // 2
+    run(S_SMALL, samples[:half])
+    run(S_LARGE, samples[half:], batch_size=1)  # another model: its prefills never serve the small model
+    run(S_SMALL, samples[-1:] + samples[:1], batch_size=2)  # an unrelated prefill on the small model in between
+    r_small = run(R_SMALL, samples)
+    if reuse:
+        cached = [r.cached_prompt_tokens or 0 for r in r_small]
+        # batches of 16 over 24 samples: both hold rows that continue and rows that prefill in full
+        assert all(n > 0 for n in cached[:half] + cached[-1:]) and not any(cached[half:-1])
+    run(S2_SMALL, samples)
+    run(S_LARGE, samples[:half])
+    run(RT_LARGE, samples)
+    return results
+
+
+def test_continuing_from_a_cached_prefix_gives_the_tokens_of_a_full_prefill(home: Path) -> None:
+    config = shapes_pair_config(home=str(home), limit=24)
+    api.prepare(config)
+    plan = prepare_run(config, Home.at(home))
+    (shard,) = materialize_samples.fn(str(home), config.benchmark, plan.source, 1, config.limit)
+    samples = [s for s in read_shard(Home.at(home).root / shard) if s.error is None]
+
+    reused = _outputs(home, samples, reuse=True)
+    full = _outputs(home, samples, reuse=False)
+
+    assert {g: r.token_ids for g, r in reused.items()} == {g: r.token_ids for g, r in full.items()}
+    assert {g: r.text for g, r in reused.items()} == {g: r.text for g, r in full.items()}
+    assert {g: r.prompt_tokens for g, r in reused.items()} == {g: r.prompt_tokens for g, r in full.items()}
+    assert not any(r.cached_prompt_tokens for r in full.values())
+    continued = [r for r in reused.values() if r.cached_prompt_tokens]
+    # R (first half), S2 (every sample: R stored the rest), RT (first half after the large model's S)
+    assert len(continued) >= len(samples) // 2 + len(samples) + len(samples) // 2
+    assert all(0 < (r.cached_prompt_tokens or 0) < r.prompt_tokens for r in continued)
+    assert max(r.prompt_tokens - (r.cached_prompt_tokens or 0) for r in continued) > 100  # long S2/RT rests
+
+
+def _prefix(tokens: tuple[int, ...], width: int = 4) -> CachedPrefix:
+    block = torch.zeros(1, len(tokens), width)
+    return CachedPrefix(token_ids=tokens, keys=(block,), values=(block.clone(),), rope_delta=-3)
+
+
+def test_the_prefix_store_finds_the_longest_shared_prefix_within_its_byte_bound(tmp_path: Path) -> None:
+    one, two = tmp_path / "one.png", tmp_path / "two.png"
+    one.write_bytes(b"a")
+    two.write_bytes(b"b")
+    entry_bytes = _prefix((1, 2, 3, 4)).nbytes
+    store = PrefixStore(max_bytes=3 * entry_bytes)
+    store.put((str(one),), _prefix((1, 2, 3, 4)))
+    store.put((str(one),), _prefix((1, 2, 9, 9)))
+    store.put((), _prefix((1, 2, 3, 4)))  # no image: not kept
+    assert store.bytes == 2 * entry_bytes
+
+    hit = store.find((str(one),), [1, 2, 3, 7, 7], first_new_token=2)
+    assert hit is not None and (hit.prefix.token_ids, hit.tokens) == ((1, 2, 3, 4), 3)
+    same = store.find((str(one),), [1, 2, 3, 4], first_new_token=2)
+    assert same is not None and same.tokens == 3  # the last token is always prefilled: it gives the first output
+    assert store.find((str(one),), [1, 2, 3, 7], first_new_token=4) is None  # the image is not all in the prefix
+    assert store.find((str(two),), [1, 2, 3, 7], first_new_token=2) is None  # another image
+
+    store.put((str(two),), _prefix((5, 6, 7, 8)))
+    store.put((str(two),), _prefix((5, 6, 0, 0)))  # over the bound: the least recently used, (1, 2, 9, 9), goes
+    assert store.bytes == 3 * entry_bytes
+    hit = store.find((str(one),), [1, 2, 9, 9, 5], first_new_token=2)
+    assert hit is not None and hit.prefix.token_ids == (1, 2, 3, 4)
+
+    os.utime(one, ns=(1, 1))  # the file changed: another image
+    assert store.find((str(one),), [1, 2, 3, 7], first_new_token=2) is None
+    assert (store.hits, store.misses) == (3, 3)
+    assert PrefixStore(max_bytes=0).find((str(two),), [5, 6, 7, 8], first_new_token=1) is None
