@@ -7,10 +7,12 @@ manifest), the engines' generation time, the whole `mai.api.run` call (with Pref
 output tokens, and the speed-up = large R's flow wall / this run's flow wall. Goal: MAI <= 1/3 of large R.
 
 Run: `.venv/bin/python benchmarks/speedup.py [--limit N] [--batch-size N] [--compute-thread on|off]
-[--image-cache on|off] [--backend transformers|vllm] [--repeats K] [--json out.json]`. Without --batch-size every run uses the shipped pair's per-kind batch sizes
+[--image-cache on|off] [--prefix-cache on|off] [--backend transformers|vllm] [--repeats K] [--json out.json]`. Without --batch-size every run uses the shipped pair's per-kind batch sizes
 (mai.config.SHAPES_BATCH_SIZES); `--batch-size 8` runs every stage at 8. `--compute-thread off` runs engine calls
 in the task threads (mai/backends/compute.py explains why they do not by default); `--image-cache off` processes
-every stage's images again (mai/backends/processor.py). Results: docs/benchmarks.md.
+every stage's images again (mai/backends/processor.py); `--prefix-cache off` prefills every prompt in full instead
+of continuing from the model's cached image + question prefix (mai/backends/prefix_kv.py). Results:
+docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -98,12 +100,13 @@ def start_vllm_servers(config: Any) -> dict[str, Any]:
 
 
 def measure(setting: str, limit: int | None, batch_size: int | None, compute_thread: str, image_cache: str,
-            backend: str) -> dict[str, Any]:
+            prefix_cache: str, backend: str) -> dict[str, Any]:
     command = [sys.executable, __file__, "--one", setting, "--backend", backend,
                *(["--limit", str(limit)] if limit else []),
                *(["--batch-size", str(batch_size)] if batch_size else [])]
     env = {**os.environ, "MAI_COMPUTE_THREAD": compute_thread, "PREFECT_LOGGING_LEVEL": "WARNING",
-           **({"MAI_IMAGE_CACHE_MB": "0"} if image_cache == "off" else {})}
+           **({"MAI_IMAGE_CACHE_MB": "0"} if image_cache == "off" else {}),
+           **({"MAI_PREFIX_CACHE_MB": "0"} if prefix_cache == "off" else {})}
     done = subprocess.run(command, check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:
         raise RuntimeError(f"{setting} failed:\n{done.stderr[-3000:]}")
@@ -139,6 +142,8 @@ def main() -> None:
     parser.add_argument("--compute-thread", choices=("on", "off"), default="on")
     parser.add_argument("--image-cache", choices=("on", "off"), default="on",
                         help="off: MAI_IMAGE_CACHE_MB=0, every stage processes its images again")
+    parser.add_argument("--prefix-cache", choices=("on", "off"), default="on",
+                        help="off: MAI_PREFIX_CACHE_MB=0, every prompt prefilled in full (transformers backend)")
     parser.add_argument("--backend", choices=("transformers", "vllm"), default="transformers",
                         help="vllm: fresh servers per run, started before its timer (needs `make vllm-env`)")
     parser.add_argument("--repeats", type=int, default=1)
@@ -159,10 +164,11 @@ def main() -> None:
         for _ in range(args.repeats):
             for setting in settings:  # interleaved, so drift in the machine's load hits every setting alike
                 results[setting].append(measure(setting, args.limit, args.batch_size, args.compute_thread,
-                                                args.image_cache, args.backend))
+                                                args.image_cache, args.prefix_cache, args.backend))
                 bar.update()
     print(f"backend: {args.backend}, batch sizes: {results['MAI'][0]['batch_sizes']}, compute thread: "
-          f"{args.compute_thread}, image cache: {args.image_cache}, repeats: {args.repeats} (medians)")
+          f"{args.compute_thread}, image cache: {args.image_cache}, prefix cache: {args.prefix_cache}, repeats: "
+          f"{args.repeats} (medians)")
     print(table(results))
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))

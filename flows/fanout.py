@@ -73,13 +73,18 @@ def run_shards(plan: RunPlan, shard_paths: list[str], workers: int,
 def _run_in_process(plan: RunPlan, shard_paths: list[str], on_done: Callable[[int], None]
                     ) -> dict[str, dict[str, Any]]:
     from mai.flows.shard import mai_shard
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
     outcomes = {}
-    for index, shard in enumerate(shard_paths):
-        named = mai_shard.with_options(flow_run_name=shard_run_name(shard))
-        # a copy keyed by str, the flow parameter's type (a deployment run gets the kinds as JSON keys)
-        outcomes[shard] = named(plan.context, {kind: d for kind, d in plan.decodings.items()}, shard)
-        on_done(index + 1)
+    # No heartbeats from a shard subflow in the parent's process: the parent's own show that the process lives, and
+    # a flow run's end waits for its heartbeat thread to wake from a 1 s sleep (prefect 3.9 `_send_heartbeats`),
+    # which cost every in-process shard 0-1 s of nothing (docs/benchmarks.md, "Cascade speed").
+    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+        for index, shard in enumerate(shard_paths):
+            named = mai_shard.with_options(flow_run_name=shard_run_name(shard))
+            # a copy keyed by str, the flow parameter's type (a deployment run gets the kinds as JSON keys)
+            outcomes[shard] = named(plan.context, {kind: d for kind, d in plan.decodings.items()}, shard)
+            on_done(index + 1)
     return outcomes
 
 

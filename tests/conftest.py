@@ -13,18 +13,23 @@ import pytest
 
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-os.environ.pop("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", None)  # heartbeats (1 s) cost ~0.1 s per flow run
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 @pytest.fixture(scope="session", autouse=True)
 def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
+    from prefect.settings import (
+        PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
+        PREFECT_RESULTS_LOCAL_STORAGE_PATH,
+        temporary_settings,
+    )
     from prefect.testing.utilities import prefect_test_harness
 
     results = tmp_path_factory.mktemp("prefect-results")
-    with temporary_settings({PREFECT_RESULTS_LOCAL_STORAGE_PATH: str(results)}), \
-            prefect_test_harness(server_startup_timeout=90):
+    # no flow run heartbeats: nothing here watches them, and each flow run's end waits up to 1 s for its heartbeat
+    # thread (flows/fanout.py)
+    settings = {PREFECT_RESULTS_LOCAL_STORAGE_PATH: str(results), PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
+    with temporary_settings(settings), prefect_test_harness(server_startup_timeout=90):
         yield
 
 

@@ -121,3 +121,29 @@ def test_unknown_model_or_benchmark_fails_before_loading(home: Path) -> None:
     assert main(["--home", str(home), "run", "--benchmark", "mmlu-nope"]) == 2
     assert main(["--home", str(home), "run", "--small-model", "./missing"]) == 2
     assert loaded_engines() == []
+
+
+def test_in_process_shards_emit_no_heartbeats_and_the_run_keeps_its_own(home: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A flow run's end waits for its heartbeat thread's 1 s sleep (flows/fanout.py): shard subflows in the parent's
+    process run without heartbeats, the parent flow with what the user set."""
+    from mai.flows import fanout, shard
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, get_current_settings, temporary_settings
+
+    seen: dict[str, list[int | None]] = {"parent": [], "shard": []}
+    original_shards, original_shard = fanout.run_shards, shard._run_shard
+
+    def parent(*args: Any) -> Any:
+        seen["parent"].append(get_current_settings().flows.heartbeat_frequency)
+        return original_shards(*args)
+
+    def one_shard(*args: Any) -> Any:
+        seen["shard"].append(get_current_settings().flows.heartbeat_frequency)
+        return original_shard(*args)
+
+    monkeypatch.setattr("mai.flows.run.run_shards", parent)
+    monkeypatch.setattr(shard, "_run_shard", one_shard)
+    with temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: 60}):
+        run(home, limit=8)
+        assert get_current_settings().flows.heartbeat_frequency == 60
+    assert seen == {"parent": [60], "shard": [None, None]}
