@@ -82,6 +82,26 @@ def test_continuing_from_a_cached_prefix_gives_the_tokens_of_a_full_prefill(home
     assert max(r.prompt_tokens - (r.cached_prompt_tokens or 0) for r in continued) > 100  # long S2/RT rests
 
 
+def test_a_batch_too_large_for_the_store_is_not_kept(home: Path) -> None:
+    config = shapes_pair_config(home=str(home), limit=8)
+    api.prepare(config)
+    plan = prepare_run(config, Home.at(home))
+    (shard,) = materialize_samples.fn(str(home), config.benchmark, plan.source, 1, config.limit)
+    samples = [s for s in read_shard(Home.at(home).root / shard) if s.error is None]
+    model = plan.context.models["small"]
+    engine = get_engine(model, "transformers")
+    benchmark = get_benchmark(config.benchmark)
+    s_requests = build_requests(S_SMALL, samples, benchmark, model, plan.decodings["S"], {})
+    engine.generate(s_requests[:1], batch_size=1)
+    one_prompt = engine.prefixes.bytes  # type: ignore[attr-defined]
+    assert one_prompt > 0
+    engine.prefixes.max_bytes = 3 * one_prompt  # type: ignore[attr-defined]
+    engine.generate(s_requests[1:], batch_size=len(samples))  # 7 prompts at once: more than the store holds
+    assert engine.prefixes.bytes == one_prompt  # type: ignore[attr-defined]
+    r_results = engine.generate(build_requests(R_SMALL, samples, benchmark, model, plan.decodings["R"], {}), 8)
+    assert [bool(r.cached_prompt_tokens) for r in r_results] == [True] + [False] * (len(samples) - 1)
+
+
 def _prefix(tokens: tuple[int, ...], width: int = 4) -> CachedPrefix:
     block = torch.zeros(1, len(tokens), width)
     return CachedPrefix(token_ids=tokens, keys=(block,), values=(block.clone(),), rope_delta=-3)

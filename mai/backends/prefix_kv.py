@@ -6,7 +6,7 @@ model's prompts of one sample share everything up to the instruction: the small 
 model's S and RT. The MV1 stage prefills both models' S prompts for every sample; the engine keeps each prompt's
 keys and values here, and a later prompt of the same image (R, S2, RT) prefills only what follows the longest
 common token prefix: the image is not encoded again and its tokens are not recomputed. This is the transformers
-counterpart of vLLM's prefix caching (SPEC: "KV reuse for S2").
+counterpart of vLLM's prefix caching.
 
 Outputs stay token-identical (float32 greedy; tests/test_speedup.py): the reused keys and values are those a full
 prefill computes for the same tokens at the same positions, and the continuation gets the M-RoPE position offset
@@ -16,10 +16,10 @@ continuation wrong); the engine does so under its lock.
 
 Memory: an entry holds 2 x layers x kv_heads x tokens x head_dim values: ~125 KiB (small) and ~375 KiB (large) for
 an S prompt of the shipped shapes pair (~240 MB for both models' MV1 on the 480 test samples), ~150 MB for a
-1k-token prompt of an 8B model in bfloat16. The store is
-bounded in bytes (MAI_PREFIX_CACHE_MB, default 1024) and forgets the least recently used entry, on the device the
-model computes on; MAI_PREFIX_CACHE_MB=0 turns reuse off. Prompts without an image are not kept (their prefix is
-a few text tokens).
+1k-token prompt of an 8B model in bfloat16. The store is bounded in bytes (MAI_PREFIX_CACHE_MB, default 1024) and
+forgets the least recently used entry, on the device the model computes on; a batch whose prompts do not fit in it
+together is not kept (they would only evict each other, after a copy each); MAI_PREFIX_CACHE_MB=0 turns reuse off.
+Prompts without an image are not kept (their prefix is a few text tokens).
 """
 
 from __future__ import annotations

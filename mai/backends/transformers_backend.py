@@ -199,6 +199,9 @@ class TransformersEngine:
         """Each prompt's keys and values (its columns of the left-padded batch) and M-RoPE offset, for this
         model's later prompts of the same image."""
         width = inputs["input_ids"].shape[1]
+        per_token = sum(2 * layer.keys[0, :, 0].nelement() * layer.keys.element_size() for layer in cache.layers)
+        if per_token * int(inputs["attention_mask"].sum()) > self.prefixes.max_bytes:
+            return  # the batch's prompts would only evict each other (real-size models at the default bound)
         deltas = network.model.rope_deltas.view(-1).tolist()  # set by this batch's prefill
         for row, request in enumerate(batch):
             if not request.prompt.image_paths:
