@@ -24,6 +24,15 @@ from mai.stages import build_requests
 from mai.types import GenResult, Sample, StageAnswer, StageSpec
 
 
+def _shapes_samples(home: Path, limit: int) -> list[Sample]:
+    """The first `limit` samples of the shapes test split, built and materialised in `home`."""
+    config = shapes_pair_config(home=str(home), limit=limit)
+    api.prepare(config)
+    plan = prepare_run(config, Home.at(home))
+    (shard,) = materialize_samples.fn(str(home), config.benchmark, plan.source, 1, config.limit)
+    return [s for s in read_shard(Home.at(home).root / shard) if s.error is None]
+
+
 def _outputs(home: Path, samples: list[Sample], reuse: bool) -> dict[str, GenResult]:
     """The cascade's stages in its order, S on the small model for only the first half of the samples (so R mixes
     cached and uncached rows), each model's S before its later stages, and one unrelated prefill between a model's
@@ -62,11 +71,7 @@ def _outputs(home: Path, samples: list[Sample], reuse: bool) -> dict[str, GenRes
 
 
 def test_continuing_from_a_cached_prefix_gives_the_tokens_of_a_full_prefill(home: Path) -> None:
-    config = shapes_pair_config(home=str(home), limit=24)
-    api.prepare(config)
-    plan = prepare_run(config, Home.at(home))
-    (shard,) = materialize_samples.fn(str(home), config.benchmark, plan.source, 1, config.limit)
-    samples = [s for s in read_shard(Home.at(home).root / shard) if s.error is None]
+    samples = _shapes_samples(home, limit=24)
 
     reused = _outputs(home, samples, reuse=True)
     full = _outputs(home, samples, reuse=False)
@@ -83,11 +88,9 @@ def test_continuing_from_a_cached_prefix_gives_the_tokens_of_a_full_prefill(home
 
 
 def test_a_batch_too_large_for_the_store_is_not_kept(home: Path) -> None:
-    config = shapes_pair_config(home=str(home), limit=8)
-    api.prepare(config)
+    samples = _shapes_samples(home, limit=8)
+    config = shapes_pair_config(home=str(home))
     plan = prepare_run(config, Home.at(home))
-    (shard,) = materialize_samples.fn(str(home), config.benchmark, plan.source, 1, config.limit)
-    samples = [s for s in read_shard(Home.at(home).root / shard) if s.error is None]
     model = plan.context.models["small"]
     engine = get_engine(model, "transformers")
     benchmark = get_benchmark(config.benchmark)
