@@ -179,8 +179,7 @@ class TransformersEngine:
 
     def _prefill_and_generate(self, batch: list[GenRequest], rows: list[int], inputs: Any, network: Any,
                               tokenizer: Any, decoding: Decoding) -> _Run:
-        keep = self.prefixes.enabled and _keeps_rope_deltas(network) and any(
-            batch[r].prompt.image_paths for r in rows)
+        keep = self._reuses_prefixes(network, inputs) and any(batch[r].prompt.image_paths for r in rows)
         started = time.perf_counter()
         clock = StepClock(_eos_ids(network), len(rows), started)
         kwargs = {**_generate_kwargs(decoding, network), "return_dict_in_generate": keep}  # keep: with the cache
@@ -213,8 +212,13 @@ class TransformersEngine:
                 values=tuple(layer.values[row, :, start:width].clone() for layer in cache.layers),
                 rope_delta=int(deltas[row])))
 
+    def _reuses_prefixes(self, network: Any, inputs: Any) -> bool:
+        """Prefix reuse is on, and the model and inputs are of the family it is implemented and tested for: Qwen-VL
+        (M-RoPE offsets kept as model state, image tokens marked in `mm_token_type_ids`)."""
+        return self.prefixes.enabled and _keeps_rope_deltas(network) and "mm_token_type_ids" in inputs
+
     def _prefix_hits(self, batch: list[GenRequest], inputs: Any, network: Any) -> list[PrefixHit | None]:
-        if not (self.prefixes.enabled and _keeps_rope_deltas(network) and "mm_token_type_ids" in inputs):
+        if not self._reuses_prefixes(network, inputs):
             return [None] * len(batch)
         hits = []
         for row, request in enumerate(batch):
@@ -481,7 +485,7 @@ def _layer_capture(request: CaptureRequest, layer: int, per_head: Any, tokenizer
 
 
 def _keeps_rope_deltas(network: Any) -> bool:
-    """Qwen-VL models (M-RoPE): the family whose continuation from a cached prefix is implemented and tested."""
+    """Qwen-VL models (M-RoPE), whose continuation from a cached prefix needs the prefix's `rope_deltas`."""
     return hasattr(getattr(network, "model", None), "rope_deltas")
 
 
