@@ -5,7 +5,8 @@ float32 on CPU (batched == unbatched greedy holds in float32, not in bfloat16: t
 the process's one compute thread (mai/backends/compute.py). Per call it records prompt tokens, output tokens, time to first token
 (prefill + first token, measured by a stopping criterion that sees every decoding step), decode time and
 wall time. Rows of one batch share the prefill, so they share the TTFT; each row's decode time ends at
-the step where that row finished.
+the step where that row finished. A prompt whose image + question prefix this model already prefilled continues
+from that prefill (mai/backends/prefix_kv.py) and records the reused tokens as `cached_prompt_tokens`.
 """
 
 from __future__ import annotations
@@ -169,12 +170,13 @@ class TransformersEngine:
             continued = [row for row, hit in enumerate(hits) if hit is not None]
             fresh = [row for row, hit in enumerate(hits) if hit is None]
             runs = []
-            if fresh:
+            if fresh:  # mixed batch: the uncached rows encoded on their own (their images come from PROCESSED_IMAGES)
                 fresh_inputs = inputs if not continued else self._encode([batch[r] for r in fresh], processor,
                                                                          network.device)
                 runs.append(self._prefill_and_generate(batch, fresh, fresh_inputs, network, tokenizer, decoding))
             if continued:
-                runs.append(self._continue_and_generate(batch, continued, inputs, hits, network, tokenizer, decoding))
+                found = [hit for hit in hits if hit is not None]
+                runs.append(self._continue_and_generate(continued, found, inputs, network, tokenizer, decoding))
             return runs
 
     def _prefill_and_generate(self, batch: list[GenRequest], rows: list[int], inputs: Any, network: Any,
@@ -229,9 +231,8 @@ class TransformersEngine:
                                            first_text_after_images))
         return hits
 
-    def _continue_and_generate(self, batch: list[GenRequest], rows: list[int], inputs: Any,
-                               hits: list[PrefixHit | None], network: Any, tokenizer: Any, decoding: Decoding
-                               ) -> _Run:
+    def _continue_and_generate(self, rows: list[int], found: list[PrefixHit], inputs: Any, network: Any,
+                               tokenizer: Any, decoding: Decoding) -> _Run:
         """Prefill only what follows each row's cached prefix. Layout per row: left padding, the cached prefix
         (right-aligned at the cache's end), padding, the rest of the prompt (right-aligned at the end), so every
         row's cache ends at one column and every row's last prompt token is the batch's last column; padding is
@@ -240,7 +241,6 @@ class TransformersEngine:
         from torch.nn.functional import pad as pad_tensor
         from transformers import DynamicCache
 
-        found = [hit for hit in (hits[r] for r in rows) if hit is not None]
         prompts = [inputs["input_ids"][r][inputs["attention_mask"][r].bool()].tolist() for r in rows]
         cached = [hit.tokens for hit in found]
         rests = [prompt[n:] for prompt, n in zip(prompts, cached)]
