@@ -85,10 +85,10 @@ def deploy_shard(env: dict[str, str], directory: Path) -> None:
 
 def one_run(workers: int, limit: int | None, directory: Path) -> dict[str, Any]:
     """A fresh store, the run with `workers` (0: in this process) and shards = max(1, workers)."""
+    from mai.flows import api
     from mai.storage.paths import Home
     from mai.storage.runs import read_shard_outcomes
 
-    from mai import api
     from mai.config import shapes_pair_config
 
     home = directory / f"home-{workers}"

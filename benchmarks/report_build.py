@@ -44,7 +44,8 @@ STAGES = ("s_large", "s_small", "r_small", "s2_small", "rt_large", "single", "si
 
 
 def shapes_store(root: Path) -> list[str]:
-    from mai import api
+    from mai.flows import api
+
     from mai.config import shapes_pair_config
 
     def run(**overrides: Any) -> str:
@@ -91,7 +92,7 @@ def synthetic_store(root: Path, generations: int, seed: int = 0) -> list[str]:
     from mai.storage.samples import shard_directory, shard_path, store_image, write_shard
     from mai.storage.schemas import GENERATIONS
 
-    from mai.benchmarks.shapes_world import draw, random_scene
+    from mai.evals.shapes_world import draw, random_scene
     from mai.types import Sample
 
     home = Home.at(root)

@@ -34,10 +34,10 @@ from mai.dashboards.views import USED_GENERATIONS, Row, default_profile, fetch, 
 from mai.storage.paths import Home
 
 from mai import cascade
-from mai.benchmarks.base import Benchmark, ScoredSample
-from mai.benchmarks.registry import get_benchmark
 from mai.config import DEFAULT_MAX_NEW_TOKENS
 from mai.errors import ConfigError
+from mai.evals.base import Benchmark, ScoredSample
+from mai.evals.registry import get_benchmark
 from mai.latency import Call, LatencyProfile, call_seconds
 from mai.types import Role, Sample, StageAnswer, StageName
 

@@ -83,6 +83,6 @@ def run_models(run: Row) -> str:
 
 def default_profile(benchmark: str) -> str:
     """The scorer profile every run writes (a re-scored run also holds others)."""
-    from mai.benchmarks.registry import get_benchmark
+    from mai.evals.registry import get_benchmark
 
     return get_benchmark(benchmark).profiles[0]

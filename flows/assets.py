@@ -12,8 +12,8 @@ from typing import Any
 from filelock import FileLock
 from mai.storage.paths import Home
 
-from mai.benchmarks.demo import generate_demo_rows
 from mai.config import BUILTIN_MODELS, RunConfig
+from mai.evals.demo import generate_demo_rows
 
 DEMO_ROWS = 240
 DEMO_SEED = 2604
@@ -34,7 +34,7 @@ def build_shapes_dataset(home: Home, sizes: dict[str, int] | None = None, force:
     """The `shapes` splits as `datasets/shapes/<split>-00000-of-00001.parquet`, no item in two splits. Splits
     written by another version of the world (or other sizes) are rewritten: `world.json` records the
     fingerprint of the world that wrote them, and is written last, so an interrupted build is redone."""
-    from mai.benchmarks.shapes_world import SPLIT_SIZES, split_items, to_row, world_fingerprint
+    from mai.evals.shapes_world import SPLIT_SIZES, split_items, to_row, world_fingerprint
 
     sizes = sizes or SPLIT_SIZES
     directory = home.datasets / "shapes"

@@ -13,10 +13,10 @@ from mai.storage.paths import Home
 from mai.tasks.jobs import RunContext
 
 from mai import cascade
-from mai.benchmarks.loading import DataSource, resolve_source
-from mai.benchmarks.registry import get_entry
 from mai.config import GENERATED_BENCHMARKS, RunConfig, check_backend, check_transfer, resolve_model
 from mai.errors import ConfigError
+from mai.evals.loading import DataSource, resolve_source
+from mai.evals.registry import get_entry
 from mai.identity import needs_backend
 from mai.types import Decoding, ModelSpec, PromptKind, Role
 

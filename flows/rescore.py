@@ -12,8 +12,8 @@ from mai.storage.samples import read_shard
 from mai.tasks.finalize import metric_rows_for, score_rows_for
 from prefect import flow
 
-from mai.benchmarks.registry import get_benchmark
 from mai.errors import ConfigError
+from mai.evals.registry import get_benchmark
 from mai.scoring import check_profile, score_outputs
 
 

@@ -29,9 +29,9 @@ from mai import progress, stop
 from mai.backends.registry import get_engine
 from mai.backends.speculative import speculative_generate
 from mai.backends.transformers_backend import TransformersEngine
-from mai.benchmarks.registry import get_benchmark
 from mai.config import RunConfig
 from mai.errors import ConfigError
+from mai.evals.registry import get_benchmark
 from mai.stages import build_request
 from mai.types import GenRequest, ModelSpec, StageSpec
 

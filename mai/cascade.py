@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from mai.benchmarks.base import Benchmark
 from mai.errors import ConfigError
+from mai.evals.base import Benchmark
 from mai.types import (
     PromptKind,
     Role,

@@ -12,8 +12,8 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from mai.backends.base import BACKENDS
-from mai.benchmarks.loading import DEFAULT_MAX_IMAGE_PIXELS
 from mai.errors import ConfigError
+from mai.evals.loading import DEFAULT_MAX_IMAGE_PIXELS
 from mai.types import (
     PROMPT_KINDS,
     BackendName,

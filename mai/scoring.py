@@ -10,8 +10,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from mai.benchmarks.base import BadRow, Benchmark, Metric, ScoredSample
 from mai.errors import ConfigError
+from mai.evals.base import BadRow, Benchmark, Metric, ScoredSample
 from mai.types import Sample
 
 

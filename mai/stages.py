@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from mai.benchmarks.base import Benchmark
+from mai.evals.base import Benchmark
 from mai.identity import generation_id
 from mai.prompts import build_prompt, template_id
 from mai.types import Decoding, GenRequest, ModelSpec, Sample, StageAnswer, StageSpec

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from mai.storage.generations import GenerationStore
 
-from mai.benchmarks.base import Benchmark
+from mai.evals.base import Benchmark
 from mai.types import ModelSpec, Role, Sample, StageAnswer, StageName, StageSpec
 
 

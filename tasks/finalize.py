@@ -14,8 +14,8 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from mai import cascade
-from mai.benchmarks.base import Benchmark, Metric, ScoredSample
-from mai.benchmarks.registry import get_benchmark
+from mai.evals.base import Benchmark, Metric, ScoredSample
+from mai.evals.registry import get_benchmark
 from mai.types import STAGE_NAMES, RouteDecision, Sample, StageName
 
 

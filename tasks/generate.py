@@ -14,7 +14,7 @@ from mai.tasks.jobs import StageJob
 
 from mai import cascade, progress, stop
 from mai.backends.registry import get_engine
-from mai.benchmarks.registry import get_benchmark
+from mai.evals.registry import get_benchmark
 from mai.stages import build_requests
 from mai.types import GenRequest, GenResult, Sample, StageAnswer, StageName
 

@@ -10,7 +10,7 @@ from mai.storage.samples import shard_directory, shard_path, store_image, write_
 from prefect import task
 from prefect.context import TaskRunContext
 
-from mai.benchmarks.loading import (
+from mai.evals.loading import (
     DEFAULT_MAX_IMAGE_PIXELS,
     LOADER_VERSION,
     DataSource,
@@ -19,7 +19,7 @@ from mai.benchmarks.loading import (
     load_dataset_rows,
     rows_to_samples,
 )
-from mai.benchmarks.registry import get_benchmark
+from mai.evals.registry import get_benchmark
 from mai.identity import canonical_hash
 
 

@@ -21,8 +21,8 @@ from mai.tasks.jobs import StageJob
 from mai import progress
 from mai.backends.registry import get_engine
 from mai.backends.transformers_backend import TransformersEngine
-from mai.benchmarks.base import Benchmark
-from mai.benchmarks.registry import get_benchmark
+from mai.evals.base import Benchmark
+from mai.evals.registry import get_benchmark
 from mai.prompts import build_prompt, template_id
 from mai.transfer import capture_id, select_indices, selection_id
 from mai.types import REASONING_MARK, CaptureRequest, LayerCapture, Sample

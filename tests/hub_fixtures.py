@@ -9,7 +9,7 @@ from typing import Any
 
 import datasets
 
-from mai.benchmarks.demo import generate_demo_rows
+from mai.evals.demo import generate_demo_rows
 
 Value, Image = datasets.Value, datasets.Image
 

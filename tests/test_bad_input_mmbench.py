@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from mai.benchmarks.base import BadRow
-from mai.benchmarks.loading import rows_to_samples
-from mai.benchmarks.mmbench import MMBenchBenchmark, infer_option
+from mai.evals.base import BadRow
+from mai.evals.loading import rows_to_samples
+from mai.evals.mmbench import MMBenchBenchmark, infer_option
 from mai.scoring import read_prediction_lines, score_outputs
 from mai.types import Sample
 

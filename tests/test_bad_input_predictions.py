@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mai.flows import api
 
-from mai import api
-from mai.benchmarks.registry import get_benchmark
 from mai.errors import ConfigError
+from mai.evals.registry import get_benchmark
 from mai.scoring import read_prediction_file, read_prediction_lines, split_jsonl
 
 # a correct prediction for one good row of each of the paper's six benchmarks

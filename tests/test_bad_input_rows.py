@@ -16,9 +16,9 @@ from mai.storage.paths import Home
 from mai.storage.runs import read_routes
 from PIL import Image
 
-from mai.benchmarks.base import BadRow
-from mai.benchmarks.loading import _check_image, neutralise_control_tokens, rows_to_samples
-from mai.benchmarks.mmmu import MMMUBenchmark
+from mai.evals.base import BadRow
+from mai.evals.loading import _check_image, neutralise_control_tokens, rows_to_samples
+from mai.evals.mmmu import MMMUBenchmark
 from tests.hub_fixtures import mmmu_rows
 from tests.test_flow_cascade import run
 

@@ -9,8 +9,8 @@ import pytest
 from mai.storage.paths import Home
 from mai.storage.runs import read_routes
 
-from mai.benchmarks.registry import get_benchmark
 from mai.errors import ConfigError
+from mai.evals.registry import get_benchmark
 from tests.hub_fixtures import FIXTURES, fixture_dataset, write_fixture
 from tests.test_flow_cascade import run
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mai import cascade
-from mai.benchmarks.demo import DemoBenchmark
+from mai.evals.demo import DemoBenchmark
 from mai.types import Sample, StageAnswer, StageName
 
 BENCH = DemoBenchmark()

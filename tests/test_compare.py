@@ -104,7 +104,7 @@ def test_compare_two_real_runs_against_the_stored_files(store: Store, capsys: py
 
 
 def test_compare_refuses_unknown_runs(store: Store) -> None:
-    from mai import api
+    from mai.flows import api
 
     with pytest.raises(ConfigError, match="no completed run 'nope'"):
         api.compare(store.runs["cascade"], "nope", home=store.home)

@@ -34,7 +34,7 @@ def test_an_unknown_split_of_a_save_to_disk_copy_is_refused(home: Path, tmp_path
 
 
 def test_a_parquet_directory_without_split_names_is_one_split(tmp_path: Path) -> None:
-    from mai.benchmarks.loading import local_splits
+    from mai.evals.loading import local_splits
 
     (tmp_path / "rows.parquet").write_bytes(b"")
     assert local_splits(tmp_path) is None  # nothing names a split: every file is the split asked for

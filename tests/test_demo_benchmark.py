@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from mai.benchmarks.base import BadRow, ScoredSample
-from mai.benchmarks.demo import DemoBenchmark, generate_demo_rows
+from mai.evals.base import BadRow, ScoredSample
+from mai.evals.demo import DemoBenchmark, generate_demo_rows
 from mai.types import Sample
 
 BENCH = DemoBenchmark()

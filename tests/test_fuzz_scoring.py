@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mai.answers import extract_bracketed
-from mai.benchmarks.common import anls, levenshtein
-from mai.benchmarks.mmmu import _NUMBER_PATTERNS
-from mai.benchmarks.registry import BENCHMARKS, get_benchmark
+from mai.evals.common import anls, levenshtein
+from mai.evals.mmmu import _NUMBER_PATTERNS
+from mai.evals.registry import BENCHMARKS, get_benchmark
 from mai.scoring import read_prediction_lines
 from mai.types import Sample
 

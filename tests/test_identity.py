@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from mai.benchmarks.demo import DemoBenchmark
 from mai.cascade import RT_LARGE, S_LARGE
+from mai.evals.demo import DemoBenchmark
 from mai.stages import build_request
 from mai.types import Decoding, ModelSpec, Sample, StageAnswer
 

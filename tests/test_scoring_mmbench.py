@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mai.benchmarks.mmbench import MMBenchBenchmark, infer_option
+from mai.evals.mmbench import MMBenchBenchmark, infer_option
 from mai.scoring import score_outputs
 from mai.types import Sample
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mai.benchmarks.mmmu import MMMUBenchmark, eval_open, parse_multi_choice, parse_open_response
+from mai.evals.mmmu import MMMUBenchmark, eval_open, parse_multi_choice, parse_open_response
 from mai.scoring import score_outputs
 from mai.types import Sample
 

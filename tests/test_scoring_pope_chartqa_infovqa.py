@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from mai.benchmarks.chartqa import ChartQABenchmark, relaxed_correctness
-from mai.benchmarks.common import anls
-from mai.benchmarks.infovqa import InfoVQABenchmark
-from mai.benchmarks.pope import PopeBenchmark
+from mai.evals.chartqa import ChartQABenchmark, relaxed_correctness
+from mai.evals.common import anls
+from mai.evals.infovqa import InfoVQABenchmark
+from mai.evals.pope import PopeBenchmark
 from mai.scoring import score_outputs
 from mai.types import Sample
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from mai.benchmarks.realworldqa import RealWorldQABenchmark, extract_mcq_answer
+from mai.evals.realworldqa import RealWorldQABenchmark, extract_mcq_answer
 from mai.scoring import read_prediction_lines, score_outputs
 from mai.types import Sample
 

@@ -15,7 +15,7 @@ def diagnose(training_script):  # type: ignore[no-untyped-def]
 
 
 def test_parse_walk_reads_sixteen_cells_in_row_major_order(diagnose) -> None:  # type: ignore[no-untyped-def]
-    from mai.benchmarks.shapes_world import grid_walk
+    from mai.evals.shapes_world import grid_walk
 
     scene = (("red", "circle"), None, None, ("blue", "square")) + (None,) * 11 + (("green", "triangle"),)
     cells = diagnose.parse_walk(grid_walk(scene) + "\nThe answer. [[1]]")
@@ -43,7 +43,7 @@ def test_shipped_small_model_reads_the_image_in_its_walk(diagnose, capsys) -> No
 def test_walk_and_conclusion_tell_a_misreading_from_a_conclusion_that_departs(diagnose) -> None:  # type: ignore[no-untyped-def]
     import random
 
-    from mai.benchmarks.shapes_world import (
+    from mai.evals.shapes_world import (
         SPLIT_SIZES,
         misleading_scene,
         reasoning,

@@ -8,9 +8,9 @@ import random
 
 import pytest
 
-from mai.benchmarks.base import BadRow
-from mai.benchmarks.shapes import ShapesBenchmark
-from mai.benchmarks.shapes_world import (
+from mai.evals.base import BadRow
+from mai.evals.shapes import ShapesBenchmark
+from mai.evals.shapes_world import (
     CELL_PX,
     COLORS,
     FAMILIES,
@@ -238,7 +238,7 @@ def test_splits_written_by_another_world_are_rebuilt_not_reused(tmp_path, monkey
     from mai.flows.assets import build_shapes_dataset
     from mai.storage.paths import Home
 
-    import mai.benchmarks.shapes_world as world
+    import mai.evals.shapes_world as world
 
     home = Home.at(tmp_path)
     test_split = build_shapes_dataset(home, SIZES) / "test-00000-of-00001.parquet"

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mai.flows import api
 from mai.flows.plan import prepare_run
 from mai.storage.catalog import query
 from mai.storage.paths import Home
@@ -19,13 +20,12 @@ from mai.storage.samples import read_shard
 from mai.tasks.generate import by_prompt_size
 from mai.tasks.materialize import materialize_samples
 
-from mai import api
 from mai.backends import compute, prefix_kv
 from mai.backends.processor import PROCESSED_IMAGES
 from mai.backends.registry import clear_engines, get_engine
-from mai.benchmarks.registry import get_benchmark
 from mai.cascade import RT_LARGE
 from mai.config import SHAPES_BATCH_SIZES, shapes_pair_config
+from mai.evals.registry import get_benchmark
 from mai.stages import build_requests
 from mai.types import StageAnswer
 

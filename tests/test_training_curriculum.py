@@ -37,7 +37,7 @@ def test_phase_steps_follow_the_shares_and_sum_to_the_total(train) -> None:  # t
 
 
 def test_walk_mask_covers_the_grid_walk_and_nothing_else(train, shipped_small) -> None:  # type: ignore[no-untyped-def]
-    from mai.benchmarks.shapes_world import SPLIT_SIZES, split_items
+    from mai.evals.shapes_world import SPLIT_SIZES, split_items
 
     _, tokenizer, image_processor = shipped_small
     batcher = train.Batcher(tokenizer, image_processor)
@@ -57,7 +57,7 @@ def test_walk_mask_covers_the_grid_walk_and_nothing_else(train, shipped_small) -
 def test_weighted_loss_is_the_models_own_loss_at_weight_one(train, shipped_small) -> None:  # type: ignore[no-untyped-def]
     import torch
 
-    from mai.benchmarks.shapes_world import SPLIT_SIZES, split_items
+    from mai.evals.shapes_world import SPLIT_SIZES, split_items
 
     model, tokenizer, image_processor = shipped_small
     batcher = train.Batcher(tokenizer, image_processor)
@@ -99,7 +99,7 @@ def test_tiny_training_run_walks_through_every_phase(train, tmp_path: Path,  # t
     assert continued["curriculum"] == [{"phase": "mixed", "steps": 2, "mixture": {"R": 0.5, "S": 0.5},
                                         "walk_token_weight": 0.25}]
     assert continued["total_stage2_steps"] == 8 and continued["continued_from"]["steps"] == 6
-    from mai.benchmarks.shapes_world import DRAWING, OBJECTS_PER_SCENE
+    from mai.evals.shapes_world import DRAWING, OBJECTS_PER_SCENE
 
     assert continued["objects_per_scene"] == list(OBJECTS_PER_SCENE)  # which world each run trained on
     assert continued["drawing"] == DRAWING
@@ -117,7 +117,7 @@ def test_tiny_training_run_walks_through_every_phase(train, tmp_path: Path,  # t
 
 
 def test_conclusion_error_references_keep_the_true_walk(train) -> None:  # type: ignore[no-untyped-def]
-    from mai.benchmarks.shapes_world import SPLIT_SIZES, grid_walk, split_items
+    from mai.evals.shapes_world import SPLIT_SIZES, grid_walk, split_items
 
     items = split_items("validation", SPLIT_SIZES)[:40]
     rng = random.Random(5)
@@ -134,7 +134,7 @@ def test_conclusion_error_references_keep_the_true_walk(train) -> None:  # type:
 
 
 def test_wrong_references_mislead_rt_and_leave_other_kinds_alone(train) -> None:  # type: ignore[no-untyped-def]
-    from mai.benchmarks.shapes_world import SPLIT_SIZES, split_items
+    from mai.evals.shapes_world import SPLIT_SIZES, split_items
 
     items = split_items("validation", SPLIT_SIZES)[:60]
     rng = random.Random(6)
@@ -150,7 +150,7 @@ def test_wrong_references_mislead_rt_and_leave_other_kinds_alone(train) -> None:
 
 
 def test_recorded_references_are_the_rt_references_of_their_items(train, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from mai.benchmarks.shapes_world import SPLIT_SIZES, item_key, split_items
+    from mai.evals.shapes_world import SPLIT_SIZES, item_key, split_items
 
     items = split_items("validation", SPLIT_SIZES)[:30]  # stands in for a training pool
     lines = [{"key": item_key(*items[i]), "reference": f"my own reasoning no. {i} [[x]]", "right": False}
@@ -201,8 +201,8 @@ def test_model_card_says_which_world_each_run_trained_on(training_script) -> Non
 
 def test_small_references_are_recorded_through_the_pipeline_for_training_items(training_script, home,
                                                                                tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from mai.benchmarks.shapes_world import SPLIT_SIZES, generate_items, held_out_keys, split_items
     from mai.config import shipped_models_dir
+    from mai.evals.shapes_world import SPLIT_SIZES, generate_items, held_out_keys, split_items
 
     record = training_script("record_small_references")
     train = training_script("train_shapes_pair")

@@ -35,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from train_shapes_pair import Batcher, Example, as_sample, make_example
 
-from mai.benchmarks.shapes import ShapesBenchmark
-from mai.benchmarks.shapes_world import (
+from mai.evals.shapes import ShapesBenchmark
+from mai.evals.shapes_world import (
     COLORS,
     GRID,
     SHAPES,

@@ -22,11 +22,11 @@ import os
 import sys
 from pathlib import Path
 
-from mai.benchmarks.shapes import ShapesBenchmark
-from mai.benchmarks.shapes_world import SPLIT_SIZES, item_key, split_items
+from mai.evals.shapes import ShapesBenchmark
+from mai.evals.shapes_world import SPLIT_SIZES, item_key, split_items
 from mai.config import SHAPES_LARGE, SHAPES_MAX_NEW_TOKENS, SHAPES_SMALL, RunConfig
 
-# quiet, offline-friendly Prefect defaults for an embedded run, as `mai` sets them (mai.api leaves the
+# quiet, offline-friendly Prefect defaults for an embedded run, as `mai` sets them (mai.flows.api leaves the
 # environment alone); the user's env wins
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -41,7 +41,7 @@ def record(models_dir: Path, home: str, limit: int | None) -> list[dict[str, obj
     from mai.storage.catalog import final_generations
     from mai.storage.paths import Home
 
-    from mai import api
+    from mai.flows import api
 
     manifest = api.run(RunConfig(benchmark="shapes", split="train", limit=limit, home=home, mode="single",
                                 single_model="small", single_prompt="R", max_new_tokens=SHAPES_MAX_NEW_TOKENS,

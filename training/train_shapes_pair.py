@@ -33,8 +33,8 @@ from typing import Any
 
 from mai.backends.processor import ImageOnlyProcessor
 from mai.backends.tiny_models import build_config, build_image_processor, build_tokenizer
-from mai.benchmarks.shapes import ShapesBenchmark
-from mai.benchmarks.shapes_world import (
+from mai.evals.shapes import ShapesBenchmark
+from mai.evals.shapes_world import (
     COLORS,
     DRAWING,
     GRID,

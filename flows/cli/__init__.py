@@ -1,6 +1,6 @@
 """`mai` command line: run configurations, build the built-in assets, query the catalog."""
 
-# The package is argparse over `mai.api`, one module per command group (runs, store, latency, assets), each
+# The package is argparse over `mai.flows.api`, one module per command group (runs, store, latency, assets), each
 # with `register(commands)`; a handler parses its options, calls the API and prints, nothing more.
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
 from mai.dashboards.render import format_rows, render_summary
+from mai.flows.api import run as execute  # the name the training scripts (and tests) imported
 from mai.flows.cli import assets, latency, parity, report, runs, store
 
 from mai import stop
-from mai.api import run as execute  # the name the training scripts (and tests) imported
 from mai.errors import ConfigError
 
 __all__ = ["execute", "format_rows", "main", "render_summary"]

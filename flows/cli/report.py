@@ -6,7 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
-from mai import api
+from mai.flows import api
+
 from mai.errors import ConfigError
 
 

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from mai.dashboards.render import format_rows
+from mai.flows import api
 
-from mai import api
 from mai.errors import ConfigError
 from mai.scoring import split_jsonl
 

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mai.benchmarks.demo import generate_demo_rows
+from mai.evals.demo import generate_demo_rows
 from mai.prompts import INSTRUCTIONS, RT_TEMPLATES
 
 SMALL_NAME = "mai-tiny-small"

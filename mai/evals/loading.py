@@ -11,8 +11,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from mai.benchmarks.base import BadRow, Benchmark, RowFields, content_hash, row_id
 from mai.errors import ConfigError
+from mai.evals.base import BadRow, Benchmark, RowFields, content_hash, row_id
 from mai.types import Sample
 
 # stores encoded image bytes once, by content; returns (path, sha256)

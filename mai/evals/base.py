@@ -1,5 +1,5 @@
 """The benchmark interface. A benchmark is one short module implementing this protocol plus one line in
-`mai.benchmarks.registry`; the cascade and the scorers only ever talk to it through these methods."""
+`mai.evals.registry`; the cascade and the scorers only ever talk to it through these methods."""
 
 from __future__ import annotations
 

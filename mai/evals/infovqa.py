@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from mai.answers import answer_span
-from mai.benchmarks.base import BadRow, Metric, RowFields, ScoredSample, row_id
-from mai.benchmarks.common import (
+from mai.evals.base import BadRow, Metric, RowFields, ScoredSample, row_id
+from mai.evals.common import (
     PROFILES,
     anls,
     images_from,

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mai.benchmarks.base import Benchmark
-from mai.benchmarks.chartqa import ChartQABenchmark
-from mai.benchmarks.demo import DemoBenchmark
-from mai.benchmarks.infovqa import InfoVQABenchmark
-from mai.benchmarks.mmbench import MMBenchBenchmark
-from mai.benchmarks.mmmu import MMMUBenchmark
-from mai.benchmarks.pope import PopeBenchmark
-from mai.benchmarks.realworldqa import RealWorldQABenchmark
-from mai.benchmarks.shapes import ShapesBenchmark
 from mai.errors import ConfigError
+from mai.evals.base import Benchmark
+from mai.evals.chartqa import ChartQABenchmark
+from mai.evals.demo import DemoBenchmark
+from mai.evals.infovqa import InfoVQABenchmark
+from mai.evals.mmbench import MMBenchBenchmark
+from mai.evals.mmmu import MMMUBenchmark
+from mai.evals.pope import PopeBenchmark
+from mai.evals.realworldqa import RealWorldQABenchmark
+from mai.evals.shapes import ShapesBenchmark
 
 
 @dataclass(frozen=True)

@@ -26,9 +26,9 @@ import string
 from typing import Any
 
 from mai.answers import answer_span
-from mai.benchmarks.base import Metric, RowFields, ScoredSample, row_id
-from mai.benchmarks.common import extract_mcq_answer as _extract_mcq_answer
-from mai.benchmarks.common import images_from, overall_mean, resolve_profile, text_field, unparsed_rate
+from mai.evals.base import Metric, RowFields, ScoredSample, row_id
+from mai.evals.common import extract_mcq_answer as _extract_mcq_answer
+from mai.evals.common import images_from, overall_mean, resolve_profile, text_field, unparsed_rate
 from mai.types import AnswerStyle, Sample
 
 LETTER_ONLY_INSTRUCTION = "Please answer directly with only the letter of the correct option and nothing else."

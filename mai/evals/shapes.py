@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from mai.answers import answer_span
-from mai.benchmarks.base import (
+from mai.evals.base import (
     BadRow,
     Metric,
     RowFields,
@@ -24,10 +24,10 @@ from mai.benchmarks.base import (
     require_text,
     row_id,
 )
-from mai.benchmarks.chartqa import relaxed_correctness
-from mai.benchmarks.demo import LETTERS, DemoBenchmark, parse_letter
-from mai.benchmarks.pope import pope_metrics
-from mai.benchmarks.shapes_world import FAMILIES
+from mai.evals.chartqa import relaxed_correctness
+from mai.evals.demo import LETTERS, DemoBenchmark, parse_letter
+from mai.evals.pope import pope_metrics
+from mai.evals.shapes_world import FAMILIES
 from mai.types import Sample
 
 NUMERIC = ("counting", "two_step")

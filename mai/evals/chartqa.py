@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from mai.answers import answer_span
-from mai.benchmarks.base import BadRow, Metric, RowFields, ScoredSample, row_id
-from mai.benchmarks.common import PROFILES, grouped_mean, images_from, overall_mean, text_field, unparsed_rate
+from mai.evals.base import BadRow, Metric, RowFields, ScoredSample, row_id
+from mai.evals.common import PROFILES, grouped_mean, images_from, overall_mean, text_field, unparsed_rate
 from mai.types import AnswerStyle, Sample
 
 SPLITS = {"human_test": "human", "augmented_test": "augmented"}

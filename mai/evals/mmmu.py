@@ -28,8 +28,8 @@ import re
 from typing import Any
 
 from mai.answers import answer_span
-from mai.benchmarks.base import BadRow, Metric, RowFields, ScoredSample, row_id
-from mai.benchmarks.common import (
+from mai.evals.base import BadRow, Metric, RowFields, ScoredSample, row_id
+from mai.evals.common import (
     grouped_mean,
     images_from,
     optional_text,

@@ -18,8 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 from mai.answers import answer_span
-from mai.benchmarks.base import BadRow, Metric, RowFields, ScoredSample, row_id
-from mai.benchmarks.common import images_from, resolve_profile, text_field
+from mai.evals.base import BadRow, Metric, RowFields, ScoredSample, row_id
+from mai.evals.common import images_from, resolve_profile, text_field
 from mai.types import AnswerStyle, Sample
 
 

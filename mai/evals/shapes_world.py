@@ -25,7 +25,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from mai.benchmarks.demo import COLORS, LETTERS, SHAPES  # the demo's palette, shapes and option letters
+from mai.evals.demo import COLORS, LETTERS, SHAPES  # the demo's palette, shapes and option letters
 
 GRID = 4
 # shapes per scene: up to three quarters of the grid, so that a one-shot count over a dense scene is hard.

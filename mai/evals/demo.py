@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from mai.answers import answer_span, normalize
-from mai.benchmarks.base import (
+from mai.evals.base import (
     BadRow,
     Metric,
     RowFields,

@@ -5,7 +5,7 @@ exception, on purpose: it is the facade ABOVE the flows, so that a caller needs 
 `mai.flows`. It reaches into the shell only lazily, inside each function; importing it stays cheap and nothing
 in the core imports it. `mai.flows.cli` is a thin argparse layer over these functions.
 
-    from mai import api
+    from mai.flows import api
     manifest = api.run(RunConfig(benchmark="demo", limit=8))
     print(api.summary(manifest))
 """
@@ -22,9 +22,10 @@ from mai.config import RunConfig
 from mai.errors import ConfigError
 
 if TYPE_CHECKING:
-    from mai.benchmarks.base import ScoredSample
-    from mai.scoring import PredictionLine
     from mai.storage.paths import Home
+
+    from mai.evals.base import ScoredSample
+    from mai.scoring import PredictionLine
 
 Rows = tuple[list[str], list[tuple[object, ...]]]
 
@@ -127,10 +128,11 @@ def serve(models: list[str], revision: str = "main", dtype: str = "float32", vll
           home: str | Path | None = None, say: Callable[[str], None] = print) -> None:
     """Keep a vLLM server per model up until Ctrl-C; runs with backend vllm on the same store find them.
     `say` gets the start line and each server's ready line."""
-    from mai.backends.vllm_server import require_env, serve_forever
-    from mai.config import BUILTIN_MODELS, resolve_model
     from mai.flows.assets import build_models
     from mai.storage.paths import Home
+
+    from mai.backends.vllm_server import require_env, serve_forever
+    from mai.config import BUILTIN_MODELS, resolve_model
 
     store = Home.at(home)
     env = require_env(vllm_env)
@@ -179,7 +181,7 @@ def quiet_library_progress_bars() -> None:
 def score(benchmark: str, prediction_lines: Iterable[str | bytes], profile: str | None = None) -> ScoreReport:
     """Score JSONL lines (benchmark rows in the hub's column schema plus `prediction`) without a model. The
     benchmark and profile are checked before the first line is read."""
-    from mai.benchmarks.registry import get_benchmark
+    from mai.evals.registry import get_benchmark
     from mai.scoring import check_profile, read_prediction_lines, score_outputs
 
     chosen = get_benchmark(benchmark)

@@ -8,7 +8,7 @@ from typing import Any
 
 from rapidfuzz.distance import Levenshtein
 
-from mai.benchmarks.base import BadRow, Metric, ScoredSample, image_bytes
+from mai.evals.base import BadRow, Metric, ScoredSample, image_bytes
 
 PROFILES = ("lmms-eval", "official")
 
