@@ -25,7 +25,7 @@ from mai.storage.schemas import SPECULATIVE
 from mai.tasks.generate import store_for
 from prefect import flow
 
-from mai import progress, stop
+from mai import cascade, progress, stop
 from mai.backends.registry import get_engine
 from mai.backends.speculative import speculative_generate
 from mai.backends.transformers_backend import TransformersEngine
@@ -33,7 +33,7 @@ from mai.config import RunConfig
 from mai.errors import ConfigError
 from mai.evals.registry import get_benchmark
 from mai.stages import build_request
-from mai.types import GenRequest, ModelSpec, StageSpec
+from mai.types import GenRequest, ModelSpec
 
 
 @flow(name="mai-speculative", persist_result=False)
@@ -98,7 +98,7 @@ def _decode_all(home: Home, baseline: dict[str, Any], config: RunConfig, large: 
     done = {r["sample_id"] for r in rows}
     routes = [r for r in read_routes(home, run_id) if r["route"] != "ERROR" and r["sample_id"] not in done]
     stored = store_for(str(home.root)).read(large.model, "R", (r["gen_single"] for r in routes), ["output_token_ids"])
-    stage, decoding = StageSpec("single", "large", "R"), config.decoding("R")
+    stage, decoding = cascade.single_stages("large", "R", s2=False)[0], config.decoding("R")
     progress.stage_started("speculative", len(routes), run_id=run_id)
     batch: list[dict[str, Any]] = []
     for index, route in enumerate(routes):

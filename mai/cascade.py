@@ -28,14 +28,16 @@ from mai.types import (
 
 Answers = Mapping[StageName, Mapping[str, StageAnswer]]
 
-S_LARGE = StageSpec("s_large", "large", "S")
-S_SMALL = StageSpec("s_small", "small", "S")
-R_SMALL = StageSpec("r_small", "small", "R")
-S2_SMALL = StageSpec("s2_small", "small", "S2", upstream="r_small")
-RT_LARGE = StageSpec("rt_large", "large", "RT", upstream="r_small")
+# The stage table: every stage a run can have, defined once (flows run them, reports and the policy lab name
+# their outputs by `label`).
+S_LARGE = StageSpec("s_large", "large", "S", label="large S")
+S_SMALL = StageSpec("s_small", "small", "S", label="small S")
+R_SMALL = StageSpec("r_small", "small", "R", label="small R")
+S2_SMALL = StageSpec("s2_small", "small", "S2", upstream="r_small", label="small R+S2")
+RT_LARGE = StageSpec("rt_large", "large", "RT", upstream="r_small", label="RT")
 # sparse RT: the large model's attention selects reasoning tokens (a step of its own), RT reads the selection
-SELECT_RT = StageSpec("select_rt", "large", "RT", upstream="r_small")
-RT_LARGE_SPARSE = StageSpec("rt_large", "large", "RT", upstream="select_rt")
+SELECT_RT = StageSpec("select_rt", "large", "RT", upstream="r_small", label="RT selection")
+RT_LARGE_SPARSE = StageSpec("rt_large", "large", "RT", upstream="select_rt", label="sparse RT")
 
 
 def stages_for(mode: RunMode, s2: bool, single_role: Role = "large", single_kind: PromptKind = "S",
@@ -50,8 +52,13 @@ def stages_for(mode: RunMode, s2: bool, single_role: Role = "large", single_kind
         return [R_SMALL, *rt]
     if single_kind not in ("S", "E", "R"):
         raise ConfigError(f"a single-model baseline uses prompt S, E or R, not {single_kind}")
-    single = StageSpec("single", single_role, single_kind)
-    return [single, *([StageSpec("single_s2", single_role, "S2", upstream="single")] if s2 else [])]
+    return single_stages(single_role, single_kind, s2)
+
+
+def single_stages(role: Role, kind: PromptKind, s2: bool) -> list[StageSpec]:
+    """A single-model baseline: one model, one prompt kind ("large R"), optionally followed by S2 ("large R+S2")."""
+    single = StageSpec("single", role, kind, label=f"{role} {kind}")
+    return [single, *([StageSpec("single_s2", role, "S2", upstream="single", label=f"{role} {kind}+S2")] if s2 else [])]
 
 
 def stage_groups(stages: Sequence[StageSpec]) -> list[list[StageSpec]]:

@@ -156,13 +156,20 @@ class LayerCapture:
 class StageSpec:
     """One generation stage of a run: which model answers which prompt kind, consuming what.
 
-    `upstream` names the stage whose output text is inserted into this prompt (R for S2 and RT).
+    `upstream` names the stage whose output text is inserted into this prompt (R for S2 and RT). `label` is how
+    reports, the policy lab and the trace browser name the stage's output ("small R+S2", "RT"): one name per kind
+    of output, whatever run produced it.
     """
 
     name: StageName
     role: Role
     prompt_kind: PromptKind
     upstream: StageName | None = None
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.label:
+            raise ValueError(f"stage {self.name} needs a label")
 
     @property
     def generates(self) -> bool:
