@@ -5,10 +5,25 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol, TypedDict
 
 from mai.types import AnswerStyle, Sample
+
+# One benchmark row as `datasets` (or a JSONL predictions file) yields it: column name -> cell. Cells are left
+# unchecked on purpose: a hub export can hold None, NaN, a number or a list where a string belongs, and such a row
+# must become a recorded per-sample error, not a crash; `parse_row` narrows each cell it reads (`require_text`,
+# `text_field`, `image_bytes`, ...) and raises `BadRow` with the reason. Each benchmark's module docstring lists
+# the columns it reads.
+HubRow = Mapping[str, object]
+
+
+class ImageCell(TypedDict):
+    """An image cell in the hub's `Image` feature layout, undecoded."""
+
+    bytes: bytes | None
+    path: str | None
 
 
 class BadRow(ValueError):
@@ -59,7 +74,7 @@ class Benchmark(Protocol):
     id_column: str  # the stable id of a row (its position when the column is absent)
     profiles: tuple[str, ...]
 
-    def parse_row(self, row: dict[str, Any], index: int, with_images: bool = True) -> RowFields: ...
+    def parse_row(self, row: HubRow, index: int, with_images: bool = True) -> RowFields: ...
     def answer_style(self, sample: Sample) -> AnswerStyle: ...
     def rt_template(self, sample: Sample) -> str: ...
     def format_question(self, sample: Sample) -> str: ...
@@ -79,13 +94,13 @@ def content_hash(
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-def row_id(benchmark: str, id_column: str, row: dict[str, Any], index: int) -> str:
+def row_id(benchmark: str, id_column: str, row: HubRow, index: int) -> str:
     """`<benchmark>-<id>`: the same for a good row and for a bad row reported as an error."""
     value = row.get(id_column)
     return f"{benchmark}-{index if value is None or str(value).strip() == '' else value}"
 
 
-def image_bytes(value: Any, column: str) -> bytes:
+def image_bytes(value: object, column: str) -> bytes:
     """Bytes of an image cell in the hub's `Image` feature layout ({"bytes", "path"}) or raw bytes."""
     if isinstance(value, dict):
         value = value.get("bytes")
@@ -94,7 +109,7 @@ def image_bytes(value: Any, column: str) -> bytes:
     raise BadRow(f"column '{column}' holds no image bytes")
 
 
-def require_text(row: dict[str, Any], column: str) -> str:
+def require_text(row: HubRow, column: str) -> str:
     value = row.get(column)
     if not isinstance(value, str) or not value.strip():
         raise BadRow(f"column '{column}' is missing or empty")

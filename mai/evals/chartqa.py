@@ -13,10 +13,8 @@ Agreement: relaxed match in either direction.
 
 from __future__ import annotations
 
-from typing import Any
-
 from mai.answers import answer_span
-from mai.evals.base import BadRow, Metric, RowFields, ScoredSample, row_id
+from mai.evals.base import BadRow, HubRow, Metric, RowFields, ScoredSample, row_id
 from mai.evals.common import PROFILES, grouped_mean, images_from, overall_mean, text_field, unparsed_rate
 from mai.types import AnswerStyle, Sample
 
@@ -32,7 +30,7 @@ class ChartQABenchmark:
     id_column = "index"
     profiles = PROFILES
 
-    def parse_row(self, row: dict[str, Any], index: int, with_images: bool = True) -> RowFields:
+    def parse_row(self, row: HubRow, index: int, with_images: bool = True) -> RowFields:
         split = text_field(row, "type")
         if split not in SPLITS:
             raise BadRow(f"column 'type' must be one of {sorted(SPLITS)}, got '{split}'")

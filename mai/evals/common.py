@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
 
 from rapidfuzz.distance import Levenshtein
 
-from mai.evals.base import BadRow, Metric, ScoredSample, image_bytes
+from mai.evals.base import BadRow, HubRow, Metric, ScoredSample, image_bytes
 
 PROFILES = ("lmms-eval", "official")
 
@@ -20,7 +19,7 @@ def resolve_profile(profile: str | None, profiles: tuple[str, ...] = PROFILES) -
     return chosen
 
 
-def images_from(row: dict[str, Any], columns: tuple[str, ...], with_images: bool, required: int = 1) -> tuple[bytes, ...]:
+def images_from(row: HubRow, columns: tuple[str, ...], with_images: bool, required: int = 1) -> tuple[bytes, ...]:
     """Encoded images of the row's present image columns, in column order."""
     if not with_images:
         return ()
@@ -30,7 +29,7 @@ def images_from(row: dict[str, Any], columns: tuple[str, ...], with_images: bool
     return found
 
 
-def text_field(row: dict[str, Any], column: str) -> str:
+def text_field(row: HubRow, column: str) -> str:
     value = row.get(column)
     if value is None or (isinstance(value, float) and math.isnan(value)):  # NaN from pandas-made files
         raise BadRow(f"column '{column}' is missing")
@@ -40,7 +39,7 @@ def text_field(row: dict[str, Any], column: str) -> str:
     return text
 
 
-def optional_text(row: dict[str, Any], column: str) -> str:
+def optional_text(row: HubRow, column: str) -> str:
     """Hub exports encode missing MMBench options and hints as None, NaN or the string 'nan'."""
     value = row.get(column)
     if value is None or (isinstance(value, float) and math.isnan(value)):

@@ -11,11 +11,13 @@ from __future__ import annotations
 import io
 import random
 import re
-from typing import Any
+from typing import TypedDict
 
 from mai.answers import answer_span, normalize
 from mai.evals.base import (
     BadRow,
+    HubRow,
+    ImageCell,
     Metric,
     RowFields,
     ScoredSample,
@@ -34,6 +36,22 @@ _YES_NO = re.compile(r"\b(yes|no)\b")
 _LETTER = re.compile(r"(?:^|[\s(\[])([A-D])(?:$|[\s).:,\]])")
 
 
+class DemoRow(TypedDict):
+    """A row the project writes itself, in the MMBench-style hub schema of `demo` and `shapes` (the Parquet
+    features of `mai.flows.assets.write_hub_parquet`); a question without options has None in A-D."""
+
+    A: str | None
+    B: str | None
+    C: str | None
+    D: str | None
+    question: str
+    answer: str
+    index: int
+    category: str
+    hint: str | None
+    image: ImageCell
+
+
 class DemoBenchmark:
     name = "demo"
     version = "1"
@@ -43,7 +61,7 @@ class DemoBenchmark:
     id_column = "index"
     profiles = ("exact-match",)
 
-    def parse_row(self, row: dict[str, Any], index: int, with_images: bool = True) -> RowFields:
+    def parse_row(self, row: HubRow, index: int, with_images: bool = True) -> RowFields:
         options = tuple(str(row[k]) for k in LETTERS if row.get(k) not in (None, ""))
         answer = require_text(row, "answer").strip()
         if options and answer not in LETTERS[: len(options)]:
@@ -101,7 +119,7 @@ def parse_letter(span: str, options: tuple[str, ...]) -> str | None:
     return hits[0] if len(hits) == 1 else None
 
 
-def generate_demo_rows(n: int, seed: int) -> list[dict[str, Any]]:
+def generate_demo_rows(n: int, seed: int) -> list[DemoRow]:
     """`n` rows in the hub schema, deterministic for a seed. Question families rotate so every
     shard holds both answer styles."""
     rng = random.Random(seed)
@@ -109,28 +127,27 @@ def generate_demo_rows(n: int, seed: int) -> list[dict[str, Any]]:
     for index in range(n):
         shapes = [(rng.choice(SHAPES), rng.choice(list(COLORS))) for _ in range(rng.randint(1, 3))]
         family = ("presence", "attribute", "counting")[index % 3]
-        row = _question_for(family, shapes, rng)
-        row.update(index=index, category=family, hint=None, image={"bytes": _draw(shapes, rng), "path": None})
-        rows.append(row)
+        question, answer, options = _question_for(family, shapes, rng)
+        letters = dict(zip(LETTERS, options))
+        # keys in the order the rows always had: it is the column order of the Parquet file the demo data is
+        # written to, whose bytes are the dataset's fingerprint
+        rows.append(DemoRow(A=letters.get("A"), B=letters.get("B"), C=letters.get("C"), D=letters.get("D"),
+                            question=question, answer=answer, index=index, category=family, hint=None,
+                            image={"bytes": _draw(shapes, rng), "path": None}))
     return rows
 
 
-def _question_for(family: str, shapes: list[tuple[str, str]], rng: random.Random) -> dict[str, Any]:
-    row: dict[str, Any] = {letter: None for letter in LETTERS}
+def _question_for(family: str, shapes: list[tuple[str, str]], rng: random.Random) -> tuple[str, str, tuple[str, ...]]:
+    """(question, answer, options) of one row; a yes/no question has no options."""
     if family == "presence":
         shape, color = rng.choice(shapes) if rng.random() < 0.5 else (rng.choice(SHAPES), rng.choice(list(COLORS)))
-        row.update(question=f"Is there a {color} {shape} in the image?",
-                   answer="yes" if (shape, color) in shapes else "no")
-    elif family == "attribute":
+        return f"Is there a {color} {shape} in the image?", "yes" if (shape, color) in shapes else "no", ()
+    if family == "attribute":
         shape, color = shapes[0]
         colors = list(COLORS)
         rng.shuffle(colors)
-        row.update(question=f"What color is the {shape}?", answer=LETTERS[colors.index(color)])
-        row.update(dict(zip(LETTERS, colors)))
-    else:
-        row.update(question="How many shapes are in the image?", answer=LETTERS[len(shapes) - 1])
-        row.update(dict(zip(LETTERS, ("1", "2", "3", "4"))))
-    return row
+        return f"What color is the {shape}?", LETTERS[colors.index(color)], tuple(colors)
+    return "How many shapes are in the image?", LETTERS[len(shapes) - 1], ("1", "2", "3", "4")
 
 
 def _draw(shapes: list[tuple[str, str]], rng: random.Random) -> bytes:

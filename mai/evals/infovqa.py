@@ -10,10 +10,8 @@ Agreement: ANLS of one answer against the other >= 0.5 (lmms-eval rules).
 
 from __future__ import annotations
 
-from typing import Any
-
 from mai.answers import answer_span
-from mai.evals.base import BadRow, Metric, RowFields, ScoredSample, row_id
+from mai.evals.base import BadRow, HubRow, Metric, RowFields, ScoredSample, row_id
 from mai.evals.common import (
     PROFILES,
     anls,
@@ -37,7 +35,7 @@ class InfoVQABenchmark:
     id_column = "questionId"
     profiles = (*PROFILES, "anls-paper")
 
-    def parse_row(self, row: dict[str, Any], index: int, with_images: bool = True) -> RowFields:
+    def parse_row(self, row: HubRow, index: int, with_images: bool = True) -> RowFields:
         answers = row.get("answers")
         if not isinstance(answers, (list, tuple)) or not answers or not all(isinstance(a, str) for a in answers):
             raise BadRow("column 'answers' must be a non-empty list of strings")

@@ -6,13 +6,13 @@ from __future__ import annotations
 import hashlib
 import io
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from mai.errors import ConfigError
-from mai.evals.base import BadRow, Benchmark, RowFields, content_hash, row_id
+from mai.evals.base import BadRow, Benchmark, HubRow, RowFields, content_hash, row_id
 from mai.types import Sample
 
 # stores encoded image bytes once, by content; returns (path, sha256)
@@ -102,18 +102,21 @@ def _check_split(path: Path, split: str) -> None:
         raise ConfigError(f"benchmark data '{path}' has no split '{split}': it has {splits} (--split)")
 
 
-def load_dataset_rows(source: DataSource, image_columns: tuple[str, ...]) -> tuple[list[str], Iterator[dict[str, Any]]]:
+def load_dataset_rows(source: DataSource, image_columns: tuple[str, ...]) -> tuple[list[str], Iterator[HubRow]]:
     """The column names and the rows of the split, images left undecoded ({"bytes", "path"})."""
     import datasets
 
-    dataset = _open(source, datasets)
+    dataset = _open(source)
     for column in image_columns:
         if column in dataset.column_names and isinstance(dataset.features[column], datasets.Image):
             dataset = dataset.cast_column(column, datasets.Image(decode=False))
     return list(dataset.column_names), iter(dataset)
 
 
-def _open(source: DataSource, datasets: Any) -> Any:
+def _open(source: DataSource) -> Any:
+    """The split as a `datasets.Dataset` (an untyped library: Any)."""
+    import datasets
+
     path = Path(source.location)
     if not path.exists():
         return datasets.load_dataset(source.location, source.config, split=source.split, revision=source.revision)
@@ -135,7 +138,7 @@ def check_columns(benchmark: Benchmark, columns: list[str]) -> None:
         )
 
 
-def rows_to_samples(benchmark: Benchmark, rows: Iterator[dict[str, Any]], store_image: ImageSink,
+def rows_to_samples(benchmark: Benchmark, rows: Iterable[HubRow], store_image: ImageSink,
                     max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> list[Sample]:
     """Every row becomes a sample; a row that cannot be used becomes a sample with `error` set. Rows that share a
     sample id are errors too (`flag_duplicate_ids`): one id never silently stands for two rows."""
@@ -143,7 +146,7 @@ def rows_to_samples(benchmark: Benchmark, rows: Iterator[dict[str, Any]], store_
     return flag_duplicate_ids(samples)
 
 
-def _row_to_sample(benchmark: Benchmark, row: dict[str, Any], index: int, store_image: ImageSink,
+def _row_to_sample(benchmark: Benchmark, row: HubRow, index: int, store_image: ImageSink,
                    max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> Sample:
     fallback_id = row_id(benchmark.name, benchmark.id_column, row, index)
     try:

@@ -30,10 +30,9 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
 
 from mai.answers import answer_span
-from mai.evals.base import BadRow, Metric, RowFields, ScoredSample, row_id
+from mai.evals.base import BadRow, HubRow, Metric, RowFields, ScoredSample, row_id
 from mai.evals.common import (
     PROFILES,
     extract_mcq_answer,
@@ -59,7 +58,7 @@ class MMBenchBenchmark:
     id_column = "index"
     profiles = PROFILES
 
-    def parse_row(self, row: dict[str, Any], index: int, with_images: bool = True) -> RowFields:
+    def parse_row(self, row: HubRow, index: int, with_images: bool = True) -> RowFields:
         options = {letter: optional_text(row, letter) for letter in LETTERS}
         present = tuple(letter for letter in LETTERS if options[letter])
         answer = text_field(row, "answer").strip()
@@ -106,7 +105,7 @@ def _choices(sample: Sample) -> dict[str, str]:
     return dict(zip(letters, sample.options))
 
 
-def _row_index(row: dict[str, Any]) -> int:
+def _row_index(row: HubRow) -> int:
     """The row's `index`: an integer (circular copies are grouped by `index % 1_000_000`)."""
     value = row.get("index")
     if value is None or (isinstance(value, float) and math.isnan(value)):

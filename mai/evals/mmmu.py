@@ -25,10 +25,9 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Any
 
 from mai.answers import answer_span
-from mai.evals.base import BadRow, Metric, RowFields, ScoredSample, row_id
+from mai.evals.base import BadRow, HubRow, Metric, RowFields, ScoredSample, row_id
 from mai.evals.common import (
     grouped_mean,
     images_from,
@@ -65,7 +64,7 @@ class MMMUBenchmark:
     id_column = "id"
     profiles = ("lmms-eval", "official", "lmms-eval-2025")
 
-    def parse_row(self, row: dict[str, Any], index: int, with_images: bool = True) -> RowFields:
+    def parse_row(self, row: HubRow, index: int, with_images: bool = True) -> RowFields:
         question, kind = text_field(row, "question"), text_field(row, "question_type")
         if kind not in ("multiple-choice", "open"):
             raise BadRow(f"column 'question_type' must be 'multiple-choice' or 'open', got '{kind}'")
@@ -128,20 +127,23 @@ class MMMUBenchmark:
                 + unparsed_rate(scored))
 
 
-def _check_referenced(row: dict[str, Any], referenced: list[str]) -> None:
+def _check_referenced(row: HubRow, referenced: list[str]) -> None:
     """Names the `<image k>` the text references and the row lacks (not just the first image column)."""
-    missing = [column for column in referenced if row.get(column) in (None, {}, b"")
-               or (isinstance(row.get(column), dict) and not row[column].get("bytes"))]
+    missing = [column for column in referenced if _holds_no_image(row.get(column))]
     if missing:
         markers = ", ".join(f"<image {column.split('_')[1]}>" for column in missing)
         raise BadRow(f"the question or options reference {markers} but column(s) {missing} hold no image")
+
+
+def _holds_no_image(cell: object) -> bool:
+    return cell in (None, {}, b"") or (isinstance(cell, dict) and not cell.get("bytes"))
 
 
 def _letters(n: int) -> tuple[str, ...]:
     return tuple(chr(ord("A") + i) for i in range(n))
 
 
-def _parse_options(value: Any) -> tuple[str, ...]:
+def _parse_options(value: object) -> tuple[str, ...]:
     try:
         options = ast.literal_eval(value) if isinstance(value, str) else value
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as error:

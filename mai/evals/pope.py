@@ -15,10 +15,8 @@ Agreement (mutual verification): both parse (lmms-eval rules) to the same yes/no
 
 from __future__ import annotations
 
-from typing import Any
-
 from mai.answers import answer_span
-from mai.evals.base import BadRow, Metric, RowFields, ScoredSample, row_id
+from mai.evals.base import BadRow, HubRow, Metric, RowFields, ScoredSample, row_id
 from mai.evals.common import images_from, resolve_profile, text_field
 from mai.types import AnswerStyle, Sample
 
@@ -32,7 +30,7 @@ class PopeBenchmark:
     id_column = "question_id"
     profiles = ("lmms-eval", "official")
 
-    def parse_row(self, row: dict[str, Any], index: int, with_images: bool = True) -> RowFields:
+    def parse_row(self, row: HubRow, index: int, with_images: bool = True) -> RowFields:
         answer = text_field(row, "answer").strip().lower()
         if answer not in ("yes", "no"):
             raise BadRow(f"column 'answer' must be yes or no, got '{answer}'")

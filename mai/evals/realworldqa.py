@@ -23,10 +23,9 @@ from __future__ import annotations
 
 import re
 import string
-from typing import Any
 
 from mai.answers import answer_span
-from mai.evals.base import Metric, RowFields, ScoredSample, row_id
+from mai.evals.base import HubRow, Metric, RowFields, ScoredSample, row_id
 from mai.evals.common import extract_mcq_answer as _extract_mcq_answer
 from mai.evals.common import images_from, overall_mean, resolve_profile, text_field, unparsed_rate
 from mai.types import AnswerStyle, Sample
@@ -47,7 +46,7 @@ class RealWorldQABenchmark:
     id_column = "index"
     profiles = ("lmms-eval", "official", "lmms-eval-0.7.1")
 
-    def parse_row(self, row: dict[str, Any], index: int, with_images: bool = True) -> RowFields:
+    def parse_row(self, row: HubRow, index: int, with_images: bool = True) -> RowFields:
         question = text_field(row, "question").strip()
         options = tuple(text.strip() for _, text in _OPTION_LINE.findall(question))
         return RowFields(sample_id=row_id(self.name, self.id_column, row, index), question=question, options=(),

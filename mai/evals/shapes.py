@@ -11,11 +11,10 @@ Splits `train`, `validation` and `test` share no item (`mai build-shapes`).
 
 from __future__ import annotations
 
-from typing import Any
-
 from mai.answers import answer_span
 from mai.evals.base import (
     BadRow,
+    HubRow,
     Metric,
     RowFields,
     ScoredSample,
@@ -40,7 +39,7 @@ class ShapesBenchmark(DemoBenchmark):
     version = "1"
     agreement_rule = "exact_match_after_parsing (numbers: relaxed match)"
 
-    def parse_row(self, row: dict[str, Any], index: int, with_images: bool = True) -> RowFields:
+    def parse_row(self, row: HubRow, index: int, with_images: bool = True) -> RowFields:
         family = require_text(row, "category")
         if family not in FAMILIES:
             raise BadRow(f"column 'category' must be one of {list(FAMILIES)}, got '{family}'")

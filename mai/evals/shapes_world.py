@@ -23,9 +23,14 @@ import io
 import math
 import random
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
-from mai.evals.demo import COLORS, LETTERS, SHAPES  # the demo's palette, shapes and option letters
+from mai.evals.demo import (  # the demo's palette, shapes, option letters, rows
+    COLORS,
+    LETTERS,
+    SHAPES,
+    DemoRow,
+)
 
 GRID = 4
 # shapes per scene: up to three quarters of the grid, so that a one-shot count over a dense scene is hard.
@@ -371,10 +376,10 @@ def world_fingerprint(sizes: dict[str, int]) -> str:
     return digest.hexdigest()[:16]
 
 
-def to_row(index: int, scene: Scene, question: Question) -> dict[str, Any]:
+def to_row(index: int, scene: Scene, question: Question) -> DemoRow:
     """A row in the hub schema the loaders read (MMBench columns; options empty for open questions)."""
-    options = dict(zip(LETTERS, question.options)) if question.options else {}
-    return {"index": index, "question": question.text, "hint": None,
-            **{letter: options.get(letter) for letter in LETTERS},
-            "answer": question.answer, "category": question.family,
-            "image": {"bytes": draw(scene), "path": None}}
+    options = dict(zip(LETTERS, question.options))
+    # keys in the order the rows always had (the column order of the written Parquet file)
+    return DemoRow(index=index, question=question.text, hint=None, A=options.get("A"), B=options.get("B"),
+                   C=options.get("C"), D=options.get("D"), answer=question.answer, category=question.family,
+                   image={"bytes": draw(scene), "path": None})
