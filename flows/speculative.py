@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, cast
 
 from mai.flows.plan import prepare_run
 from mai.flows.run import mai_run
@@ -36,13 +37,44 @@ from mai.stages import build_request
 from mai.types import GenRequest, ModelSpec
 
 
+class SpeculativeRow(TypedDict):
+    """One sample's measurement: a row of the `speculative` table (storage.schemas.SPECULATIVE, same columns)."""
+
+    run_id: str                 # the plain large-model R run whose outputs are the reference
+    sample_id: str
+    gen_id: str
+    large_model: str
+    small_model: str
+    draft_tokens: int
+    proposed: int
+    accepted: int
+    acceptance_rate: float
+    rounds: int
+    output_tokens: int
+    identical_to_greedy: bool
+    speculative_wall_s: float
+    plain_wall_s: float         # the large model alone, greedy, batch size 1, same request
+
+
+class SpeculativeSummary(TypedDict):
+    """What a call measured over every sample of the reference run (the CLI prints it)."""
+
+    run_id: str
+    samples: int
+    draft_tokens: int
+    identical: int
+    acceptance_rate: float
+    speculative_s: float
+    plain_s: float
+
+
 @flow(name="mai-speculative", persist_result=False)
-def mai_speculative(config: RunConfig, draft_tokens: int = 4) -> dict[str, Any]:
+def mai_speculative(config: RunConfig, draft_tokens: int = 4) -> SpeculativeSummary:
     with stop.on_sigterm():
         return _speculative(config, draft_tokens)
 
 
-def _speculative(config: RunConfig, draft_tokens: int) -> dict[str, Any]:
+def _speculative(config: RunConfig, draft_tokens: int) -> SpeculativeSummary:
     if config.backend != "transformers":
         raise ConfigError("the speculative-decoding baseline runs on the transformers backend")
     reference = config.model_copy(update={"mode": "single", "single_model": "large", "single_prompt": "R", "s2": False,
@@ -50,47 +82,46 @@ def _speculative(config: RunConfig, draft_tokens: int) -> dict[str, Any]:
     plan = prepare_run(config.model_copy(update={"mode": "cascade", "s2": False}), Home.at(config.home))
     home = Home.at(config.home)
     models = plan.context.models
-    baseline = _unfinished_reference(home, reference.key(), models["large"], models["small"], draft_tokens)
-    baseline = baseline or mai_run(reference)
+    run_id = _unfinished_reference(home, reference.key(), models["large"], models["small"], draft_tokens)
+    run_id = run_id or mai_run(reference)["run_id"]
     large, small = (get_engine(models[r], "transformers") for r in ("large", "small"))
     if not (isinstance(large, TransformersEngine) and isinstance(small, TransformersEngine)):
         raise ConfigError("speculative decoding needs transformers engines")
-    rows = _decode_all(home, baseline, reference, large, small, draft_tokens, config.batch_size,
+    rows = _decode_all(home, run_id, reference, large, small, draft_tokens, config.batch_size,
                        plan.context.backend_ids.get("large"))
     build_catalog(home)
     proposed, accepted = sum(r["proposed"] for r in rows), sum(r["accepted"] for r in rows)
-    return {"run_id": baseline["run_id"], "samples": len(rows), "draft_tokens": draft_tokens,
+    return {"run_id": run_id, "samples": len(rows), "draft_tokens": draft_tokens,
             "identical": sum(r["identical_to_greedy"] for r in rows), "acceptance_rate": accepted / proposed if proposed else 0.0,
             "speculative_s": sum(r["speculative_wall_s"] for r in rows), "plain_s": sum(r["plain_wall_s"] for r in rows)}
 
 
-def _unfinished_reference(home: Home, reference_key: str, large: ModelSpec, small: ModelSpec, k: int
-                          ) -> dict[str, Any] | None:
-    """The manifest of the latest completed reference run (same configuration, same large model) whose measurement
+def _unfinished_reference(home: Home, reference_key: str, large: ModelSpec, small: ModelSpec, k: int) -> str | None:
+    """The run id of the latest completed reference run (same configuration, same large model) whose measurement
     with this small model and draft length was interrupted: the call resumes it instead of starting anew."""
     directories = sorted(home.speculative.glob("*"), reverse=True) if home.speculative.exists() else []
     for directory in directories:  # run ids start with their UTC start time: the latest first
         if not is_complete(home, directory.name):
             continue
-        manifest: dict[str, Any] = read_manifest(home, directory.name)
+        manifest = read_manifest(home, directory.name)
         if manifest.get("config_key") != reference_key or manifest["models"].get("large") != asdict(large):
             continue
         rows = stored_rows(directory, k)
         if rows and {r["small_model"] for r in rows} == {small.identity_name} \
                 and len({r["sample_id"] for r in rows}) < manifest["counts"]["valid"]:
-            return manifest
+            return manifest["run_id"]
     return None
 
 
-def stored_rows(directory: Path, k: int) -> list[dict[str, Any]]:
+def stored_rows(directory: Path, k: int) -> list[SpeculativeRow]:
     """Rows already measured for draft length `k` (batch files, and the one whole file older versions wrote)."""
-    return read_rows(sorted([*directory.glob(f"k{k}.parquet"), *directory.glob(f"k{k}-*.parquet")]))
+    rows = read_rows(sorted([*directory.glob(f"k{k}.parquet"), *directory.glob(f"k{k}-*.parquet")]))
+    return cast(list[SpeculativeRow], rows)  # every file here is written with the SPECULATIVE schema
 
 
-def _decode_all(home: Home, baseline: dict[str, Any], config: RunConfig, large: TransformersEngine,
-                small: TransformersEngine, k: int, batch_size: int, backend: str | None) -> list[dict[str, Any]]:
+def _decode_all(home: Home, run_id: str, config: RunConfig, large: TransformersEngine, small: TransformersEngine,
+                k: int, batch_size: int, backend: str | None) -> list[SpeculativeRow]:
     benchmark = get_benchmark(config.benchmark)
-    run_id = baseline["run_id"]
     samples = {s.sample_id: s for path in read_manifest(home, run_id)["shard_paths"]
                for s in read_shard(home.root / path)}
     directory = home.speculative / run_id
@@ -100,10 +131,11 @@ def _decode_all(home: Home, baseline: dict[str, Any], config: RunConfig, large: 
     stored = store_for(str(home.root)).read(large.model, "R", (r["gen_single"] for r in routes), ["output_token_ids"])
     stage, decoding = cascade.single_stages("large", "R", s2=False)[0], config.decoding("R")
     progress.stage_started("speculative", len(routes), run_id=run_id)
-    batch: list[dict[str, Any]] = []
+    batch: list[SpeculativeRow] = []
     for index, route in enumerate(routes):
         request = build_request(stage, samples[route["sample_id"]], benchmark, large.model, decoding, None, backend)
-        batch.append(_decode_one(route, stored, large, small, k, run_id, request))
+        greedy = stored[request.gen_id]["output_token_ids"]
+        batch.append(_decode_one(route["sample_id"], greedy, large, small, k, run_id, request))
         progress.advanced("speculative", 1, run_id=run_id)
         if len(batch) >= batch_size or index == len(routes) - 1:
             write_rows(directory / f"k{k}-{uuid.uuid4().hex[:12]}.parquet", batch, SPECULATIVE)  # atomic
@@ -111,16 +143,17 @@ def _decode_all(home: Home, baseline: dict[str, Any], config: RunConfig, large: 
     return rows
 
 
-def _decode_one(route: dict[str, Any], stored: dict[str, Any], large: TransformersEngine, small: TransformersEngine,
-                k: int, run_id: str, request: GenRequest) -> dict[str, Any]:
+def _decode_one(sample_id: str, greedy: Sequence[int], large: TransformersEngine, small: TransformersEngine,
+                k: int, run_id: str, request: GenRequest) -> SpeculativeRow:
+    """`greedy`: the large model's stored output tokens for the request, which speculative decoding must equal."""
     result = speculative_generate(large, small, request, k)
     started = time.perf_counter()
     large.generate([request], batch_size=1)
     plain = time.perf_counter() - started
-    return {"run_id": run_id, "sample_id": route["sample_id"], "gen_id": request.gen_id,
+    return {"run_id": run_id, "sample_id": sample_id, "gen_id": request.gen_id,
             "large_model": large.model.identity_name, "small_model": small.model.identity_name,
             "draft_tokens": k, "proposed": result.proposed, "accepted": result.accepted,
             "acceptance_rate": result.acceptance_rate, "rounds": result.rounds,
             "output_tokens": len(result.token_ids) + (result.finish_reason == "stop"),
-            "identical_to_greedy": list(result.token_ids) == list(stored[request.gen_id]["output_token_ids"]),
+            "identical_to_greedy": list(result.token_ids) == list(greedy),
             "speculative_wall_s": result.wall_s, "plain_wall_s": plain}
