@@ -11,6 +11,7 @@ from mai.storage.catalog import query
 from mai.storage.paths import Home
 
 from mai.backends.registry import get_engine
+from mai.backends.transformers_capture import capture_inputs
 from mai.config import resolve_model
 from mai.errors import ConfigError
 from mai.transfer import select_indices, tokens_to_reach
@@ -43,9 +44,9 @@ def test_capture_equals_eager_attention_on_padded_batches(home: Path) -> None:
     batched = {(c.capture_id, c.layer): c for c in engine.capture(captures, layers, batch_size=4)}
     eager = AutoModelForImageTextToText.from_pretrained(model.name_or_path, dtype=torch.float32,
                                                         attn_implementation="eager").eval()
-    _, processor, tokenizer = engine._load()
+    loaded = engine.load()
     for request in captures:
-        inputs, [(begin, end)] = engine._encode_with_reasoning([request], processor, tokenizer, "cpu")
+        inputs, [(begin, end)] = capture_inputs([request], loaded, "cpu")
         with torch.no_grad():
             reference = eager(**inputs, output_attentions=True).attentions
         for layer in layers:

@@ -12,7 +12,7 @@ import hashlib
 import os
 import threading
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 IMAGE_TOKEN = "<|image_pad|>"
 
@@ -76,6 +76,22 @@ def _nbytes(value: tuple[Any, Any]) -> int:
 PROCESSED_IMAGES = ProcessedImages(IMAGE_CACHE_BYTES)
 
 
+class ImagePart(TypedDict):
+    type: Literal["image"]
+
+
+class TextPart(TypedDict):
+    type: Literal["text"]
+    text: str
+
+
+class UserTurn(TypedDict):
+    """One chat message as chat templates read it: images first, then the text."""
+
+    role: Literal["user"]
+    content: list[ImagePart | TextPart]
+
+
 class ImageOnlyProcessor:
     def __init__(self, tokenizer: Any, image_processor: Any) -> None:
         self.tokenizer = tokenizer
@@ -84,7 +100,7 @@ class ImageOnlyProcessor:
         # two processors configured alike share their processed images
         self.image_processor_key = hashlib.sha256(image_processor.to_json_string().encode()).hexdigest()
 
-    def apply_chat_template(self, messages: list[dict[str, Any]], **kwargs: Any) -> str:
+    def apply_chat_template(self, messages: list[UserTurn], **kwargs: Any) -> str:
         text: str = self.tokenizer.apply_chat_template(messages, **kwargs)
         return text
 

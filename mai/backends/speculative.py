@@ -16,6 +16,7 @@ from typing import Any
 
 from mai import stop
 from mai.backends.transformers_backend import TransformersEngine
+from mai.backends.transformers_inputs import encode_prompts
 from mai.errors import ConfigError
 from mai.types import GenRequest
 
@@ -41,15 +42,15 @@ def speculative_generate(large: TransformersEngine, small: TransformersEngine, r
 
     if draft_tokens < 1:
         raise ConfigError("draft tokens must be >= 1")
-    with large._lock, small._lock:
-        net_large, processor, _ = large._load()
-        net_small, small_processor, _ = small._load()
-        inputs = large._encode([request], processor, net_large.device)
-        if not torch.equal(small._encode([request], small_processor, net_small.device)["input_ids"], inputs["input_ids"]):
+    with large.lock, small.lock:
+        model_large, model_small = large.load(), small.load()
+        inputs = encode_prompts([request], model_large.processor, model_large.device)
+        small_inputs = encode_prompts([request], model_small.processor, model_small.device)
+        if not torch.equal(small_inputs["input_ids"], inputs["input_ids"]):
             raise ConfigError("speculative decoding needs models that share a tokenizer and processor")
         started = time.perf_counter()
         with torch.no_grad():
-            result = _decode(net_large, net_small, inputs, request, draft_tokens)
+            result = _decode(model_large.network, model_small.network, inputs, request, draft_tokens)
         return SpeculativeResult(request.gen_id, *result, wall_s=time.perf_counter() - started)
 
 
