@@ -26,26 +26,13 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
-from mai.storage.partitions import TABLES, Table, partitions
+from mai.storage.partitions import partitions
 from mai.storage.paths import Home
-from mai.storage.schemas import (
-    ATTENTION,
-    ESTIMATES,
-    GENERATIONS,
-    LATENCY_PROFILES,
-    METRICS,
-    ROUTES,
-    RUNS,
-    SAMPLES,
-    SCORES,
-    SELECTIONS,
-    SPECULATIVE,
-)
+from mai.storage.tables import TABLES, Table
 
 from mai.errors import ConfigError
 
-VIEW_NAMES = ("samples", "generations", "routes", "runs", "metrics", "scores", "attention", "selections",
-              "latency_profiles", "estimates", "speculative")
+VIEW_NAMES = tuple(t.name for t in TABLES)  # one view per table, named after it
 
 
 def _duckdb_type(arrow_type: pa.DataType) -> str:
@@ -70,42 +57,37 @@ def _over_files(pattern: Path, schema: pa.Schema) -> str:
     return f"SELECT * FROM read_parquet('{pattern.as_posix()}', union_by_name = true)"
 
 
-def _over_partitions(home: Home, table: Table, schema: pa.Schema) -> str:
+def _over_partitions(home: Home, table: Table) -> str:
     """The published version of each partition, by its version directory (storage/partitions.py): a view keeps
     reading the version it was made over even when a compaction publishes the next one meanwhile."""
     patterns = [(p.current() or p.path) / "*.parquet" for p in partitions(home, table) if p.files()]
     if not patterns:
-        return _empty_relation(schema)
+        return _empty_relation(table.schema)
     listed = ", ".join("'" + pattern.as_posix().replace("'", "''") + "'" for pattern in patterns)
     return f"SELECT * FROM read_parquet([{listed}], union_by_name = true)"
 
 
+def view_definition(home: Home, table: Table) -> str:
+    """A content-addressed table is read plainly (a query reads only the columns it touches): identities are
+    claimed, so each is written once, and compaction removes the duplicates of older stores."""
+    if table.content_addressed:
+        relation = _over_partitions(home, table)
+    else:
+        relation = _over_files(home.table_dir(table.name) / table.files, table.schema)
+    if table.full_schema_view:  # BY NAME over the full schema: columns added later are NULL in older files
+        relation = f"SELECT * FROM ({_empty_relation(table.schema)} UNION ALL BY NAME {relation})"
+    if table.keep_first_by:
+        keys = ", ".join(table.key)
+        relation = (f"SELECT * FROM ({relation}) "
+                    f"QUALIFY row_number() OVER (PARTITION BY {keys} ORDER BY {table.keep_first_by}) = 1")
+    if table.per_run:  # a run killed before its `runs` row does not count
+        relation = f"SELECT * FROM ({relation}) WHERE run_id IN (SELECT run_id FROM runs)"
+    return relation
+
+
 def view_definitions(home: Home) -> dict[str, str]:
-    runs = _over_files(home.runs / "*" / "run.parquet", RUNS)
-    completed = "run_id IN (SELECT run_id FROM runs)"  # a run killed before its manifest does not count
-    return {
-        "samples": (
-            f"SELECT * FROM ({_over_files(home.samples / '*' / '*' / '*.parquet', SAMPLES)}) "
-            "QUALIFY row_number() OVER (PARTITION BY dataset_fingerprint, sample_id ORDER BY shard) = 1"
-        ),
-        # plain reads (a query reads only the columns it touches): identities are claimed, so each is written
-        # once, and compaction removes the duplicates of older stores (storage/partitions.py)
-        "generations": (  # BY NAME over the full schema: columns added later read as NULL in older files
-            f"SELECT * FROM ({_empty_relation(GENERATIONS)} UNION ALL BY NAME "
-            f"{_over_partitions(home, TABLES[0], GENERATIONS)})"
-        ),
-        "runs": runs,
-        "routes": f"SELECT * FROM ({_over_files(home.routes / '*' / 'routes.parquet', ROUTES)}) WHERE {completed}",
-        "metrics": f"SELECT * FROM ({_over_files(home.metrics / '*' / '*.parquet', METRICS)}) WHERE {completed}",
-        "scores": f"SELECT * FROM ({_over_files(home.scores / '*' / '*.parquet', SCORES)}) WHERE {completed}",
-        "latency_profiles": _over_files(home.latency_profiles / "*.parquet", LATENCY_PROFILES),
-        "estimates": (f"SELECT * FROM ({_over_files(home.estimates / '*' / '*.parquet', ESTIMATES)}) "
-                      f"WHERE {completed}"),
-        "speculative": (f"SELECT * FROM ({_over_files(home.speculative / '*' / '*.parquet', SPECULATIVE)}) "
-                        f"WHERE {completed}"),
-        "attention": _over_partitions(home, TABLES[1], ATTENTION),
-        "selections": _over_partitions(home, TABLES[2], SELECTIONS),
-    }
+    """Each table's view, in the registry's order (a view is created after the views it reads)."""
+    return {table.name: view_definition(home, table) for table in TABLES}
 
 
 def _create_views(connection: duckdb.DuckDBPyConnection, home: Home) -> None:

@@ -7,19 +7,28 @@ import threading
 from collections.abc import Collection, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-from mai.storage.partitions import TABLES, partitions, published_files, table_files, write_part
+from mai.storage.partitions import partitions, published_files, table_files, write_part
 from mai.storage.paths import Home
-from mai.storage.schemas import GENERATIONS
+from mai.storage.schemas import GENERATIONS, GenerationRow
+from mai.storage.tables import table_named
 
 from mai.answers import extract_bracketed
 from mai.types import GenRequest, GenResult, ModelSpec, PromptKind
 
-GENERATIONS_TABLE = TABLES[0]
+GENERATIONS_TABLE = table_named("generations")
+
+
+class GenerationContext(TypedDict):
+    """The columns of a batch's rows that come from its run, not from the request or the result."""
+
+    benchmark: str
+    backend: str
+    run_id: str
 
 
 class GenerationStore:
@@ -69,23 +78,25 @@ class GenerationStore:
 
     def write(
         self, model: ModelSpec, kind: PromptKind, requests: dict[str, GenRequest], results: list[GenResult],
-        context: dict[str, str],
+        context: GenerationContext,
     ) -> Path:
-        """`context` carries the per-stage columns: benchmark, backend, run_id."""
         now = datetime.now(UTC)
         rows = [_row(model, kind, requests[r.gen_id], r, context, now) for r in results]
         return write_part(self.home, self.directory(model, kind), rows, GENERATIONS)
 
-    def read(self, model: ModelSpec, kind: PromptKind, gen_ids: Iterable[str], columns: list[str]) -> dict[str, dict[str, Any]]:
-        """Rows by gen_id (the first copy if a concurrent run wrote the same identity twice)."""
+    def read(self, model: ModelSpec, kind: PromptKind, gen_ids: Iterable[str], columns: list[str]
+             ) -> dict[str, GenerationRow]:
+        """Rows by gen_id, with `gen_id` and `columns` (the first copy if a concurrent run wrote the same
+        identity twice)."""
         wanted = list(dict.fromkeys(gen_ids))
         files = published_files(self.home, self.directory(model, kind))
         if not wanted or not files:
             return {}
         dataset = ds.dataset([str(p) for p in files], format="parquet")
         table = dataset.to_table(columns=["gen_id", *columns], filter=pc.field("gen_id").isin(wanted))
-        found: dict[str, dict[str, Any]] = {}
-        for row in table.to_pylist():
+        rows: list[GenerationRow] = table.to_pylist()  # pyarrow is untyped: name the type it returns
+        found: dict[str, GenerationRow] = {}
+        for row in rows:
             found.setdefault(row["gen_id"], row)
         return found
 
@@ -114,9 +125,9 @@ def count_computed_by_run(home: Home, run_id: str, directories: Iterable[Path] |
 
 
 def _row(
-    model: ModelSpec, kind: PromptKind, request: GenRequest, result: GenResult, context: dict[str, str],
+    model: ModelSpec, kind: PromptKind, request: GenRequest, result: GenResult, context: GenerationContext,
     now: datetime,
-) -> dict[str, Any]:
+) -> GenerationRow:
     return {
         "gen_id": result.gen_id, "sample_id": request.sample_id, "benchmark": context["benchmark"],
         "model": model.identity_name, "model_revision": model.revision, "dtype": model.dtype,

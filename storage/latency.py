@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import csv
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import TypeVar, cast
 
+import pyarrow.parquet as pq
 from mai.storage.catalog import query
-from mai.storage.parquet import read_rows, write_rows
+from mai.storage.parquet import write_rows
 from mai.storage.paths import Home
-from mai.storage.schemas import ESTIMATES, LATENCY_PROFILES
+from mai.storage.schemas import ESTIMATES, LATENCY_PROFILES, EstimateRow, LatencyProfileRow
 
 from mai.errors import ConfigError
 from mai.latency import Call, LatencyProfile, StageEstimate
 from mai.types import STAGE_NAMES
+
+_N = TypeVar("_N", int, float)
 
 # a file name of its own: letters, digits, `.`, `_`, `+`, `-`; not starting with a dot (no `..`, no hidden file)
 _NAME = re.compile(r"[A-Za-z0-9_+-][A-Za-z0-9._+-]*")
@@ -34,7 +38,7 @@ def profile_path(home: Home, name: str) -> Path:
     return home.latency_profiles / f"{check_name(name, 'latency profile')}.parquet"
 
 
-def write_profile(home: Home, name: str, rows: list[dict[str, Any]], replace: bool = False) -> Path:
+def write_profile(home: Home, name: str, rows: Sequence[LatencyProfileRow], replace: bool = False) -> Path:
     path = profile_path(home, name)
     if path.exists() and not replace:
         raise ConfigError(f"latency profile '{name}' exists: choose another name or pass --replace")
@@ -47,17 +51,21 @@ def read_profile(home: Home, name: str) -> LatencyProfile:
     if not path.exists():
         raise ConfigError(f"no latency profile '{name}' (see `mai sql \"SELECT DISTINCT profile_name FROM "
                           "latency_profiles\"`)")
-    rows = read_rows([path])
+    rows: list[LatencyProfileRow] = pq.read_table(path).to_pylist()  # the LATENCY_PROFILES columns
     speeds = [r["tokens_per_s"] for r in rows if r["tokens_per_s"]]
     if not speeds:
         raise ConfigError(f"latency profile '{name}' has no decoding throughput")
-    return LatencyProfile(name=name, model=rows[0]["model"],
-                          ttft_points=tuple((int(r["input_tokens"]), r["ttft_ms"] / 1000.0) for r in rows
-                                            if r["ttft_ms"] is not None),
+    return LatencyProfile(name=name, model=rows[0]["model"], ttft_points=_ttft_points(rows),
                           tokens_per_s=sum(speeds) / len(speeds))
 
 
-def rows_from_csv(path: Path, hardware: str) -> list[dict[str, Any]]:
+def _ttft_points(rows: list[LatencyProfileRow]) -> tuple[tuple[int, float], ...]:
+    """(input tokens, TTFT in seconds) of the points that report a TTFT; a TTFT needs its input length."""
+    return tuple((r["input_tokens"], r["ttft_ms"] / 1000.0) for r in rows
+                 if r["ttft_ms"] is not None and r["input_tokens"] is not None)
+
+
+def rows_from_csv(path: Path, hardware: str) -> list[LatencyProfileRow]:
     """Published numbers: columns model, input_tokens, ttft_ms and tokens_per_s (either may be blank on a
     row), optional image_resolution, image_tokens, query_tokens, output_tokens, decode_ms."""
     if not path.exists():
@@ -70,20 +78,28 @@ def rows_from_csv(path: Path, hardware: str) -> list[dict[str, Any]]:
         return [_csv_row(row, hardware, number) for number, row in enumerate(reader, start=2)]
 
 
-def _csv_row(row: dict[str, str], hardware: str, line: int) -> dict[str, Any]:
-    def number(key: str, kind: type = float) -> Any:
-        value = (row.get(key) or "").strip()
-        try:
-            return kind(value) if value else None
-        except ValueError as error:
-            raise ConfigError(f"line {line}: column '{key}' is not a number: '{value}'") from error
+def _csv_row(row: dict[str, str], hardware: str, line: int) -> LatencyProfileRow:
+    def real(key: str) -> float | None:
+        return _number(row, key, line, float)
+
+    def whole(key: str) -> int | None:
+        return _number(row, key, line, int)
 
     return {"model": row["model"], "backend": row.get("backend") or "published", "dtype": row.get("dtype") or "",
-            "hardware": row.get("hardware") or hardware, "source": "imported", "image_resolution": number("image_resolution", int),
-            "image_tokens": number("image_tokens", int), "query_tokens": number("query_tokens", int),
-            "input_tokens": number("input_tokens", int), "output_tokens": number("output_tokens", int),
-            "repeats": None, "ttft_ms": number("ttft_ms"), "decode_ms": number("decode_ms"),
-            "tokens_per_s": number("tokens_per_s")}
+            "hardware": row.get("hardware") or hardware, "source": "imported",
+            "image_resolution": whole("image_resolution"), "image_tokens": whole("image_tokens"),
+            "query_tokens": whole("query_tokens"), "input_tokens": whole("input_tokens"),
+            "output_tokens": whole("output_tokens"), "repeats": None, "ttft_ms": real("ttft_ms"),
+            "decode_ms": real("decode_ms"), "tokens_per_s": real("tokens_per_s")}
+
+
+def _number(row: dict[str, str], key: str, line: int, kind: type[_N]) -> _N | None:
+    """The CSV cell as a number, None when blank; a ConfigError names the line and column of a bad one."""
+    value = (row.get(key) or "").strip()
+    try:
+        return kind(value) if value else None
+    except ValueError as error:
+        raise ConfigError(f"line {line}: column '{key}' is not a number: '{value}'") from error
 
 
 def read_run_calls(home: Home, run_id: str) -> list[Call]:
@@ -99,9 +115,10 @@ def read_run_calls(home: Home, run_id: str) -> list[Call]:
 
 def write_estimate(home: Home, run_id: str, name: str, stages: list[StageEstimate]) -> Path:
     check_name(name, "estimate")
-    rows = [{"run_id": run_id, "estimate_name": name, "stage": s.stage, "profile_name": s.profile, "calls": s.calls,
-             "prompt_tokens": s.prompt_tokens, "output_tokens": s.output_tokens, "ttft_s": s.ttft_s,
-             "decode_s": s.decode_s, "total_s": s.total_s} for s in stages]
+    rows: list[EstimateRow] = [
+        {"run_id": run_id, "estimate_name": name, "stage": s.stage, "profile_name": s.profile, "calls": s.calls,
+         "prompt_tokens": s.prompt_tokens, "output_tokens": s.output_tokens, "ttft_s": s.ttft_s,
+         "decode_s": s.decode_s, "total_s": s.total_s} for s in stages]
     rows.append({"run_id": run_id, "estimate_name": name, "stage": "total", "profile_name": None,
                  "calls": sum(s.calls for s in stages), "prompt_tokens": sum(s.prompt_tokens for s in stages),
                  "output_tokens": sum(s.output_tokens for s in stages), "ttft_s": sum(s.ttft_s for s in stages),

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -15,27 +15,26 @@ from mai.storage.catalog import build_catalog
 from mai.storage.partitions import (
     AUTO_MIN_SMALL_FILES,
     GRACE_S,
-    TABLES,
     Compaction,
     Partition,
-    Table,
     compact,
     count_small_files,
     partitions,
     row_keys,
+    table_files,
 )
 from mai.storage.paths import Home
-from mai.storage.schemas import TABLE_SCHEMAS
+from mai.storage.tables import CONTENT_ADDRESSED, TABLES, Table, TableName, table_named
 
-SCHEMAS = {table.name: TABLE_SCHEMAS[table.name] for table in TABLES}
+SCHEMAS: dict[TableName, pa.Schema] = {table.name: table.schema for table in TABLES}  # by a table's name
 TEMP_AGE_S = 600.0  # a temp file older than this belongs to a writer that died
 
 
 def compact_store(home: Home, min_small_files: int = 2, grace_s: float = GRACE_S) -> list[Compaction]:
     """Compacts every partition of every content-addressed table (`mai store compact`)."""
-    return _recatalogued(home, [compact(p, table, SCHEMAS[table.name], min_small_files=min_small_files,
+    return _recatalogued(home, [compact(p, table, table.schema, min_small_files=min_small_files,
                                         grace_s=grace_s)
-                                for table in TABLES for p in partitions(home, table)])
+                                for table in CONTENT_ADDRESSED for p in partitions(home, table)])
 
 
 def _recatalogued(home: Home, reports: list[Compaction]) -> list[Compaction]:
@@ -50,45 +49,44 @@ def auto_compact(home: Home, directories: set[Path]) -> list[Compaction]:
     """What the end of a run does: compacts the partitions it wrote to that hold many batch files (cheap to
     check: file names only), so a store's file count stays bounded without anyone running a command."""
     done = []
-    for table in TABLES:
+    for table in CONTENT_ADDRESSED:
         for partition in partitions(home, table):
             if partition.path in directories and count_small_files(partition) >= AUTO_MIN_SMALL_FILES:
-                done.append(compact(partition, table, SCHEMAS[table.name], min_small_files=AUTO_MIN_SMALL_FILES,
+                done.append(compact(partition, table, table.schema, min_small_files=AUTO_MIN_SMALL_FILES,
                                     tiered=True))
     return _recatalogued(home, done)
 
 
 @dataclass
 class TableStats:
-    table: str
+    table: TableName
     files: int = 0
     rows: int = 0
     bytes: int = 0
     partitions: int = 0
 
 
-def _table_files(home: Home) -> dict[str, list[Path]]:
-    """Every published file of every table (through the partitions' current versions)."""
-    files = {table.name: [f for p in partitions(home, table) for f in p.files()] for table in TABLES}
-    files.update({
-        "samples": sorted(home.samples.glob("*/*/*.parquet")), "routes": sorted(home.routes.glob("*/*.parquet")),
-        "metrics": sorted(home.metrics.glob("*/*.parquet")), "scores": sorted(home.scores.glob("*/*.parquet")),
-        "runs": sorted(home.runs.glob("*/run.parquet")), "estimates": sorted(home.estimates.glob("*/*.parquet")),
-        "latency_profiles": sorted(home.latency_profiles.glob("*.parquet")),
-        "speculative": sorted(home.speculative.glob("*/*.parquet")),
-    })
-    return files
+def _table_files(home: Home) -> dict[TableName, list[Path]]:
+    """Every published file of every table."""
+    return {table.name: table_files(home, table) for table in TABLES}
 
 
 def store_stats(home: Home) -> list[TableStats]:
     """Rows (from the files' footers), files and bytes per table (`mai store stats`)."""
     stats = []
-    for name, files in _table_files(home).items():
-        table = next((t for t in TABLES if t.name == name), None)
-        stats.append(TableStats(name, len(files), sum(pq.ParquetFile(f).metadata.num_rows for f in files),
-                                sum(f.stat().st_size for f in files),
-                                len(partitions(home, table)) if table else 0))
+    for table in TABLES:
+        files = table_files(home, table)
+        stats.append(TableStats(table.name, len(files), sum(pq.ParquetFile(f).metadata.num_rows for f in files),
+                                sum(f.stat().st_size for f in files), len(partitions(home, table))))
     return stats
+
+
+class VerificationRecord(TypedDict):
+    """A verification as JSON (`mai store verify --json`, the library API)."""
+
+    problems: list[str]
+    notes: list[str]
+    checked_files: int
 
 
 @dataclass
@@ -97,8 +95,9 @@ class Verification:
     notes: list[str] = field(default_factory=list)
     checked_files: int = 0
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def as_dict(self) -> VerificationRecord:
+        return {"problems": list(self.problems), "notes": list(self.notes),
+                "checked_files": self.checked_files}
 
 
 def verify_store(home: Home) -> Verification:
@@ -106,10 +105,11 @@ def verify_store(home: Home) -> Verification:
     (`mai store verify`; a problem makes it exit non-zero)."""
     report = Verification()
     files = _table_files(home)
-    for name, paths in files.items():
-        report.checked_files += len(paths)
-        report.problems += [problem for path in paths if (problem := _schema_problem(path, TABLE_SCHEMAS[name]))]
     for table in TABLES:
+        report.checked_files += len(files[table.name])
+        report.problems += [problem for path in files[table.name]
+                            if (problem := _schema_problem(path, table.schema))]
+    for table in CONTENT_ADDRESSED:
         for partition in partitions(home, table):
             report.problems += _duplicate_problems(partition, table)
             report.problems += _orphan_versions(partition)
@@ -151,9 +151,9 @@ def _orphan_versions(partition: Partition) -> list[str]:
             for version in partition.versions.glob("v*") if version.name > current.name]
 
 
-def _run_problems(home: Home, files: dict[str, list[Path]]) -> list[str]:
+def _run_problems(home: Home, files: dict[TableName, list[Path]]) -> list[str]:
     problems = []
-    generated = {key[0] for key in row_keys(files["generations"], TABLES[0])}
+    generated = {key[0] for key in row_keys(files["generations"], table_named("generations"))}
     for run_file in files["runs"]:
         run_id = run_file.parent.name
         manifest_path = run_file.parent / "manifest.json"
@@ -174,6 +174,5 @@ def _run_problems(home: Home, files: dict[str, list[Path]]) -> list[str]:
 
 def _orphan_temp_files(home: Home) -> list[str]:
     now = time.time()
-    store = home.root / "store"
-    temps = [p for p in store.rglob(".tmp-*") if p.is_file() and now - p.stat().st_mtime > TEMP_AGE_S]
+    temps = [p for p in home.store.rglob(".tmp-*") if p.is_file() and now - p.stat().st_mtime > TEMP_AGE_S]
     return [f"{p}: a temp file its writer left (killed mid-write); safe to delete" for p in temps]

@@ -27,16 +27,16 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from mai.storage.parquet import new_part_path, write_rows, write_table
 from mai.storage.paths import Home
+from mai.storage.tables import CONTENT_ADDRESSED, Table
 
 from mai.identity import canonical_hash
 
@@ -48,20 +48,10 @@ GRACE_S = 3600.0             # retired versions stay readable this long (a query
 COMPACTED_PREFIX = "compacted-"
 
 
-@dataclass(frozen=True)
-class Table:
-    name: str
-    key: tuple[str, ...]  # what identifies a row: an attention row is one layer of one prefill
-    depth: int  # directory levels of a partition below the table's root
-
-
-TABLES = (Table("generations", ("gen_id",), 2), Table("attention", ("capture_id", "layer"), 1),
-          Table("selections", ("selection_id",), 1))
-
-
-def table_root(home: Home, table: Table) -> Path:
-    root: Path = getattr(home, table.name)
-    return root
+# the tables this module compacts (tests and tools know them by this name)
+TABLES = CONTENT_ADDRESSED
+# what identifies a row: its `Table.key` values (ids are strings, an attention row's layer an int)
+RowKey = tuple[str | int, ...]
 
 
 @contextmanager
@@ -80,8 +70,8 @@ def _flock(path: Path, exclusive: bool, blocking: bool = True) -> Iterator[bool]
 class Partition:
     def __init__(self, home: Home, path: Path) -> None:
         self.home, self.path = home, path
-        relative = path.relative_to(home.root / "store")
-        self.versions = home.root / "store" / "versions" / relative
+        relative = path.relative_to(home.store)
+        self.versions = home.store / "versions" / relative
         key = canonical_hash(relative.as_posix())[:24]
         self.write_lock = home.locks / f"partition-{key}.lock"
         self.compact_lock = home.locks / f"compact-{key}.lock"
@@ -113,7 +103,7 @@ class Partition:
         os.replace(link, self.path)
 
 
-def write_part(home: Home, directory: Path, rows: list[dict[str, Any]], schema: pa.Schema) -> Path:
+def write_part(home: Home, directory: Path, rows: Sequence[Mapping[str, object]], schema: pa.Schema) -> Path:
     """Appends one batch file to the partition at `directory` (atomic, see parquet.write_rows); compaction
     waits for it to be in place before it swaps versions."""
     partition = Partition(home, directory)
@@ -129,12 +119,18 @@ def published_files(home: Home, directory: Path) -> list[Path]:
 
 
 def table_files(home: Home, table: Table) -> list[Path]:
-    return [f for p in partitions(home, table) for f in p.files()]
+    """Every published file of a table: a content-addressed one's through its partitions' current versions."""
+    if table.content_addressed:
+        return [f for p in partitions(home, table) for f in p.files()]
+    return sorted(home.table_dir(table.name).glob(table.files))
 
 
 def partitions(home: Home, table: Table) -> list[Partition]:
+    """The partitions of a content-addressed table (a plain table has none)."""
+    if not table.content_addressed:
+        return []
     pattern = "/".join(["*"] * table.depth)
-    return [Partition(home, path) for path in sorted(table_root(home, table).glob(pattern))
+    return [Partition(home, path) for path in sorted(home.table_dir(table.name).glob(pattern))
             if not path.name.startswith(".") and path.is_dir()]
 
 
@@ -207,16 +203,16 @@ def _tiered_choice(files: list[Path], rows: dict[Path, int]) -> list[Path]:
         remaining = [f for f in remaining if f not in taken]
 
 
-def row_keys(files: list[Path], table: Table) -> list[tuple[Any, ...]]:
+def row_keys(files: list[Path], table: Table) -> list[RowKey]:
     """The key of every row of `files`, duplicates included (reads only the key columns)."""
-    keys: list[tuple[Any, ...]] = []
+    keys: list[RowKey] = []
     for file in files:
         part = pq.read_table(file, columns=list(table.key))
         keys.extend(zip(*(part.column(c).to_pylist() for c in table.key)))
     return keys
 
 
-def _merge(files: list[Path], known: set[tuple[Any, ...]], table: Table, schema: pa.Schema) -> pa.Table:
+def _merge(files: list[Path], known: set[RowKey], table: Table, schema: pa.Schema) -> pa.Table:
     """The rows of `files` (older files read under today's schema: columns added later are null), each
     identity once (its first-written copy), none of `known`, sorted by id."""
     tables = [_conform(pq.read_table(f), schema) for f in files]

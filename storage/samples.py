@@ -6,12 +6,14 @@ import hashlib
 import json
 import os
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import cast
 
-from mai.storage.parquet import read_rows, write_rows
+import pyarrow.parquet as pq
+from mai.storage.parquet import write_rows
 from mai.storage.paths import Home
-from mai.storage.schemas import SAMPLES
+from mai.storage.schemas import SAMPLES, SampleRow
 
 from mai.types import Sample
 
@@ -45,15 +47,16 @@ def write_shard(path: Path, samples: list[Sample], fingerprint: str) -> Path:
 
 
 def read_shard(path: Path) -> list[Sample]:
-    return [_row_sample(row) for row in read_rows([path])]
+    rows: list[SampleRow] = pq.read_table(path).to_pylist()  # a shard file has the SAMPLES columns
+    return [_row_sample(row) for row in rows]
 
 
-def sample_from_row(row: dict[str, Any]) -> Sample:
-    """A row of a shard file, or of the `samples` view, as a Sample."""
-    return _row_sample(row)
+def sample_from_row(row: Mapping[str, object]) -> Sample:
+    """A row of a shard file, or of the `samples` view (the columns of the SAMPLES schema), as a Sample."""
+    return _row_sample(cast("SampleRow", row))
 
 
-def _sample_row(sample: Sample, fingerprint: str) -> dict[str, Any]:
+def _sample_row(sample: Sample, fingerprint: str) -> SampleRow:
     return {
         "sample_id": sample.sample_id, "benchmark": sample.benchmark, "dataset_fingerprint": fingerprint,
         "shard": sample.shard, "question": sample.question, "options": list(sample.options),
@@ -64,7 +67,7 @@ def _sample_row(sample: Sample, fingerprint: str) -> dict[str, Any]:
     }
 
 
-def _row_sample(row: dict[str, Any]) -> Sample:
+def _row_sample(row: SampleRow) -> Sample:
     return Sample(
         sample_id=row["sample_id"], benchmark=row["benchmark"], question=row["question"],
         options=tuple(row["options"]), answer=row["answer"], image_paths=tuple(row["image_paths"]),

@@ -1,10 +1,18 @@
-"""Explicit Arrow schemas of every table (never inferred). Columns are snake_case with units."""
+"""Explicit Arrow schemas of every table (never inferred). Columns are snake_case with units.
+
+Next to a schema, where storage/ builds or reads its rows, the row as Python sees it at the Arrow boundary
+(`pa.Table.from_pylist` / `to_pylist`): a TypedDict with the same columns, so a new column is added to both
+in one place. A column the store stamps itself (`created_at`, a profile's name) is not in the row type.
+"""
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Literal, NotRequired, Required, TypedDict
+
 import pyarrow as pa
 
-from mai.types import STAGE_NAMES
+from mai.types import STAGE_NAMES, AnswerStyle, FinishReason, PromptKind
 
 STRING_LIST = pa.list_(pa.string())
 
@@ -25,6 +33,24 @@ SAMPLES = pa.schema([
     ("references", STRING_LIST),
     ("meta_json", pa.string()),
 ])
+
+
+class SampleRow(TypedDict):
+    sample_id: str
+    benchmark: str
+    dataset_fingerprint: str
+    shard: int
+    question: str
+    options: list[str]
+    answer: str
+    image_paths: list[str]
+    image_sha256: list[str]
+    category: str
+    content_hash: str
+    answer_style: AnswerStyle
+    error: str | None
+    references: list[str] | None  # None in shards written before the column existed
+    meta_json: str | None  # a JSON object: the sample's benchmark-specific fields; None in older shards
 
 GENERATIONS = pa.schema([
     ("gen_id", pa.string()),
@@ -55,6 +81,38 @@ GENERATIONS = pa.schema([
     # prompt tokens the engine took from its prefix cache (vLLM); NULL in rows written before it existed
     ("cached_prompt_tokens", pa.int32()),
 ])
+
+
+class GenerationRow(TypedDict, total=False):
+    """A row of `generations`. A write holds every column; a read returns `gen_id` and the columns it asked
+    for."""
+
+    gen_id: Required[str]
+    sample_id: str
+    benchmark: str
+    model: str
+    model_revision: str
+    dtype: str
+    prompt_kind: PromptKind
+    template: str
+    upstream_gen_id: str | None
+    max_new_tokens: int
+    min_new_tokens: int
+    prompt_text: str
+    text: str
+    output_token_ids: list[int]
+    answer_span: str | None
+    prompt_tokens: int
+    output_tokens: int
+    finish_reason: FinishReason
+    ttft_s: float
+    decode_s: float
+    wall_s: float
+    batch_size: int
+    backend: str
+    run_id: str
+    created_at: datetime
+    cached_prompt_tokens: int | None
 
 ROUTES = pa.schema(
     [
@@ -116,6 +174,25 @@ ATTENTION = pa.schema([
     ("created_at", pa.timestamp("us", tz="UTC")),
 ])
 
+
+class CaptureRow(TypedDict):
+    """A row of `attention`: one layer of one large-model prefill over the small model's reasoning."""
+
+    capture_id: str
+    layer: int
+    sample_id: str
+    model: str
+    reasoning_gen_id: str
+    n_reasoning_tokens: int
+    prompt_tokens: int
+    span_attention: float
+    weights: list[float]
+    head_span_attention: list[float]
+    head_tokens_for_80: list[int]
+    token_ids: list[int]
+    token_texts: list[str]
+    run_id: str
+
 SELECTIONS = pa.schema([
     ("selection_id", pa.string()),
     ("capture_id", pa.string()),
@@ -133,6 +210,25 @@ SELECTIONS = pa.schema([
     ("run_id", pa.string()),
     ("created_at", pa.timestamp("us", tz="UTC")),
 ])
+
+
+class SelectionRow(TypedDict):
+    """A row of `selections`: the reasoning tokens covering `delta` of a capture's attention at one layer."""
+
+    selection_id: str
+    capture_id: str
+    layer: int
+    delta: float
+    sample_id: str
+    model: str
+    n_reasoning_tokens: int
+    n_selected: int
+    share_selected: float
+    span_attention: float
+    selected_token_ids: list[int]
+    transferred_text: str
+    transferred_tokens: int
+    run_id: str
 
 LATENCY_PROFILES = pa.schema([
     ("profile_name", pa.string()),
@@ -155,6 +251,36 @@ LATENCY_PROFILES = pa.schema([
     ("created_at", pa.timestamp("us", tz="UTC")),
 ])
 
+
+class LatencyProfileRow(TypedDict):
+    """A point of a latency profile. Published numbers (a CSV) leave out what they do not report; a measured
+    point also has the spread of its repeats and the preprocessing and vision times."""
+
+    model: str
+    backend: str
+    dtype: str
+    hardware: str
+    source: Literal["measured", "imported"]
+    image_resolution: int | None
+    image_tokens: int | None
+    query_tokens: int | None
+    input_tokens: int | None
+    output_tokens: int | None
+    repeats: int | None
+    ttft_ms: float | None
+    decode_ms: float | None
+    tokens_per_s: float | None
+    preprocess_ms: NotRequired[float]
+    preprocess_ms_min: NotRequired[float]
+    preprocess_ms_max: NotRequired[float]
+    vision_ms: NotRequired[float]
+    vision_ms_min: NotRequired[float]
+    vision_ms_max: NotRequired[float]
+    ttft_ms_min: NotRequired[float]
+    ttft_ms_max: NotRequired[float]
+    decode_ms_min: NotRequired[float]
+    decode_ms_max: NotRequired[float]
+
 ESTIMATES = pa.schema([
     ("run_id", pa.string()),
     ("estimate_name", pa.string()),
@@ -167,6 +293,19 @@ ESTIMATES = pa.schema([
     ("decode_s", pa.float64()),
     ("total_s", pa.float64()),
 ])
+
+
+class EstimateRow(TypedDict):
+    run_id: str
+    estimate_name: str
+    stage: str  # a cascade stage, or 'total'
+    profile_name: str | None  # None on the 'total' row
+    calls: int
+    prompt_tokens: int
+    output_tokens: int
+    ttft_s: float
+    decode_s: float
+    total_s: float
 
 SPECULATIVE = pa.schema([
     ("run_id", pa.string()),            # the plain large-model R run whose outputs are the reference
@@ -220,10 +359,3 @@ RUNS = pa.schema([
     ("config_json", pa.string()),
     ("versions_json", pa.string()),
 ])
-
-# every table of the store by its view's name
-TABLE_SCHEMAS: dict[str, pa.Schema] = {
-    "samples": SAMPLES, "generations": GENERATIONS, "routes": ROUTES, "metrics": METRICS, "scores": SCORES,
-    "runs": RUNS, "attention": ATTENTION, "selections": SELECTIONS, "latency_profiles": LATENCY_PROFILES,
-    "estimates": ESTIMATES, "speculative": SPECULATIVE,
-}
