@@ -10,10 +10,11 @@ import csv
 import io
 import json
 from collections.abc import Sequence
-from typing import Any
+
+from mai.manifest import BackendReport, RunManifest
 
 
-def render_summary(manifest: dict[str, Any]) -> str:
+def render_summary(manifest: RunManifest) -> str:
     counts, timings, routes = manifest["counts"], manifest["timings"], manifest["routes"]
     lines = [f"run {manifest['run_id']} ({manifest['config']['mode']}, {manifest['config']['benchmark']})"]
     lines.append("routing: " + "  ".join(f"{k}={v}" for k, v in routes.items() if v or k in ("MV1", "MV2", "RT")))
@@ -27,13 +28,13 @@ def render_summary(manifest: dict[str, Any]) -> str:
     lines += [f"  error {e['sample_id']}: {e['error']}" for e in manifest["errors"][:10]]
     lines.append(f"wall time: {timings['wall_s']:.1f} s (model generate {timings['engine_generate_s']:.1f} s, "
                  f"model load {timings['model_load_s']:.1f} s)")
-    return "\n".join(lines + _backend_lines(manifest.get("backend") or {}))
+    return "\n".join(lines + _backend_lines(manifest["backend"]))
 
 
-def _backend_lines(backend: dict[str, Any]) -> list[str]:
+def _backend_lines(backend: BackendReport) -> list[str]:
     lines = [f"vLLM {server['model']}: {server['url']} ({server['owner']}), log {server['log_path']}"
-             for server in backend.get("servers", [])]
-    if backend.get("servers") or backend.get("restarts"):
+             for server in backend["servers"]]
+    if backend["servers"] or backend["restarts"]:
         lines.append(f"vLLM server restarts during the run: {backend['restarts']}")
     return lines
 

@@ -16,13 +16,26 @@ from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, TypedDict
+
+from mai.storage.paths import Home
 
 from mai.config import RunConfig
 from mai.errors import ConfigError
+from mai.manifest import RunManifest
+from mai.plan import RunPlan
 
 if TYPE_CHECKING:
-    from mai.storage.paths import Home
+    from mai.dashboards.compare import Comparison
+    from mai.dashboards.parity import Parity
+    from mai.dashboards.policies import LabRecord
+    from mai.flows.latency import StageTime
+    from mai.flows.regression import RegressionResult
+    from mai.flows.rescore import Rescored
+    from mai.flows.speculative import SpeculativeSummary
+    from mai.storage.maintenance import TableStats, VerificationRecord
+    from mai.storage.partitions import Compaction
+    from mai.storage.schemas import LatencyProfileRow
 
     from mai.evals.base import ScoredSample
     from mai.scoring import PredictionLine
@@ -30,58 +43,96 @@ if TYPE_CHECKING:
 Rows = tuple[list[str], list[tuple[object, ...]]]
 
 
+class LineError(TypedDict):
+    line: int
+    error: str | None
+
+
+class LineScore(TypedDict):
+    line: int
+    sample_id: str
+    parsed: str | None
+    score: float
+
+
+class MetricRecord(TypedDict):
+    name: str
+    value: float
+    n: int
+    subset: str
+    unit: str
+
+
+class ScoreSummary(TypedDict):
+    benchmark: str
+    scorer_profile: str
+    scored: int
+    errors: list[LineError]   # the lines that could not be used, and why
+    metrics: list[MetricRecord]
+
+
 @dataclass(frozen=True)
 class ScoreReport:
-    summary: dict[str, Any]  # benchmark, scorer_profile, scored, errors (unusable lines), metrics
-    per_line: list[dict[str, Any]]  # one record per input line: its score, or why it could not be used
+    summary: ScoreSummary
+    per_line: list[LineScore | LineError]  # one record per input line: its score, or why it could not be used
+
+
+class BuiltReport(TypedDict):
+    path: str
+    bytes: int
+    seconds: float
+    runs: int
+    sections: list[str]
+    trace_samples: int
 
 
 class Estimate(NamedTuple):
     name: str
-    stages: list[dict[str, Any]]  # stage, profile, calls, ttft_s, decode_s, total_s
+    stages: list[StageTime]
 
 
 # --- runs ---------------------------------------------------------------------------------------------------
 
 
-def run(config: RunConfig, progress: bool = True) -> dict[str, Any]:
-    """Validate (before any model loads), run the flow (with a progress bar on the terminal), and return its
-    manifest with the store's `home` and `catalog` paths added."""
+def run(config: RunConfig, progress: bool = True) -> RunManifest:
+    """Validate and resolve the configuration once (before any model loads), run the flow with that plan (with a
+    progress bar on the terminal), and return its manifest with the store's `home` and `catalog` paths added."""
     from mai.flows.run import mai_run
 
-    home = prepare(config)
+    plan = plan_run(config)
     with _progress_bar(progress):
-        manifest = mai_run(config)
+        manifest = mai_run(config, plan)
+    home = Home.at(plan.home)
     manifest["home"], manifest["catalog"] = str(home.root), str(home.catalog)
     return manifest
 
 
-def prepare(config: RunConfig) -> Home:
+def plan_run(config: RunConfig) -> RunPlan:
     """What every call that runs a configuration does first: quiet the libraries' own progress bars, build the
-    built-in models and data the configuration names, and validate it, so a bad one fails before any model
-    loads."""
+    built-in models and data the configuration names, and validate and resolve it into the run's plan, so a bad
+    one fails before any model loads."""
     from mai.flows.plan import prepare_run
 
-    home = _assets_for(config)
-    prepare_run(config, home)
-    return home
+    return prepare_run(config, _assets_for(config))
 
 
-def sweep(config: RunConfig, layers: list[int], deltas: list[float] | None = None) -> list[dict[str, Any]]:
+def prepare(config: RunConfig) -> Home:
+    """`plan_run` for callers that want only the store ready (built-in models and data) and the check."""
+    return Home.at(plan_run(config).home)
+
+
+def sweep(config: RunConfig, layers: list[int], deltas: list[float] | None = None) -> list[RunManifest]:
     """One sparse-RT run per transfer layer (and delta); every variant is validated before anything loads."""
     from mai.flows.plan import prepare_run
-    from mai.flows.sweep import mai_sweep
+    from mai.flows.sweep import mai_sweep, sweep_variants
 
     home = _assets_for(config)
-    for layer in layers:
-        for delta in deltas or [config.transfer_delta]:
-            prepare_run(config.model_copy(update={"transfer": "sparse", "transfer_layer": layer,
-                                                  "transfer_delta": delta, "capture_layers": layers}), home)
+    plans = [prepare_run(variant, home) for variant in sweep_variants(config, layers, deltas)]
     with _progress_bar(True):
-        return mai_sweep(config, layers, deltas)
+        return mai_sweep(config, layers, deltas, plans)
 
 
-def speculative(config: RunConfig, draft_tokens: int = 4, progress: bool = True) -> dict[str, Any]:
+def speculative(config: RunConfig, draft_tokens: int = 4, progress: bool = True) -> SpeculativeSummary:
     """The speculative-decoding baseline against the configuration's cascade run (small drafts, large
     verifies)."""
     from mai.flows.plan import prepare_run
@@ -94,18 +145,17 @@ def speculative(config: RunConfig, draft_tokens: int = 4, progress: bool = True)
 
 
 def regress(config: RunConfig, baseline: str | None = None, min_drop: float = 1.0,
-            alpha: float = 0.05, require_all: bool = False) -> dict[str, Any]:
+            alpha: float = 0.05, require_all: bool = False) -> RegressionResult:
     """Run `config` and compare it with `baseline` (a file or stored run id; default: the shipped shapes
     baseline) over the samples both scored. Raises `mai.flows.regression.RegressionDetected` (its message is the
     report) on a significant drop of at least `min_drop` points, on a baseline sample that is an error in the run,
     and, with `require_all`, on a baseline sample the run does not hold (else a warning: `result["warning"]`)."""
     from mai.flows.regression import default_baseline, load_baseline, mai_regression
-    from mai.storage.paths import Home
 
     load_baseline(Home.at(config.home), baseline or str(default_baseline()))  # fails fast on a missing baseline
-    prepare(config)
+    plan = plan_run(config)
     with _progress_bar(True):
-        return mai_regression(config, baseline, min_drop, alpha, require_all)
+        return mai_regression(config, baseline, min_drop, alpha, require_all, plan)
 
 
 def write_baseline(run_id: str, out: Path, home: str | Path | None = None) -> Path:
@@ -113,7 +163,6 @@ def write_baseline(run_id: str, out: Path, home: str | Path | None = None) -> Pa
     import json
 
     from mai.flows.regression import baseline_file
-    from mai.storage.paths import Home
     from mai.storage.runs import is_complete
 
     store = Home.at(home)
@@ -129,7 +178,6 @@ def serve(models: list[str], revision: str = "main", dtype: str = "float32", vll
     """Keep a vLLM server per model up until Ctrl-C; runs with backend vllm on the same store find them.
     `say` gets the start line and each server's ready line."""
     from mai.flows.assets import build_models
-    from mai.storage.paths import Home
 
     from mai.backends.vllm_server import require_env, serve_forever
     from mai.config import BUILTIN_MODELS, resolve_model
@@ -143,7 +191,7 @@ def serve(models: list[str], revision: str = "main", dtype: str = "float32", vll
     serve_forever(env, specs, store.root, on_ready=say)
 
 
-def summary(manifest: dict[str, Any]) -> str:
+def summary(manifest: RunManifest) -> str:
     """A run manifest as the few lines `mai run` prints."""
     from mai.dashboards.render import render_summary
 
@@ -152,8 +200,6 @@ def summary(manifest: dict[str, Any]) -> str:
 
 def _assets_for(config: RunConfig) -> Home:
     from mai.flows.assets import ensure_builtin_assets
-    from mai.storage.paths import Home
-
     quiet_library_progress_bars()
     home = Home.at(config.home)
     ensure_builtin_assets(config, home)
@@ -189,23 +235,24 @@ def score(benchmark: str, prediction_lines: Iterable[str | bytes], profile: str 
     lines = read_prediction_lines(chosen, prediction_lines)
     usable = [(line.sample, line.prediction) for line in lines if line.sample is not None]
     scored, metrics = score_outputs(chosen, usable, scorer_profile)
-    errors = [{"line": line.line, "error": line.error} for line in lines if line.sample is None]
-    summary = {"benchmark": chosen.name, "scorer_profile": scorer_profile, "scored": len(scored), "errors": errors,
-               "metrics": [m.__dict__ for m in metrics]}
+    errors: list[LineError] = [{"line": line.line, "error": line.error} for line in lines if line.sample is None]
+    summary: ScoreSummary = {
+        "benchmark": chosen.name, "scorer_profile": scorer_profile, "scored": len(scored), "errors": errors,
+        "metrics": [{"name": m.name, "value": m.value, "n": m.n, "subset": m.subset, "unit": m.unit} for m in metrics]}
     return ScoreReport(summary, _per_line(lines, scored))
 
 
-def _per_line(lines: list[PredictionLine], scored: list[ScoredSample]) -> list[dict[str, Any]]:
+def _per_line(lines: list[PredictionLine], scored: list[ScoredSample]) -> list[LineScore | LineError]:
     by_line = iter(scored)  # one scored sample per usable line, in order
-    records = []
+    records: list[LineScore | LineError] = []
     for line in lines:
         item = next(by_line) if line.sample is not None else None
-        records.append({"line": line.line, "sample_id": item.sample.sample_id, "parsed": item.parsed,
-                        "score": item.score} if item else {"line": line.line, "error": line.error})
+        records.append(LineScore(line=line.line, sample_id=item.sample.sample_id, parsed=item.parsed,
+                                 score=item.score) if item else LineError(line=line.line, error=line.error))
     return records
 
 
-def rescore(run_id: str, profile: str, home: str | Path | None = None) -> dict[str, Any]:
+def rescore(run_id: str, profile: str, home: str | Path | None = None) -> Rescored:
     """Re-score a stored run under another scorer profile (no model)."""
     from mai.flows.rescore import mai_rescore
 
@@ -217,7 +264,7 @@ def rescore(run_id: str, profile: str, home: str | Path | None = None) -> dict[s
 
 def profile(model: str, name: str, resolutions: list[int], query_tokens: list[int], output_tokens: list[int],
             repeats: int = 3, revision: str = "main", dtype: str = "float32", home: str | Path | None = None,
-            replace: bool = False, progress: bool = True) -> list[dict[str, Any]]:
+            replace: bool = False, progress: bool = True) -> list[LatencyProfileRow]:
     """Measure a model on simulated inputs into the latency profile `name`; returns its rows. A `profile` bar on
     the terminal counts the timed model calls."""
     from mai.flows.latency import mai_profile
@@ -233,8 +280,6 @@ def import_profile(csv: Path, name: str, model: str | None = None, hardware: str
     """A latency profile from published numbers: one model's rows of a CSV (`model` picks it when the CSV
     holds several)."""
     from mai.storage.latency import rows_from_csv, write_profile
-    from mai.storage.paths import Home
-
     rows = rows_from_csv(csv, hardware)
     models = sorted({r["model"] for r in rows})
     if model:
@@ -251,8 +296,6 @@ def estimate(run_id: str, profiles: dict[str, str] | None = None, small_profile:
     """Price a stored run under latency profiles (equation 27): `profiles` maps model names to profiles;
     `small_profile` / `large_profile` name the profiles of the run's own small and large model."""
     from mai.flows.latency import mai_estimate
-    from mai.storage.paths import Home
-
     mapping = dict(profiles or {})
     if small_profile or large_profile:
         for model, chosen in zip(_run_models(Home.at(home), run_id), (small_profile, large_profile)):
@@ -278,8 +321,6 @@ def _run_models(home: Home, run_id: str) -> tuple[object, ...]:
 def query(home: str | Path | None, sql: str) -> Rows:
     """(columns, rows) of SQL over the catalog views: samples, generations, routes, runs, metrics, ..."""
     from mai.storage.catalog import query as run_query
-    from mai.storage.paths import Home
-
     return run_query(Home.at(home), sql)
 
 
@@ -299,8 +340,6 @@ def saved_query(name: str) -> str:
 def catalog(home: str | Path | None = None) -> Path:
     """(Re)build the DuckDB catalog file; returns its path."""
     from mai.storage.catalog import build_catalog
-    from mai.storage.paths import Home
-
     return build_catalog(Home.at(home))
 
 
@@ -310,16 +349,12 @@ def catalog(home: str | Path | None = None) -> Path:
 def build_models(home: str | Path | None = None, force: bool = False) -> list[Path]:
     """The built-in tiny model pair (offline)."""
     from mai.flows.assets import build_models as build
-    from mai.storage.paths import Home
-
     return build(Home.at(home), force=force)
 
 
 def build_shapes(home: str | Path | None = None, force: bool = False) -> Path:
     """The shapes benchmark's train/validation/test splits."""
     from mai.flows.assets import build_shapes_dataset
-    from mai.storage.paths import Home
-
     return build_shapes_dataset(Home.at(home), force=force)
 
 
@@ -327,8 +362,6 @@ def build_demo(home: str | Path | None = None, rows: int | None = None, seed: in
                force: bool = False) -> Path:
     """The demo benchmark (offline, seeded); `rows` and `seed` default to the demo's own."""
     from mai.flows.assets import DEMO_ROWS, DEMO_SEED, build_demo_dataset
-    from mai.storage.paths import Home
-
     return build_demo_dataset(Home.at(home), n=rows or DEMO_ROWS, seed=seed or DEMO_SEED, force=force)
 
 
@@ -337,30 +370,23 @@ def _root(home: str | Path | None) -> str | None:
     return str(home) if home is not None else None
 
 
-def store_compact(home: str | Path | None = None, min_small_files: int = 2) -> list[dict[str, Any]]:
+def store_compact(home: str | Path | None = None, min_small_files: int = 2) -> list[Compaction]:
     """Compact every partition of the store: small batch files merged into large ones, duplicates removed."""
-    from dataclasses import asdict
-
     from mai.storage.maintenance import compact_store
-    from mai.storage.paths import Home
 
-    return [asdict(r) for r in compact_store(Home.at(home), min_small_files=min_small_files)]
+    return compact_store(Home.at(home), min_small_files=min_small_files)
 
 
-def store_stats(home: str | Path | None = None) -> list[dict[str, Any]]:
+def store_stats(home: str | Path | None = None) -> list[TableStats]:
     """Rows, files, bytes and partitions per table."""
-    from dataclasses import asdict
-
     from mai.storage.maintenance import store_stats as stats
-    from mai.storage.paths import Home
 
-    return [asdict(s) for s in stats(Home.at(home))]
+    return stats(Home.at(home))
 
 
-def store_verify(home: str | Path | None = None) -> dict[str, Any]:
+def store_verify(home: str | Path | None = None) -> VerificationRecord:
     """Schemas, unique identities, manifests consistent with files, no orphan temp files or versions."""
     from mai.storage.maintenance import verify_store
-    from mai.storage.paths import Home
 
     return verify_store(Home.at(home)).as_dict()
 
@@ -369,50 +395,42 @@ def store_verify(home: str | Path | None = None) -> dict[str, Any]:
 
 
 def compare(run_a: str, run_b: str, profile: str | None = None, resamples: int = 10_000, seed: int = 0,
-            home: str | Path | None = None) -> dict[str, Any]:
+            home: str | Path | None = None) -> Comparison:
     """Run B against run A, paired per sample: each run's score, samples better / worse, exact McNemar (or sign)
     p-value, bootstrap 95 % interval of the difference, per category, tokens and estimated time."""
     from mai.dashboards.compare import compare_runs
-    from mai.storage.paths import Home
-
     return compare_runs(Home.at(home), run_a, run_b, profile, resamples, seed)
 
 
 def parity(run_a: str, run_b: str, home: str | Path | None = None, home_b: str | Path | None = None
-           ) -> dict[str, Any]:
+           ) -> Parity:
     """Run B against run A, output by output: per stage the share of token-identical outputs over the samples
     both ran (same content), how many are one stored output shared by both (same identity), the share of equal
     final answers and routes, and the score difference (B - A). `home_b`: run B's store (default: `home`)."""
     from mai.dashboards.parity import parity as run_parity
-    from mai.storage.paths import Home
-
     return run_parity(Home.at(home), run_a, run_b, Home.at(home_b) if home_b is not None else None)
 
 
 def policies(benchmark: str | None = None, small_model: str | None = None, large_model: str | None = None,
              dataset: str | None = None, profile: str | None = None, small_profile: str | None = None,
-             large_profile: str | None = None, home: str | Path | None = None) -> list[dict[str, Any]]:
+             large_profile: str | None = None, home: str | Path | None = None) -> list[LabRecord]:
     """The routing-policy lab (no model runs): per benchmark split and model pair in the store, the score and cost
     of routing policies over the stored outputs (large S, small R, MV1 -> RT, the cascade, Full RT, the oracle,
     ...), the Pareto frontier and APGR-style areas; a policy whose outputs are missing names the `mai run`
     command that stores them."""
     from mai.dashboards.policies import policy_labs
-    from mai.storage.paths import Home
-
     return policy_labs(Home.at(home), benchmark, small_model, large_model, dataset, profile, small_profile,
                        large_profile)
 
 
 def report(run_ids: list[str] | None = None, out: str | Path = "report.html", trace_samples: int = 500,
-           compare: list[str] | None = None, home: str | Path | None = None) -> dict[str, Any]:
+           compare: list[str] | None = None, home: str | Path | None = None) -> BuiltReport:
     """Write the offline HTML report over `run_ids` (None: every completed run) built from the catalog views;
     `compare` = [run A, run B] adds run vs run (two `run_ids` alone compare those). Returns its path, size in
     bytes, build seconds, runs and sections."""
     from mai.dashboards.report import build_report
-    from mai.storage.paths import Home
-
     if trace_samples < 1:
         raise ConfigError("--trace-samples must be at least 1")
     built = build_report(Home.at(home), run_ids, Path(out), trace_samples, compare or [])
     return {"path": str(built.path), "bytes": built.bytes, "seconds": built.seconds, "runs": built.runs,
-            "sections": built.sections, "trace_samples": built.trace_samples}
+            "sections": list(built.sections), "trace_samples": built.trace_samples}

@@ -9,39 +9,60 @@ said in the artifact, and never fails the run.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 from mai.storage.paths import Home
 from mai.storage.runs import run_report_path
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
+from mai.manifest import ROUTE_LABELS, RunManifest
 from mai.regression import SampleScores
 
 RUN_REPORT_TRACE_SAMPLES = 200
-ROUTE_LABELS = ("MV1", "MV2", "RT", "SINGLE", "ERROR")
 
 log = logging.getLogger(__name__)
 
 
-def routing_rows(manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    routes, total = manifest["routes"], sum(manifest["routes"].values())
-    return [{"route": label, "samples": routes.get(label, 0),
-             "share_percent": round(100 * routes.get(label, 0) / total, 2) if total else 0.0}
-            for label in ROUTE_LABELS if routes.get(label, 0) or label in ("MV1", "MV2", "RT")]
+class RoutingRow(TypedDict):
+    route: str
+    samples: int
+    share_percent: float
 
 
-def metric_rows(manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    profile = manifest.get("scorer_profile")
-    return [{"metric": m["metric"], "subset": m["subset"], "value": round(float(m["value"]), 6), "n": m["n"],
-             **({"scorer_profile": profile} if profile else {})} for m in manifest["metrics"]]
+class MetricRow(TypedDict):
+    metric: str
+    subset: str
+    value: float
+    n: int
+    scorer_profile: NotRequired[str]
 
 
-def publish_run(home: Home, manifest: dict[str, Any]) -> str | None:
+def routing_rows(manifest: RunManifest) -> list[RoutingRow]:
+    routes = manifest["routes"]
+    total = sum(routes[label] for label in ROUTE_LABELS)
+    return [{"route": label, "samples": routes[label],
+             "share_percent": round(100 * routes[label] / total, 2) if total else 0.0}
+            for label in ROUTE_LABELS if routes[label] or label in ("MV1", "MV2", "RT")]
+
+
+def metric_rows(manifest: RunManifest) -> list[MetricRow]:
+    rows: list[MetricRow] = [{"metric": m["metric"], "subset": m["subset"], "value": round(float(m["value"]), 6),
+                              "n": m["n"]} for m in manifest["metrics"]]
+    if manifest.get("scorer_profile"):
+        for row in rows:
+            row["scorer_profile"] = manifest["scorer_profile"]
+    return rows
+
+
+def publish_run(home: Home, manifest: RunManifest) -> str | None:
     """Table artifacts of the run's routing counts and metrics, and its report's path; returns that path (None
     when the report could not be built)."""
     run_id = manifest["run_id"]
-    create_table_artifact(routing_rows(manifest), key="mai-run-routing", description=f"routing counts of run {run_id}")
-    create_table_artifact(metric_rows(manifest), key="mai-run-metrics", description=f"metrics of run {run_id}")
+    # Prefect types a table as plain dicts; the typed rows are those at run time
+    create_table_artifact(cast(list[dict[str, Any]], routing_rows(manifest)), key="mai-run-routing",
+                          description=f"routing counts of run {run_id}")
+    create_table_artifact(cast(list[dict[str, Any]], metric_rows(manifest)), key="mai-run-metrics",
+                          description=f"metrics of run {run_id}")
     path = run_report_path(home, run_id)
     try:
         from mai.dashboards.report import build_report

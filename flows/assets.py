@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from filelock import FileLock
 from mai.storage.paths import Home
 
 from mai.config import BUILTIN_MODELS, RunConfig
-from mai.evals.demo import generate_demo_rows
+from mai.evals.demo import DemoRow, generate_demo_rows
 
 DEMO_ROWS = 240
 DEMO_SEED = 2604
@@ -50,7 +50,7 @@ def build_shapes_dataset(home: Home, sizes: dict[str, int] | None = None, force:
     return directory
 
 
-def write_hub_parquet(rows: list[dict[str, Any]], target: Path) -> None:
+def write_hub_parquet(rows: Sequence[DemoRow], target: Path) -> None:
     """Rows as a hub-style Parquet file (with the `datasets` Image feature metadata, as files on the hub
     have), so they load through exactly the code path of a real benchmark's local copy. Atomic."""
     import datasets
@@ -64,7 +64,7 @@ def write_hub_parquet(rows: list[dict[str, Any]], target: Path) -> None:
     # a unique temp name that no `*.parquet` glob matches: an interrupted build leaves nothing a loader reads
     temp = target.with_name(f".tmp-{uuid.uuid4().hex}-{target.name}.partial")
     try:
-        datasets.Dataset.from_list(rows, features=features).to_parquet(str(temp))
+        datasets.Dataset.from_list([dict(row) for row in rows], features=features).to_parquet(str(temp))
         temp.replace(target)
     finally:
         temp.unlink(missing_ok=True)

@@ -13,18 +13,17 @@ import contextvars
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict
 from pathlib import PurePosixPath
-from typing import Any
 from uuid import UUID
 
-from mai.flows.plan import RunPlan
 from mai.flows.prefect_sync import synchronous
 from mai.storage.claims import lease_is_held
 from mai.storage.paths import Home
 from mai.storage.runs import read_shard_outcome, shard_lease_path
 
 from mai.errors import ConfigError
+from mai.manifest import ShardOutcome
+from mai.plan import RunPlan
 
 SHARD_DEPLOYMENT = "mai-shard/shard"
 LEASE_GRACE_S = 10.0     # a Running shard whose lease stays free this long has lost its worker
@@ -63,15 +62,15 @@ def check_fanout() -> None:
 
 
 def run_shards(plan: RunPlan, shard_paths: list[str], workers: int,
-               on_done: Callable[[int], None]) -> dict[str, dict[str, Any]]:
-    """shard path -> its outcome ({"stage_maps", "tally"}); `on_done(n)` after each finished shard."""
+               on_done: Callable[[int], None]) -> dict[str, ShardOutcome]:
+    """shard path -> its outcome (stage maps, accounting); `on_done(n)` after each finished shard."""
     if workers == 0:
         return _run_in_process(plan, shard_paths, on_done)
     return _run_on_workers(plan, shard_paths, workers, on_done)
 
 
 def _run_in_process(plan: RunPlan, shard_paths: list[str], on_done: Callable[[int], None]
-                    ) -> dict[str, dict[str, Any]]:
+                    ) -> dict[str, ShardOutcome]:
     from mai.flows.shard import mai_shard
     from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
@@ -82,15 +81,14 @@ def _run_in_process(plan: RunPlan, shard_paths: list[str], on_done: Callable[[in
     with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
         for index, shard in enumerate(shard_paths):
             named = mai_shard.with_options(flow_run_name=shard_run_name(shard))
-            # a copy keyed by str, the flow parameter's type (a deployment run gets the kinds as JSON keys)
-            outcomes[shard] = named(plan.context, {kind: d for kind, d in plan.decodings.items()}, shard)
+            outcomes[shard] = named(plan, shard)
             on_done(index + 1)
     return outcomes
 
 
 def _run_on_workers(plan: RunPlan, shard_paths: list[str], workers: int, on_done: Callable[[int], None]
-                    ) -> dict[str, dict[str, Any]]:
-    outcomes: dict[str, dict[str, Any]] = {}
+                    ) -> dict[str, ShardOutcome]:
+    outcomes: dict[str, ShardOutcome] = {}
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mai-shard") as pool:
         # each thread carries the flow's context, so the shard flow runs appear under this run in the UI
         futures = {pool.submit(contextvars.copy_context().run, _remote_shard, plan, shard): shard
@@ -101,24 +99,33 @@ def _run_on_workers(plan: RunPlan, shard_paths: list[str], workers: int, on_done
     return {shard: outcomes[shard] for shard in shard_paths}
 
 
-def _remote_shard(plan: RunPlan, shard_path: str) -> dict[str, Any]:
+def _remote_shard(plan: RunPlan, shard_path: str) -> ShardOutcome:
+    from prefect import get_run_logger
     from prefect.deployments import run_deployment
 
-    home = Home.at(plan.context.home)
-    parameters = {"context": plan.context.model_dump(mode="json"),
-                  "decodings": {kind: asdict(d) for kind, d in plan.decodings.items()}, "shard_path": shard_path}
+    log = get_run_logger()
+    home = Home.at(plan.home)
+    parameters = {"plan": plan.model_dump(mode="json"), "shard_path": shard_path}
     for attempt in range(1, MAX_ATTEMPTS + 1):
         name = shard_run_name(shard_path) + (f" (attempt {attempt})" if attempt > 1 else "")
         flow_run = synchronous(run_deployment(SHARD_DEPLOYMENT, parameters=parameters, flow_run_name=name,
-                                              timeout=0, tags=["mai", f"mai-run:{plan.run_id}"]))
+                                              timeout=0, tags=plan.tags))
+        log.info("shard %s submitted to the shard deployment's work pool as flow run '%s' (%s)", shard_path, name,
+                 flow_run.id)
         state = _watch(flow_run.id, home, plan.run_id, shard_path)
         if state == "COMPLETED":
             outcome = read_shard_outcome(home, plan.run_id, shard_path)
             if outcome is None:
                 raise ShardFailed(f"shard {shard_path} completed without writing its outcome to the store")
+            log.info("shard %s completed on %s (pid %d) in %.1f s", shard_path, outcome.host, outcome.pid,
+                     outcome.wall_s)
             return outcome
         if state != "CRASHED":
+            log.error("shard %s: flow run '%s' ended %s", shard_path, name, state)
             raise ShardFailed(f"shard {shard_path}: flow run '{name}' ended {state} (see it in the Prefect UI)")
+        log.warning("shard %s: flow run '%s' lost its worker (lease free for %.0f s): marked Crashed; %s",
+                    shard_path, name, LEASE_GRACE_S,
+                    "submitting it again" if attempt < MAX_ATTEMPTS else "giving up")
     raise ShardFailed(f"shard {shard_path} lost its worker {MAX_ATTEMPTS} times")
 
 

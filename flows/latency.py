@@ -5,19 +5,21 @@ from __future__ import annotations
 
 import platform
 import statistics
-from typing import Any
+from typing import TypedDict
 
 from mai.flows.prefect_sync import synchronous
 from mai.storage.catalog import build_catalog
 from mai.storage.latency import read_profile, read_run_calls, write_estimate, write_profile
 from mai.storage.paths import Home
 from mai.storage.runs import is_complete
+from mai.storage.schemas import LatencyProfileRow
 from prefect import flow
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 
 from mai import progress
 from mai.backends.registry import get_engine
 from mai.backends.transformers_backend import TransformersEngine, profile_calls
+from mai.backends.transformers_profiling import ProfilePoint
 from mai.config import resolve_model
 from mai.errors import ConfigError
 from mai.latency import estimate
@@ -34,7 +36,7 @@ def hardware_description() -> str:
 @flow(name="mai-profile", persist_result=False)
 def mai_profile(model: str, name: str, resolutions: list[int], query_tokens: list[int], output_tokens: list[int],
                 repeats: int = 3, revision: str = "main", dtype: str = "float32", backend: str = "transformers",
-                home: str | None = None, replace: bool = False) -> list[dict[str, Any]]:
+                home: str | None = None, replace: bool = False) -> list[LatencyProfileRow]:
     root = Home.at(home)
     spec = resolve_model(model, revision, dtype, root.models)
     if repeats < 1 or not (resolutions and query_tokens and output_tokens):
@@ -47,31 +49,53 @@ def mai_profile(model: str, name: str, resolutions: list[int], query_tokens: lis
                                                     description=f"profile {name}"))
     # on the terminal: one step per timed model call (a point of a real-size model on a CPU takes minutes)
     progress.stage_started("profile", len(grid) * profile_calls(repeats))
-    rows = []
+    rows, hardware = [], hardware_description()
     for index, (resolution, query, output) in enumerate(grid):
-        point = engine.profile_point(resolution, query, output, repeats,
-                                     on_call=lambda: progress.advanced("profile", 1))
-        rows.append(_profile_row(point, spec.identity_name, backend, dtype))
+        point = engine.profile(resolution, query, output, repeats, on_call=lambda: progress.advanced("profile", 1))
+        rows.append(_profile_row(point, spec.identity_name, backend, dtype, hardware))
         update_progress_artifact(artifact, 100.0 * (index + 1) / len(grid))
-    write_profile(root, name, [{**r, "hardware": hardware_description()} for r in rows], replace=replace)
+    write_profile(root, name, rows, replace=replace)
     build_catalog(root)
     return rows
 
 
-def _profile_row(point: dict[str, Any], model: str, backend: str, dtype: str) -> dict[str, Any]:
-    t = point.pop("timings")
-    row = {**point, "model": model, "backend": backend, "dtype": dtype, "source": "measured"}
-    for key, values in (("preprocess", t["preprocess"]), ("vision", t["vision"]), ("ttft", t["ttft"]),
-                        ("decode", t["decode"])):  # TTFT and decode of the same calls (profile_point)
-        ms = [v * 1000 for v in values]
-        row.update({f"{key}_ms": statistics.median(ms), f"{key}_ms_min": min(ms), f"{key}_ms_max": max(ms)})
-    steps = point["output_tokens"] - 1  # tokens after the first, which TTFT already covers
-    row["tokens_per_s"] = steps / (row["decode_ms"] / 1000) if steps > 0 and row["decode_ms"] > 0 else None
-    return row
+def _profile_row(point: ProfilePoint, model: str, backend: str, dtype: str, hardware: str) -> LatencyProfileRow:
+    """A measured point: the median of its repeats and their spread, per timed call (TTFT and decode come from
+    the same calls, `profile_point`)."""
+    t = point.timings
+    preprocess, vision, ttft, decode = (_milliseconds(values) for values in (t.preprocess, t.vision, t.ttft, t.decode))
+    steps = point.output_tokens - 1  # tokens after the first, which TTFT already covers
+    return {
+        "model": model, "backend": backend, "dtype": dtype, "hardware": hardware, "source": "measured",
+        "image_resolution": point.image_resolution, "image_tokens": point.image_tokens,
+        "query_tokens": point.query_tokens, "input_tokens": point.input_tokens, "output_tokens": point.output_tokens,
+        "repeats": point.repeats,
+        "preprocess_ms": preprocess[0], "preprocess_ms_min": preprocess[1], "preprocess_ms_max": preprocess[2],
+        "vision_ms": vision[0], "vision_ms_min": vision[1], "vision_ms_max": vision[2],
+        "ttft_ms": ttft[0], "ttft_ms_min": ttft[1], "ttft_ms_max": ttft[2],
+        "decode_ms": decode[0], "decode_ms_min": decode[1], "decode_ms_max": decode[2],
+        "tokens_per_s": steps / (decode[0] / 1000) if steps > 0 and decode[0] > 0 else None,
+    }
 
 
-@flow(name="mai-estimate", persist_result=False)
-def mai_estimate(run_id: str, profiles: dict[str, str], name: str, home: str | None = None) -> list[dict[str, Any]]:
+def _milliseconds(seconds: tuple[float, ...]) -> tuple[float, float, float]:
+    """(median, min, max) in milliseconds."""
+    ms = [v * 1000 for v in seconds]
+    return statistics.median(ms), min(ms), max(ms)
+
+
+class StageTime(TypedDict):
+    """One stage of a run priced under a latency profile (equation 27)."""
+
+    stage: str
+    profile: str
+    calls: int
+    ttft_s: float
+    decode_s: float
+    total_s: float
+
+
+def mai_estimate(run_id: str, profiles: dict[str, str], name: str, home: str | None = None) -> list[StageTime]:
     """`profiles` maps a model (as stored with the generations, e.g. 'mai-tiny-large') to a profile name."""
     root = Home.at(home)
     if not is_complete(root, run_id):
@@ -80,5 +104,5 @@ def mai_estimate(run_id: str, profiles: dict[str, str], name: str, home: str | N
     stages = estimate(read_run_calls(root, run_id), by_model)
     write_estimate(root, run_id, name, stages)
     build_catalog(root)
-    return [{"stage": s.stage, "profile": s.profile, "calls": s.calls, "ttft_s": s.ttft_s, "decode_s": s.decode_s,
-             "total_s": s.total_s} for s in stages]
+    return [StageTime(stage=s.stage, profile=s.profile, calls=s.calls, ttft_s=s.ttft_s, decode_s=s.decode_s,
+                      total_s=s.total_s) for s in stages]

@@ -10,8 +10,9 @@ test split; its default baseline is the shipped baseline file of that configurat
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from mai.flows.artifacts import publish_regression_diff
 from mai.flows.run import mai_run
@@ -23,6 +24,8 @@ from prefect.artifacts import create_markdown_artifact
 
 from mai.config import RunConfig, shapes_pair_config
 from mai.errors import ConfigError
+from mai.manifest import MetricSummary
+from mai.plan import RunPlan
 from mai.regression import SampleScores, Verdict, check_same_items, compare_runs
 
 
@@ -48,12 +51,31 @@ def run_contents(home: Home, run_id: str) -> dict[str, str]:
             for sample in read_shard(home.root / path)}
 
 
-def baseline_file(home: Home, run_id: str) -> dict[str, Any]:
+class BaselineFile(TypedDict):
+    run_id: str
+    git_commit: str | None
+    config: Mapping[str, object]
+    config_key: str
+    metrics: list[MetricSummary]
+    samples: dict[str, list[object]]   # sample_id -> [category, score]
+    contents: dict[str, str]           # sample_id -> content hash
+
+
+class RegressionResult(TypedDict):
+    run_id: str
+    baseline: str
+    regressed: bool
+    report: str
+    absent: int
+    warning: str | None
+
+
+def baseline_file(home: Home, run_id: str) -> BaselineFile:
     """A stored run as a self-contained baseline: its configuration, metrics, per-sample scores and the content
     hash of each sample, so that a later run is only ever paired with the very same items."""
     manifest = read_manifest(home, run_id)
-    return {"run_id": run_id, "git_commit": manifest.get("git_commit"), "config": manifest["config"],
-            "config_key": manifest.get("config_key"), "metrics": manifest["metrics"],
+    return {"run_id": run_id, "git_commit": manifest["git_commit"], "config": manifest["config"],
+            "config_key": manifest["config_key"], "metrics": manifest["metrics"],
             "samples": {sid: [category, score] for sid, (category, score) in sorted(run_scores(home, run_id).items())},
             "contents": dict(sorted(run_contents(home, run_id).items()))}
 
@@ -102,14 +124,15 @@ def absent_warning(verdict: Verdict) -> str | None:
 
 @flow(name="mai-regression", persist_result=False)
 def mai_regression(config: RunConfig | None = None, baseline: str | None = None, min_drop_points: float = 1.0,
-                   alpha: float = 0.05, require_all: bool = False) -> dict[str, Any]:
+                   alpha: float = 0.05, require_all: bool = False, plan: RunPlan | None = None) -> RegressionResult:
     """Run `config` (default: the shapes pair's cascade), compare it with `baseline` (default: the shipped
     baseline file) over the samples both scored and fail the flow run on a significant drop; baseline samples the
-    run does not hold are a warning, or a failure with `require_all`."""
+    run does not hold are a warning, or a failure with `require_all`. `plan`: `config` already validated and
+    resolved (`mai.flows.api.regress`)."""
     config = config or shapes_pair_config(run_name="regression")
     home = Home.at(config.home)
     baseline_name, baseline_scores, baseline_contents = load_baseline(home, baseline or str(default_baseline()))
-    manifest = mai_run(config)
+    manifest = mai_run(config, plan)
     check_same_items(baseline_name, baseline_contents, run_contents(home, manifest["run_id"]))
     candidate_scores = run_scores(home, manifest["run_id"])
     verdict = compare_runs(baseline_scores, candidate_scores, min_drop_points, alpha, require_all)

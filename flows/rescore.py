@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 from mai.storage.catalog import build_catalog
 from mai.storage.generations import read_texts
@@ -14,18 +14,25 @@ from prefect import flow
 
 from mai.errors import ConfigError
 from mai.evals.registry import get_benchmark
+from mai.manifest import MetricSummary
 from mai.scoring import check_profile, score_outputs
 
 
+class Rescored(TypedDict):
+    run_id: str
+    scorer_profile: str
+    metrics: list[MetricSummary]
+
+
 @flow(name="mai-rescore", persist_result=False)
-def mai_rescore(run_id: str, profile: str, home: str | None = None) -> dict[str, Any]:
+def mai_rescore(run_id: str, profile: str, home: str | None = None) -> Rescored:
     """Re-parses each sample's final output with the profile's parser, scores and aggregates it, and
     stores the scores and metrics next to the run's others (one file per profile)."""
     root = Home.at(home)
     if not is_complete(root, run_id):
         raise ConfigError(f"no completed run '{run_id}' in {root.root} (see `mai sql \"SELECT run_id FROM runs\"`)")
     manifest = read_manifest(root, run_id)
-    benchmark = get_benchmark(manifest["config"]["benchmark"])
+    benchmark = get_benchmark(str(manifest["config"]["benchmark"]))
     chosen = check_profile(benchmark, profile)
     samples = {s.sample_id: s for path in manifest["shard_paths"] for s in read_shard(root.root / path)}
     routes = [r for r in read_routes(root, run_id) if r["route"] != "ERROR"]
@@ -37,4 +44,5 @@ def mai_rescore(run_id: str, profile: str, home: str | None = None) -> dict[str,
     write_metrics(root, run_id, chosen, rows)
     build_catalog(root)
     return {"run_id": run_id, "scorer_profile": chosen,
-            "metrics": [{k: m[k] for k in ("metric", "subset", "value", "n")} for m in rows]}
+            "metrics": [{"metric": m["metric"], "subset": m["subset"], "value": m["value"], "n": m["n"]}
+                        for m in rows]}

@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from mai.flows.artifacts import publish_run
 from mai.flows.assets import ensure_builtin_assets
@@ -20,57 +19,107 @@ from mai.flows.deployment import with_deployment_defaults
 from mai.flows.fanout import run_shards
 from mai.flows.plan import prepare_run
 from mai.flows.prefect_sync import synchronous
-from mai.flows.summary import build_manifest, summary_markdown, written_partitions
+from mai.flows.summary import build_manifest, catalog_row, summary_markdown, written_partitions
 from mai.storage.catalog import build_catalog
 from mai.storage.paths import Home
 from mai.tasks.compact import compact_partitions
 from mai.tasks.finalize import route_and_score, write_run_manifest
 from mai.tasks.materialize import materialize_samples
-from prefect import flow
+from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_progress_artifact, update_progress_artifact
 
 from mai import progress, stop
 from mai.config import RunConfig
+from mai.manifest import RunManifest, RunScores, RunTimings, ShardOutcome
+from mai.plan import RunPlan
 from mai.progress import Tally
 
 
 @flow(name="mai-run", persist_result=False)
-def mai_run(config: RunConfig) -> dict[str, Any]:
-    """Run one configuration; returns the run summary (routing counts, metrics, generations computed
-    and reused, timings). Fails before any model loads if the configuration cannot run. SIGTERM (and so a
-    Prefect cancellation) stops it within a decoding step, keeping what it stored (mai/stop.py)."""
+def mai_run(config: RunConfig, plan: RunPlan | None = None) -> RunManifest:
+    """Run one configuration; returns the run's manifest (routing counts, metrics, generations computed and
+    reused, timings). `plan`: the configuration already validated and resolved (`mai.flows.api.run` makes it once,
+    before Prefect starts); without it (a deployment run, a notebook) the flow makes it, failing before any model
+    loads if the configuration cannot run. SIGTERM (and so a Prefect cancellation) stops it within a decoding
+    step, keeping what it stored (mai/stop.py)."""
     with stop.on_sigterm():
-        return _run(config)
+        return _run(config, plan)
 
 
-def _run(config: RunConfig) -> dict[str, Any]:
+def _run(config: RunConfig, plan: RunPlan | None) -> RunManifest:
     started, started_at = time.perf_counter(), datetime.now(UTC)
     phases = Phases()
-    config = with_deployment_defaults(config)
-    home = Home.at(config.home)
-    ensure_builtin_assets(config, home)
-    plan = prepare_run(config, home)
+    log = get_run_logger()
+    if plan is None:
+        config = with_deployment_defaults(config)
+        home = Home.at(config.home)
+        ensure_builtin_assets(config, home)
+        plan = prepare_run(config, home)
+    home = Home.at(plan.home)
+    name_flow_run(plan)
+    log.info("run %s: %s of %s on %s, stages %s", plan.run_id, plan.mode, describe_models(plan), plan.benchmark,
+             " -> ".join(stage.name for stage in plan.stages))
     phases.end("plan_s")
     shard_paths = materialize_samples.with_options(result_storage=Path(home.prefect_results))(
-        str(home.root), config.benchmark, plan.source, config.shards, config.limit, config.max_image_pixels
-    )
+        str(home.root), plan.benchmark, plan.source, plan.config.shards, plan.config.limit,
+        plan.config.max_image_pixels)
     phases.end("materialize_s")
-    outcomes = run_shards(plan, shard_paths, config.workers, _shard_progress(plan.run_id, len(shard_paths)))
+    log.info("%d shard(s) %s", len(shard_paths), f"fanned out to workers, {plan.config.workers} at a time"
+             if plan.config.workers else "in this process")
+    outcomes = run_shards(plan, shard_paths, plan.config.workers, _shard_progress(plan.run_id, len(shard_paths)))
     phases.end("shards_s")
-    stage_maps = {shard: outcome["stage_maps"] for shard, outcome in outcomes.items()}
+    scores = route_and_score(plan, shard_paths, {shard: o.stage_maps for shard, o in outcomes.items()})
+    phases.end("route_and_score_s")
+    manifest = _finish(plan, outcomes, scores, phases, started, started_at)
+    log.info("run %s done: MV1 %d / MV2 %d / RT %d, %d generations computed, %d reused", plan.run_id,
+             scores["routes"]["MV1"], scores["routes"]["MV2"], scores["routes"]["RT"],
+             manifest["counts"]["generations_computed"], manifest["counts"]["generations_reused"])
+    return manifest
+
+
+def _finish(plan: RunPlan, outcomes: dict[str, ShardOutcome], scores: RunScores, phases: Phases, started: float,
+            started_at: datetime) -> RunManifest:
+    """The manifest (written last: its row in the store means the run completed), the catalog, compaction of what
+    the run appended, and the run's artifacts in the UI."""
+    home = Home.at(plan.home)
     tally = Tally()  # what this run's shards made the engines do (never another run's work)
     for outcome in outcomes.values():
-        tally.add(Tally.from_dict(outcome["tally"]))
-    outcome = route_and_score(plan.context, shard_paths, stage_maps)
-    phases.end("route_and_score_s")
-    manifest, row = build_manifest(plan, config, stage_maps, outcome, started, started_at, tally)
-    manifest["timings"].update(phases.seconds, manifest_s=phases.since_last())
-    write_run_manifest(plan.context, manifest, row)
+        tally.add(outcome.tally)
+    seconds = phases.seconds
+    timings: RunTimings = {"wall_s": time.perf_counter() - started, "engine_generate_s": tally.generate_s,
+                           "model_load_s": tally.load_s, "plan_s": seconds["plan_s"],
+                           "materialize_s": seconds["materialize_s"], "shards_s": seconds["shards_s"],
+                           "route_and_score_s": seconds["route_and_score_s"]}
+    manifest = build_manifest(plan, {shard: o.stage_maps for shard, o in outcomes.items()}, scores, timings,
+                              started_at, tally)
+    timings["manifest_s"] = phases.since_last()
+    row = catalog_row(manifest, plan, started_at, datetime.fromisoformat(manifest["finished_at"]))
+    write_run_manifest(plan, manifest, row)
     build_catalog(home)
     compact_partitions(str(home.root), sorted(str(d) for d in written_partitions(plan)))
     create_markdown_artifact(summary_markdown(manifest), key="mai-run-summary", description=f"run {plan.run_id}")
     publish_run(home, manifest)  # table artifacts of routes and metrics, the run's own HTML report
     return manifest
+
+
+def describe_models(plan: RunPlan) -> str:
+    return " + ".join(f"{role} {Path(m.identity_name).name}" for role, m in sorted(plan.models.items()))
+
+
+def name_flow_run(plan: RunPlan) -> None:
+    """The flow run is named after the run (`mai-run/<--name or run id>`) and tagged with its benchmark, mode and
+    models, so a person finds it in the UI without knowing its shards."""
+    from uuid import UUID
+
+    from prefect.client.orchestration import get_client
+    from prefect.runtime import flow_run
+
+    flow_run_id = flow_run.get_id()
+    if flow_run_id is None:
+        return
+    with get_client(sync_client=True) as client:
+        client.update_flow_run(UUID(flow_run_id), name=f"mai-run/{plan.run_name}",
+                               tags=sorted({*flow_run.tags, *plan.tags}))
 
 
 def _shard_progress(run_id: str, n_shards: int) -> Callable[[int], None]:

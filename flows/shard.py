@@ -8,64 +8,67 @@ from __future__ import annotations
 import os
 import socket
 import time
-from typing import Any
 
 from mai.flows.prefect_progress import PrefectProgress
 from mai.storage.claims import Lease
 from mai.storage.paths import Home
 from mai.storage.runs import shard_lease_path, write_shard_outcome
-from mai.tasks.jobs import RunContext, StageJob, StageMaps, ledger_key
+from mai.tasks.jobs import StageJob, ledger_key
 from mai.tasks.step import run_step, stored_fraction
-from prefect import flow
+from prefect import flow, get_run_logger
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from mai import cascade, progress, stop
-from mai.types import Decoding
+from mai.manifest import ShardOutcome, StageMaps
+from mai.plan import RunPlan
+from mai.types import StageSpec
 
 
 # prefect types `task_runner` as TaskRunner[PrefectFuture[Any]], which no runner instance matches (the future
 # type is an invariant parameter): PrefectHQ/prefect#16938, the example in prefect's own docs fails the same way
 @flow(name="mai-shard", task_runner=ThreadPoolTaskRunner(max_workers=2),  # type: ignore[arg-type]
       persist_result=False, retries=2, retry_delay_seconds=2)
-def mai_shard(context: RunContext, decodings: dict[str, Decoding], shard_path: str) -> dict[str, Any]:
-    """Runs the plan's steps over `shard_path` and returns (and stores) {"stage_maps", "tally"}. On a worker the
-    shard is its process's outermost flow: SIGTERM (a Prefect cancellation) stops it within a decoding step."""
+def mai_shard(plan: RunPlan, shard_path: str) -> ShardOutcome:
+    """Runs the plan's steps over `shard_path` and returns (and stores) its outcome. On a worker the shard is its
+    process's outermost flow: SIGTERM (a Prefect cancellation) stops it within a decoding step."""
     with stop.on_sigterm():
-        return _run_shard(context, decodings, shard_path)
+        return _run_shard(plan, shard_path)
 
 
-def _run_shard(context: RunContext, decodings: dict[str, Decoding], shard_path: str) -> dict[str, Any]:
+def _run_shard(plan: RunPlan, shard_path: str) -> ShardOutcome:
     started = time.perf_counter()
-    home = Home.at(context.home)
-    groups = cascade.stage_groups(context.stages)
-    with Lease(shard_lease_path(home, context.run_id, shard_path)):  # first: the parent watches it
-        listener = PrefectProgress(f"{context.run_id} {shard_path}", len(groups), key="mai-shard-progress")
-        progress.add_listener(listener, run_id=context.run_id)
+    home = Home.at(plan.home)
+    groups = cascade.stage_groups(plan.stages)
+    with Lease(shard_lease_path(home, plan.run_id, shard_path)):  # first: the parent watches it
+        listener = PrefectProgress(f"{plan.run_id} {shard_path}", len(groups), key="mai-shard-progress")
+        progress.add_listener(listener, run_id=plan.run_id)
         try:
-            stage_maps = _run_steps(context, decodings, shard_path, groups, listener)
-            tally = progress.take_tally(ledger_key(context.run_id, shard_path))
-            outcome = {"shard_path": shard_path, "stage_maps": stage_maps, "tally": tally.as_dict(),
-                       "host": socket.gethostname(), "pid": os.getpid(), "worker_pid": os.getppid(),
-                       "wall_s": time.perf_counter() - started}
-            write_shard_outcome(home, context.run_id, shard_path, outcome)
+            stage_maps = _run_steps(plan, shard_path, groups, listener)
+            outcome = ShardOutcome(shard_path=shard_path, stage_maps=stage_maps,
+                                   tally=progress.take_tally(ledger_key(plan.run_id, shard_path)),
+                                   host=socket.gethostname(), pid=os.getpid(), worker_pid=os.getppid(),
+                                   wall_s=time.perf_counter() - started)
+            write_shard_outcome(home, plan.run_id, shard_path, outcome)
         finally:
             progress.remove_listener(listener)
     return outcome
 
 
-def _run_steps(context: RunContext, decodings: dict[str, Decoding], shard_path: str,
-               groups: list[list[Any]], listener: PrefectProgress) -> StageMaps:
+def _run_steps(plan: RunPlan, shard_path: str, groups: list[list[StageSpec]], listener: PrefectProgress
+               ) -> StageMaps:
+    log = get_run_logger()
     stage_maps: StageMaps = {}
     for index, group in enumerate(groups):
         listener.group_started(index)
-        jobs = {stage.name: StageJob(context=context, shard_path=shard_path, stage=stage,
-                                     decoding=decodings[stage.prompt_kind], earlier=dict(stage_maps))
+        jobs = {stage.name: StageJob(plan=plan, shard_path=shard_path, stage=stage,
+                                     decoding=plan.decodings[stage.prompt_kind], earlier=dict(stage_maps))
                 for stage in group}
         futures = {name: run_step.submit(job) for name, job in jobs.items()}
         for name, future in futures.items():
             outputs: dict[str, str] = future.result()
             if stored_fraction(jobs[name], outputs) < 1.0:
-                # Prefect's cache remembered outputs that the store no longer has: recompute them
+                log.warning("%s: Prefect's cache remembers outputs the store no longer holds: computing them again",
+                            jobs[name].label)
                 outputs = run_step.with_options(refresh_cache=True)(jobs[name])
             stage_maps[name] = outputs
     listener.finished()

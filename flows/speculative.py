@@ -81,14 +81,14 @@ def _speculative(config: RunConfig, draft_tokens: int) -> SpeculativeSummary:
                                           "transfer": "full", "transfer_layer": None, "capture_layers": []})
     plan = prepare_run(config.model_copy(update={"mode": "cascade", "s2": False}), Home.at(config.home))
     home = Home.at(config.home)
-    models = plan.context.models
+    models = plan.models
     run_id = _unfinished_reference(home, reference.key(), models["large"], models["small"], draft_tokens)
     run_id = run_id or mai_run(reference)["run_id"]
     large, small = (get_engine(models[r], "transformers") for r in ("large", "small"))
     if not (isinstance(large, TransformersEngine) and isinstance(small, TransformersEngine)):
         raise ConfigError("speculative decoding needs transformers engines")
     rows = _decode_all(home, run_id, reference, large, small, draft_tokens, config.batch_size,
-                       plan.context.backend_ids.get("large"))
+                       plan.backend_ids.get("large"))
     build_catalog(home)
     proposed, accepted = sum(r["proposed"] for r in rows), sum(r["accepted"] for r in rows)
     return {"run_id": run_id, "samples": len(rows), "draft_tokens": draft_tokens,

@@ -2,37 +2,56 @@
 
 from __future__ import annotations
 
+import json
 import platform
 import subprocess
-import time
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from mai.flows.plan import RunPlan
 from mai.storage.attention import computed_by_run
 from mai.storage.generations import count_computed_by_run
 from mai.storage.paths import Home
 from mai.tasks.generate import store_for
-from mai.tasks.jobs import StageMaps
 
 from mai.backends.registry import loaded_engines
-from mai.config import RunConfig
+from mai.manifest import (
+    ROUTE_LABELS,
+    BackendReport,
+    DataRecord,
+    ModelRecord,
+    RunCounts,
+    RunManifest,
+    RunScores,
+    RunTimings,
+    ServerEvent,
+    ServerRecord,
+    StageMaps,
+    StageStatistics,
+)
+from mai.plan import RunPlan
 from mai.progress import Tally
 
 PACKAGES = ("mai", "torch", "transformers", "prefect", "duckdb", "pyarrow", "datasets", "tokenizers")
 
 
-def backend_report(backend: str, started_at: datetime) -> dict[str, Any]:
+def backend_report(backend: str, started_at: datetime) -> BackendReport:
     """Which servers the run's engines in this process used (URL, owner, log file) and what happened to them
     during the run (starts, restarts after a server died); empty lists for in-process backends."""
     engines = [e for e in loaded_engines() if e.backend == backend]
-    servers = [dict(server.__dict__) for e in engines if (server := getattr(e, "server", None)) is not None]
-    events = [event for e in engines for event in getattr(e, "events", [])
-              if event["at"] >= started_at.isoformat()]
+    servers: list[ServerRecord] = [_server_record(server) for e in engines
+                                   if (server := getattr(e, "server", None)) is not None]
+    events: list[ServerEvent] = [event for e in engines for event in getattr(e, "events", [])
+                                 if event["at"] >= started_at.isoformat()]
     return {"name": backend, "servers": servers, "events": events,
             "restarts": sum(event["event"] == "restarted" for event in events)}
+
+
+def _server_record(server: Any) -> ServerRecord:
+    """An engine's ServerInfo (the vLLM client's record; read by attribute, the engines are duck-typed)."""
+    return {"model": server.model, "url": server.url, "owner": server.owner, "log_path": server.log_path,
+            "pid": server.pid, "start_s": server.start_s, "started_at": server.started_at}
 
 
 def package_versions() -> dict[str, str]:
@@ -59,13 +78,13 @@ def git_commit() -> str | None:
     return commit + ("+dirty" if dirty else "")
 
 
-def stage_statistics(plan: RunPlan, stage_maps: dict[str, StageMaps]) -> dict[str, dict[str, float]]:
+def stage_statistics(plan: RunPlan, stage_maps: dict[str, StageMaps]) -> dict[str, StageStatistics]:
     """Per stage: generations used by the run and their output tokens (computed or reused alike)."""
-    store = store_for(plan.context.home)
-    stats: dict[str, dict[str, float]] = {}
-    for stage in (s for s in plan.context.stages if s.generates):
+    store = store_for(plan.home)
+    stats: dict[str, StageStatistics] = {}
+    for stage in (s for s in plan.stages if s.generates):
         ids = {g for maps in stage_maps.values() for g in maps.get(stage.name, {}).values()}
-        rows = store.read(plan.context.models[stage.role], stage.prompt_kind, ids, ["output_tokens"])
+        rows = store.read(plan.models[stage.role], stage.prompt_kind, ids, ["output_tokens"])
         tokens = sum(int(r["output_tokens"]) for r in rows.values())
         stats[stage.name] = {"generations": len(ids), "output_tokens": tokens,
                              "mean_output_tokens": tokens / len(ids) if ids else 0.0}
@@ -74,69 +93,69 @@ def stage_statistics(plan: RunPlan, stage_maps: dict[str, StageMaps]) -> dict[st
 
 def run_partitions(plan: RunPlan) -> set[Path]:
     """The generation partitions (model x prompt kind) the run's steps read and write."""
-    store = store_for(plan.context.home)
-    return {store.directory(plan.context.models[s.role], s.prompt_kind) for s in plan.context.stages if s.generates}
+    store = store_for(plan.home)
+    return {store.directory(plan.models[s.role], s.prompt_kind) for s in plan.stages if s.generates}
 
 
 def written_partitions(plan: RunPlan) -> set[Path]:
     """Every partition the run may have appended to (its generations; sparse RT's attention and selections)."""
     from mai.storage.attention import attention_dir, selections_dir
 
-    home, large = Home.at(plan.context.home), plan.context.models.get("large")
-    extra = {attention_dir(home, large), selections_dir(home, large)} if large and plan.context.transfer == "sparse" \
+    home, large = Home.at(plan.home), plan.models.get("large")
+    extra = {attention_dir(home, large), selections_dir(home, large)} if large and plan.transfer == "sparse" \
         else set()
     return run_partitions(plan) | extra
 
 
-def build_manifest(
-    plan: RunPlan, config: RunConfig, stage_maps: dict[str, StageMaps], outcome: dict[str, Any],
-    started: float, started_at: datetime, tally: Tally,
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The JSON manifest and its catalog row. `tally` is what this run's own steps made the engines do;
-    `generations_computed` is read from the store (rows this run's id wrote), so the two can be checked."""
-    ctx = plan.context
-    stages = stage_statistics(plan, stage_maps)
+def build_manifest(plan: RunPlan, stage_maps: dict[str, StageMaps], scores: RunScores, timings: RunTimings,
+                   started_at: datetime, tally: Tally) -> RunManifest:
+    """The run's manifest. `tally` is what this run's own steps made the engines do; `generations_computed` is
+    read from the store (rows this run's id wrote), so the two can be checked."""
+    return {
+        "run_id": plan.run_id, "run_name": plan.run_name, "config_key": plan.config.key(),
+        "config": plan.config.model_dump(),
+        "models": {role: ModelRecord(name_or_path=m.name_or_path, revision=m.revision, dtype=m.dtype, local=m.local)
+                   for role, m in plan.models.items()},
+        "data": DataRecord(location=plan.source.location, split=plan.source.split, config=plan.source.config,
+                           revision=plan.source.revision, fingerprint=plan.source.fingerprint),
+        "versions": package_versions(), "git_commit": git_commit(),
+        "started_at": started_at.isoformat(), "finished_at": datetime.now(UTC).isoformat(),
+        "shard_paths": sorted(stage_maps), "scorer_profile": scores["scorer_profile"],
+        "counts": _counts(plan, stage_maps, scores, tally), "routes": scores["routes"],
+        "stages": stage_statistics(plan, stage_maps), "metrics": scores["metrics"], "errors": scores["errors"],
+        "timings": timings, "backend": backend_report(plan.backend, started_at),
+    }
+
+
+def _counts(plan: RunPlan, stage_maps: dict[str, StageMaps], scores: RunScores, tally: Tally) -> RunCounts:
     generated = {g for maps in stage_maps.values() for name, stage in maps.items() if name != "select_rt"
                  for g in stage.values()}
-    needed = len(generated)
-    computed = count_computed_by_run(Home.at(ctx.home), ctx.run_id, run_partitions(plan))
-    routes = outcome["routes"]
-    counts = {
-        "samples": sum(routes.values()), "valid": sum(routes.values()) - routes["ERROR"], "errors": routes["ERROR"],
-        "generations_needed": needed, "generations_computed": computed, "generations_reused": needed - computed,
-        "engine_generations": tally.generations, "attention_prefills": tally.captures,
-        **computed_by_run(Home.at(ctx.home), ctx.run_id),
-    }
-    timings = {"wall_s": time.perf_counter() - started, "engine_generate_s": tally.generate_s,
-               "model_load_s": tally.load_s}
-    manifest = {
-        "run_id": ctx.run_id, "run_name": config.run_name or ctx.run_id, "config_key": config.key(),
-        "config": config.model_dump(), "models": {r: m.__dict__ for r, m in ctx.models.items()},
-        "data": plan.source.__dict__, "versions": package_versions(), "git_commit": git_commit(),
-        "started_at": started_at.isoformat(), "finished_at": datetime.now(UTC).isoformat(),
-        "shard_paths": sorted(stage_maps), "scorer_profile": outcome["scorer_profile"],
-        "counts": counts, "routes": routes, "stages": stages, "metrics": outcome["metrics"],
-        "errors": outcome["errors"], "timings": timings,
-        "backend": backend_report(config.backend, started_at),
-    }
-    return manifest, _catalog_row(manifest, plan, config)
+    needed, routes = len(generated), scores["routes"]
+    computed = count_computed_by_run(Home.at(plan.home), plan.run_id, run_partitions(plan))
+    attention = computed_by_run(Home.at(plan.home), plan.run_id)
+    samples = sum(routes[label] for label in ROUTE_LABELS)
+    return {"samples": samples, "valid": samples - routes["ERROR"], "errors": routes["ERROR"],
+            "generations_needed": needed, "generations_computed": computed, "generations_reused": needed - computed,
+            "engine_generations": tally.generations, "attention_prefills": tally.captures,
+            "attention_rows_computed": attention["attention_rows_computed"],
+            "selections_computed": attention["selections_computed"]}
 
 
-def _catalog_row(manifest: dict[str, Any], plan: RunPlan, config: RunConfig) -> dict[str, Any]:
-    import json
-
-    counts, routes, models = manifest["counts"], manifest["routes"], plan.context.models
+def catalog_row(manifest: RunManifest, plan: RunPlan, started_at: datetime, finished_at: datetime
+                ) -> dict[str, Any]:
+    """The run's row of the `runs` table, from the typed values (never parsed back from the manifest's JSON)."""
+    config, counts, routes, models = plan.config, manifest["counts"], manifest["routes"], plan.models
+    single = config.mode == "single"
     return {
-        "run_id": manifest["run_id"], "run_name": manifest["run_name"], "config_key": manifest["config_key"],
-        "started_at": datetime.fromisoformat(manifest["started_at"]),
-        "finished_at": datetime.fromisoformat(manifest["finished_at"]),
+        "run_id": plan.run_id, "run_name": plan.run_name, "config_key": manifest["config_key"],
+        "started_at": started_at, "finished_at": finished_at,
         "wall_s": manifest["timings"]["wall_s"], "engine_generate_s": manifest["timings"]["engine_generate_s"],
         "model_load_s": manifest["timings"]["model_load_s"], "mode": config.mode, "benchmark": config.benchmark,
         "dataset_fingerprint": plan.source.fingerprint,
         "small_model": models["small"].identity_name if "small" in models else None,
         "large_model": models["large"].identity_name if "large" in models else None,
-        "single_model": config.single_model if config.mode == "single" else None,
-        "single_prompt": config.single_prompt if config.mode == "single" else None,
+        "single_model": config.single_model if single else None,
+        "single_prompt": config.single_prompt if single else None,
         "s2": config.s2, "transfer": config.transfer, "transfer_layer": config.transfer_layer,
         "transfer_delta": config.transfer_delta if config.transfer == "sparse" else None,
         "backend": config.backend, "n_shards": config.shards,
@@ -150,7 +169,7 @@ def _catalog_row(manifest: dict[str, Any], plan: RunPlan, config: RunConfig) -> 
     }
 
 
-def summary_markdown(manifest: dict[str, Any]) -> str:
+def summary_markdown(manifest: RunManifest) -> str:
     lines = [f"# MAI run `{manifest['run_id']}`", "", "| route | samples |", "|---|---|"]
     lines += [f"| {route} | {count} |" for route, count in manifest["routes"].items() if count]
     lines += ["", "| metric | subset | value | n |", "|---|---|---|---|"]
@@ -161,8 +180,8 @@ def summary_markdown(manifest: dict[str, Any]) -> str:
     c = manifest["counts"]
     lines += ["", (f"generations computed {c['generations_computed']}, reused {c['generations_reused']}; "
                    f"wall {manifest['timings']['wall_s']:.1f} s")]
-    backend = manifest.get("backend") or {}
-    if backend.get("servers"):
+    backend = manifest["backend"]
+    if backend["servers"]:
         lines += ["", f"backend {backend['name']}: " + ", ".join(f"{s['model']} at {s['url']} ({s['owner']})"
                                                              for s in backend["servers"])
                   + f"; server restarts {backend['restarts']}"]

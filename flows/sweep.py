@@ -6,27 +6,35 @@ RT answers are new per (layer, delta). Re-running the sweep computes nothing."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from mai.flows.deployment import with_deployment_defaults
 from mai.flows.run import mai_run
-from prefect import flow
+from prefect import flow, get_run_logger
 
 from mai.config import RunConfig
 from mai.errors import ConfigError
+from mai.manifest import RunManifest
+from mai.plan import RunPlan
+
+
+def sweep_variants(config: RunConfig, layers: list[int], deltas: list[float] | None = None) -> list[RunConfig]:
+    """The sweep's runs, delta-major: each captures every sweep layer in its one attention prefill."""
+    if not layers:
+        raise ConfigError("a sweep needs at least one layer")
+    return [config.model_copy(update={
+        "transfer": "sparse", "transfer_layer": layer, "transfer_delta": delta, "capture_layers": sorted(set(layers)),
+        "run_name": f"{config.run_name or 'sweep'}-L{layer}-d{delta}"})
+        for delta in deltas or [config.transfer_delta] for layer in layers]
 
 
 @flow(name="mai-sweep", persist_result=False)
-def mai_sweep(config: RunConfig, layers: list[int], deltas: list[float] | None = None) -> list[dict[str, Any]]:
-    if not layers:
-        raise ConfigError("a sweep needs at least one layer")
+def mai_sweep(config: RunConfig, layers: list[int], deltas: list[float] | None = None,
+              plans: list[RunPlan] | None = None) -> list[RunManifest]:
+    """`plans`: the variants already validated and resolved (`mai.flows.api.sweep`); without them each run
+    validates its own."""
     config = with_deployment_defaults(config)
-    manifests = []
-    for delta in deltas or [config.transfer_delta]:
-        for layer in layers:
-            variant = config.model_copy(update={
-                "transfer": "sparse", "transfer_layer": layer, "transfer_delta": delta,
-                "capture_layers": sorted(set(layers)),
-                "run_name": f"{config.run_name or 'sweep'}-L{layer}-d{delta}"})
-            manifests.append(mai_run(variant))
-    return manifests
+    variants = sweep_variants(config, layers, deltas)
+    if plans is not None and [p.config for p in plans] != variants:
+        raise ConfigError("the sweep's plans are not the plans of its layers and deltas")
+    get_run_logger().info("sweep over layers %s, deltas %s: %d runs", layers, deltas or [config.transfer_delta],
+                          len(variants))
+    return [mai_run(variant, plans[index] if plans else None) for index, variant in enumerate(variants)]

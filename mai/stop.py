@@ -16,8 +16,16 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-_STOP = threading.Event()
-_REASON: list[str] = []
+
+class _StopRequest:
+    """The process's one stop request: set once (the first reason wins), read by every thread."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.reasons: list[str] = []
+
+
+_REQUEST = _StopRequest()
 
 
 class StopRequested(BaseException):
@@ -26,29 +34,29 @@ class StopRequested(BaseException):
 
 
 def request_stop(reason: str) -> None:
-    if not _STOP.is_set():
-        _REASON.append(reason)
-    _STOP.set()
+    if not _REQUEST.event.is_set():
+        _REQUEST.reasons.append(reason)
+    _REQUEST.event.set()
 
 
 def stop_requested() -> bool:
-    return _STOP.is_set()
+    return _REQUEST.event.is_set()
 
 
 def reason() -> str:
-    return _REASON[0] if _REASON else "stop requested"
+    return _REQUEST.reasons[0] if _REQUEST.reasons else "stop requested"
 
 
 def check() -> None:
     """Raises StopRequested once a stop was requested; cheap enough for every decoding step."""
-    if _STOP.is_set():
+    if _REQUEST.event.is_set():
         raise StopRequested(reason())
 
 
 def clear() -> None:
     """Forget a stop request (tests, or a process that handled it and goes on)."""
-    _STOP.clear()
-    _REASON.clear()
+    _REQUEST.event.clear()
+    _REQUEST.reasons.clear()
 
 
 Handler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
@@ -66,7 +74,7 @@ def on_sigterm(then_raise: bool = False) -> Iterator[None]:
     previous: Handler = signal.getsignal(signal.SIGTERM)
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        first = not _STOP.is_set()
+        first = not stop_requested()
         request_stop(f"stopped by signal {signal.Signals(signum).name}")
         if callable(previous):
             previous(signum, frame)

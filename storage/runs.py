@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,21 +14,23 @@ from mai.storage.parquet import read_rows, write_rows
 from mai.storage.paths import Home
 from mai.storage.schemas import METRICS, ROUTES, RUNS, SCORES
 
+from mai.manifest import RunManifest, ShardOutcome
 
-def write_routes(home: Home, run_id: str, rows: list[dict[str, Any]]) -> Path:
+
+def write_routes(home: Home, run_id: str, rows: Sequence[Mapping[str, object]]) -> Path:
     return write_rows(home.routes / run_id / "routes.parquet", rows, ROUTES)
 
 
-def write_metrics(home: Home, run_id: str, profile: str, rows: list[dict[str, Any]]) -> Path:
+def write_metrics(home: Home, run_id: str, profile: str, rows: Sequence[Mapping[str, object]]) -> Path:
     """One file per scorer profile: re-scoring a run adds a file, never rewrites one."""
     return write_rows(home.metrics / run_id / f"{profile}.parquet", rows, METRICS)
 
 
-def write_scores(home: Home, run_id: str, profile: str, rows: list[dict[str, Any]]) -> Path:
+def write_scores(home: Home, run_id: str, profile: str, rows: Sequence[Mapping[str, object]]) -> Path:
     return write_rows(home.scores / run_id / f"{profile}.parquet", rows, SCORES)
 
 
-def write_manifest(home: Home, run_id: str, manifest: dict[str, Any], row: dict[str, Any]) -> Path:
+def write_manifest(home: Home, run_id: str, manifest: RunManifest, row: Mapping[str, object]) -> Path:
     """The human-readable JSON first, the catalog row last."""
     directory = home.runs / run_id
     directory.mkdir(parents=True, exist_ok=True)
@@ -48,13 +51,13 @@ def shard_lease_path(home: Home, run_id: str, shard_path: str) -> Path:
     return home.runs / run_id / "shards" / (Path(shard_path).stem + ".lease")
 
 
-def write_shard_outcome(home: Home, run_id: str, shard_path: str, outcome: dict[str, Any]) -> Path:
+def write_shard_outcome(home: Home, run_id: str, shard_path: str, outcome: ShardOutcome) -> Path:
     """What a shard flow hands its parent (stage maps, its own accounting): a file in the shared store, so a
     shard that ran on another worker reports the same way as one that ran in the parent's process. Atomic."""
     path = shard_outcome_path(home, run_id, shard_path)
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_name(f".tmp-{uuid.uuid4().hex}-{path.name}")
-    temp.write_text(json.dumps(outcome, sort_keys=True))
+    temp.write_text(outcome.model_dump_json())
     os.replace(temp, path)
     return path
 
@@ -70,17 +73,17 @@ def write_regression_report(home: Home, run_id: str, report: str) -> Path:
     return path
 
 
-def read_shard_outcomes(home: Home, run_id: str) -> list[dict[str, Any]]:
+def read_shard_outcomes(home: Home, run_id: str) -> list[ShardOutcome]:
     """Every shard outcome of a run (for reports and benchmarks: where each shard ran and how long it took)."""
-    return [json.loads(p.read_text()) for p in sorted((home.runs / run_id / "shards").glob("*.json"))]
+    return [ShardOutcome.model_validate_json(p.read_text())
+            for p in sorted((home.runs / run_id / "shards").glob("*.json"))]
 
 
-def read_shard_outcome(home: Home, run_id: str, shard_path: str) -> dict[str, Any] | None:
+def read_shard_outcome(home: Home, run_id: str, shard_path: str) -> ShardOutcome | None:
     path = shard_outcome_path(home, run_id, shard_path)
     if not path.exists():
         return None
-    outcome: dict[str, Any] = json.loads(path.read_text())
-    return outcome
+    return ShardOutcome.model_validate_json(path.read_text())
 
 
 def read_routes(home: Home, run_id: str) -> list[dict[str, Any]]:
@@ -91,6 +94,6 @@ def read_metrics(home: Home, run_id: str) -> list[dict[str, Any]]:
     return read_rows(sorted((home.metrics / run_id).glob("*.parquet")))
 
 
-def read_manifest(home: Home, run_id: str) -> dict[str, Any]:
-    manifest: dict[str, Any] = json.loads((home.runs / run_id / "manifest.json").read_text())
+def read_manifest(home: Home, run_id: str) -> RunManifest:
+    manifest: RunManifest = json.loads((home.runs / run_id / "manifest.json").read_text())
     return manifest

@@ -2,55 +2,63 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, TypedDict
 
 from mai.storage.paths import Home
 from mai.storage.runs import write_manifest, write_metrics, write_routes, write_scores
 from mai.storage.samples import read_shard
 from mai.tasks.answers import load_stage_answers
 from mai.tasks.generate import store_for
-from mai.tasks.jobs import RunContext, StageMaps
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from mai import cascade
 from mai.evals.base import Benchmark, Metric, ScoredSample
 from mai.evals.registry import get_benchmark
+from mai.manifest import ROUTE_LABELS, RouteCounts, RunManifest, RunScores, StageMaps
+from mai.plan import RunPlan
 from mai.types import STAGE_NAMES, RouteDecision, Sample, StageName
 
 
 @task(name="route-and-score", cache_policy=NO_CACHE)
-def route_and_score(context: RunContext, shard_paths: list[str], stage_maps: dict[str, StageMaps]) -> dict[str, Any]:
+def route_and_score(plan: RunPlan, shard_paths: list[str], stage_maps: dict[str, StageMaps]) -> RunScores:
     """Writes the run's route rows and metrics; returns the summary the CLI prints."""
-    home = Home.at(context.home)
-    benchmark = get_benchmark(context.benchmark)
+    home = Home.at(plan.home)
+    benchmark = get_benchmark(plan.benchmark)
     rows: list[dict[str, Any]] = []
     scored: list[ScoredSample] = []
     for shard_path in shard_paths:
         samples = read_shard(home.root / shard_path)
         valid = [s for s in samples if s.error is None]
-        answers = load_stage_answers(store_for(context.home), benchmark, valid, stage_maps[shard_path],
-                                     context.stages, context.models)
+        answers = load_stage_answers(store_for(plan.home), benchmark, valid, stage_maps[shard_path],
+                                     plan.stages, plan.models)
         for sample in samples:
             if sample.error is not None:
-                rows.append(_error_row(context.run_id, sample))
+                rows.append(_error_row(plan.run_id, sample))
                 continue
-            decision = cascade.route(sample, context.mode, answers, benchmark)
+            decision = cascade.route(sample, plan.mode, answers, benchmark)
             score = benchmark.score(decision.final_answer, sample, benchmark.profiles[0])
             scored.append(ScoredSample(sample, decision.final_answer, score))
-            rows.append(_route_row(context.run_id, sample, decision, score))
+            rows.append(_route_row(plan.run_id, sample, decision, score))
     profile = benchmark.profiles[0]
-    metric_rows = metric_rows_for(context.run_id, benchmark, benchmark.aggregate(scored, profile), profile)
-    write_routes(home, context.run_id, rows)
-    write_scores(home, context.run_id, profile, score_rows_for(context.run_id, profile, scored, rows))
-    write_metrics(home, context.run_id, profile, metric_rows)
-    routes = [r["route"] for r in rows]
+    metric_rows = metric_rows_for(plan.run_id, benchmark, benchmark.aggregate(scored, profile), profile)
+    write_routes(home, plan.run_id, rows)
+    write_scores(home, plan.run_id, profile, score_rows_for(plan.run_id, profile, scored, rows))
+    write_metrics(home, plan.run_id, profile, metric_rows)
     return {
-        "routes": {label: routes.count(label) for label in ("MV1", "MV2", "RT", "SINGLE", "ERROR")},
+        "routes": _route_counts([r["route"] for r in rows]),
         "scorer_profile": profile,
-        "metrics": [{k: m[k] for k in ("metric", "subset", "value", "n")} for m in metric_rows],
+        "metrics": [{"metric": m["metric"], "subset": m["subset"], "value": m["value"], "n": m["n"]}
+                    for m in metric_rows],
         "errors": [{"sample_id": r["sample_id"], "error": r["error"]} for r in rows if r["error"]],
     }
+
+
+def _route_counts(routes: list[str]) -> RouteCounts:
+    counts = {label: routes.count(label) for label in ROUTE_LABELS}
+    return RouteCounts(MV1=counts["MV1"], MV2=counts["MV2"], RT=counts["RT"], SINGLE=counts["SINGLE"],
+                       ERROR=counts["ERROR"])
 
 
 def _route_row(run_id: str, sample: Sample, decision: RouteDecision, score: float) -> dict[str, Any]:
@@ -72,7 +80,31 @@ def _error_row(run_id: str, sample: Sample) -> dict[str, Any]:
             "route": "ERROR", "reference": sample.answer, "score": None, "parsed": False, "error": sample.error}
 
 
-def metric_rows_for(run_id: str, benchmark: Benchmark, metrics: list[Metric], profile: str) -> list[dict[str, Any]]:
+class MetricRecord(TypedDict):
+    """A row of the `metrics` table."""
+
+    run_id: str
+    benchmark: str
+    metric: str
+    subset: str
+    value: float
+    n: int
+    unit: str
+    scorer_profile: str
+
+
+class ScoreRecord(TypedDict):
+    """A row of the `scores` table."""
+
+    run_id: str
+    sample_id: str
+    scorer_profile: str
+    parsed: str | None
+    score: float
+    final_gen_id: str | None
+
+
+def metric_rows_for(run_id: str, benchmark: Benchmark, metrics: list[Metric], profile: str) -> list[MetricRecord]:
     return [
         {"run_id": run_id, "benchmark": benchmark.name, "metric": m.name, "subset": m.subset, "value": m.value,
          "n": m.n, "unit": m.unit, "scorer_profile": profile}
@@ -80,13 +112,13 @@ def metric_rows_for(run_id: str, benchmark: Benchmark, metrics: list[Metric], pr
     ]
 
 
-def score_rows_for(run_id: str, profile: str, scored: list[ScoredSample], routes: list[dict[str, Any]]
-                   ) -> list[dict[str, Any]]:
+def score_rows_for(run_id: str, profile: str, scored: list[ScoredSample], routes: Sequence[Mapping[str, Any]]
+                   ) -> list[ScoreRecord]:
     final = {r["sample_id"]: r.get("final_gen_id") for r in routes}
     return [{"run_id": run_id, "sample_id": s.sample.sample_id, "scorer_profile": profile, "parsed": s.parsed,
              "score": s.score, "final_gen_id": final.get(s.sample.sample_id)} for s in scored]
 
 
 @task(name="write-run-manifest", cache_policy=NO_CACHE)
-def write_run_manifest(context: RunContext, manifest: dict[str, Any], row: dict[str, Any]) -> str:
-    return str(write_manifest(Home.at(context.home), context.run_id, manifest, row))
+def write_run_manifest(plan: RunPlan, manifest: RunManifest, row: dict[str, Any]) -> str:
+    return str(write_manifest(Home.at(plan.home), plan.run_id, manifest, row))

@@ -3,6 +3,7 @@ generated, and each of them once across every run and worker on the store (stora
 
 from __future__ import annotations
 
+import functools
 import time
 
 from mai.storage.claims import ClaimBoard, compute_once
@@ -11,6 +12,7 @@ from mai.storage.paths import Home
 from mai.storage.samples import read_shard
 from mai.tasks.answers import load_stage_answers
 from mai.tasks.jobs import StageJob
+from prefect import get_run_logger
 
 from mai import cascade, progress, stop
 from mai.backends.registry import get_engine
@@ -18,19 +20,16 @@ from mai.evals.registry import get_benchmark
 from mai.stages import build_requests
 from mai.types import GenRequest, GenResult, Sample, StageAnswer, StageName
 
-_STORES: dict[str, GenerationStore] = {}
 
-
+@functools.cache
 def store_for(home: str) -> GenerationStore:
     """One store object per root and process, so its index of known ids is shared by all tasks."""
-    if home not in _STORES:
-        _STORES[home] = GenerationStore(Home.at(home))
-    return _STORES[home]
+    return GenerationStore(Home.at(home))
 
 
 def step_inputs(job: StageJob) -> tuple[list[Sample], dict[StageName, dict[str, StageAnswer]]]:
     """The shard's usable samples that this step must answer, and the earlier steps' answers."""
-    ctx = job.context
+    ctx = job.plan
     benchmark = get_benchmark(ctx.benchmark)
     samples = [s for s in read_shard(Home.at(ctx.home).root / job.shard_path) if s.error is None]
     answers = load_stage_answers(store_for(ctx.home), benchmark, samples, job.earlier, ctx.stages, ctx.models)
@@ -39,24 +38,39 @@ def step_inputs(job: StageJob) -> tuple[list[Sample], dict[StageName, dict[str, 
 
 def generate_outputs(job: StageJob) -> dict[str, str]:
     """Returns sample_id -> gen_id for every sample of the shard that this stage answers."""
-    ctx = job.context
+    ctx = job.plan
     store, model, kind = store_for(ctx.home), ctx.models[job.stage.role], job.stage.prompt_kind
     todo, answers = step_inputs(job)
     upstream = answers.get(job.stage.upstream, {}) if job.stage.upstream else {}
     requests = build_requests(job.stage, todo, get_benchmark(ctx.benchmark), model, job.decoding, upstream,
                               ctx.backend_ids.get(job.stage.role))
     by_id = {r.gen_id: r for r in requests}  # identical samples generate once
+    computed: list[str] = []
 
     def compute(gen_ids: list[str]) -> None:
+        computed.extend(gen_ids)
         _generate(job, [by_id[g] for g in gen_ids])
 
     board = ClaimBoard(Home.at(ctx.home), f"generations/{model.slug}/{kind}")
     compute_once(board, by_id, lambda ids: store.stored_among(model, kind, ids), compute)
+    _log_step(job, len(todo), len(by_id), len(computed))
     return {r.sample_id: r.gen_id for r in requests}
 
 
+def _log_step(job: StageJob, samples: int, outputs: int, computed: int) -> None:
+    """What the step decided, for the task run's logs in the Prefect UI."""
+    log = get_run_logger()
+    if not samples:
+        log.info("%s: no sample of the shard reaches this stage", job.label)
+    elif not computed:
+        log.info("%s: all %d outputs are stored (by this or another run): nothing to compute", job.label, outputs)
+    else:
+        log.info("%s: %d of %d outputs computed, %d reused from the store", job.label, computed, outputs,
+                 outputs - computed)
+
+
 def _generate(job: StageJob, pending: list[GenRequest]) -> None:
-    ctx = job.context
+    ctx = job.plan
     stop.check()  # no new stage starts after a stop request (the engines check between batches and steps)
     store, model = store_for(ctx.home), ctx.models[job.stage.role]
     by_id = {r.gen_id: r for r in pending}

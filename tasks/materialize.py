@@ -7,7 +7,7 @@ from typing import Any
 
 from mai.storage.paths import Home
 from mai.storage.samples import shard_directory, shard_path, store_image, write_shard
-from prefect import task
+from prefect import get_run_logger, task
 from prefect.context import TaskRunContext
 
 from mai.evals.loading import (
@@ -46,7 +46,10 @@ def materialize_samples(home: str, benchmark: str, source: DataSource, n_shards:
     directory = shard_directory(root, bench.name, bench.version, source.fingerprint, n_shards, limit,
                                 loader_tag(max_image_pixels))
     done = directory / "complete"
-    if not done.exists():
+    log = get_run_logger()
+    if done.exists():
+        log.info("samples of %s (%s) already materialised in %s", bench.name, source.fingerprint, directory.name)
+    else:
         columns, rows = load_dataset_rows(source, image_columns=bench.image_columns)
         check_columns(bench, columns)
         limited = itertools.islice(rows, limit)
@@ -55,4 +58,9 @@ def materialize_samples(home: str, benchmark: str, source: DataSource, n_shards:
         for shard in range(max(s.shard for s in samples) + 1 if samples else 0):
             write_shard(shard_path(directory, shard), [s for s in samples if s.shard == shard], source.fingerprint)
         done.write_text(str(len(samples)))
+        bad = [s for s in samples if s.error is not None]
+        log.info("%d samples of %s materialised into %d shard(s), %d recorded as errors", len(samples), bench.name,
+                 n_shards, len(bad))
+        for sample in bad[:20]:  # the run goes on without them; every one is in the routes table
+            log.warning("sample %s cannot run: %s", sample.sample_id, sample.error)
     return sorted(str(p.relative_to(root.root)) for p in directory.glob("shard-*.parquet"))

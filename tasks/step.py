@@ -36,7 +36,7 @@ def stored_fraction(job: StageJob, outputs: dict[str, str]) -> float:
     """Share of a step's outputs that the store holds (1.0 unless the store lost files)."""
     if not outputs:
         return 1.0
-    ctx, model = job.context, job.context.models[job.stage.role]
+    ctx, model = job.plan, job.plan.models[job.stage.role]
     if job.stage.generates:
         existing = store_for(ctx.home).stored_among(model, job.stage.prompt_kind, list(outputs.values()))
     else:

@@ -4,8 +4,6 @@ tokens covering `delta` of it at the run's layer are selected (stored). Returns 
 
 from __future__ import annotations
 
-from typing import Any
-
 from mai.storage.attention import (
     captured_layers,
     read_captures,
@@ -15,6 +13,7 @@ from mai.storage.attention import (
 )
 from mai.storage.claims import ClaimBoard, compute_once
 from mai.storage.paths import Home
+from mai.storage.schemas import CaptureRow, GenerationRow, SelectionRow
 from mai.tasks.generate import step_inputs, store_for
 from mai.tasks.jobs import StageJob
 
@@ -30,7 +29,7 @@ from mai.types import REASONING_MARK, CaptureRequest, LayerCapture, Sample
 
 def select_outputs(job: StageJob) -> dict[str, str]:
     """The `select_rt` step: returns sample_id -> selection_id for the samples that reach RT."""
-    ctx = job.context
+    ctx = job.plan
     benchmark, large = get_benchmark(ctx.benchmark), ctx.models["large"]
     todo, answers = step_inputs(job)
     reasoning = {s.sample_id: answers["r_small"][s.sample_id].gen_id for s in todo}
@@ -50,7 +49,7 @@ def _template(benchmark: Benchmark, sample: Sample) -> str:
 def _capture_missing(job: StageJob, engine: TransformersEngine, benchmark: Benchmark, todo: list[Sample],
                      reasoning: dict[str, str], captures: dict[str, str]) -> None:
     """One prefill per capture id that lacks a requested layer, each once across runs on the store."""
-    ctx = job.context
+    ctx = job.plan
     home, large, layers = Home.at(ctx.home), ctx.models["large"], set(ctx.capture_layers)
     by_capture = {captures[s.sample_id]: s for s in todo}
 
@@ -76,7 +75,7 @@ def _capture_missing(job: StageJob, engine: TransformersEngine, benchmark: Bench
 
 
 def _capture_request(engine: TransformersEngine, benchmark: Benchmark, sample: Sample, capture: str,
-                     stored: dict[str, Any]) -> CaptureRequest:
+                     stored: GenerationRow) -> CaptureRequest:
     """The stored output ids are used as they are when the large model's tokenizer reads them back as the
     same text (a shared tokenizer, as in the paper's pairs); otherwise the text is tokenised again."""
     ids = list(stored.get("output_token_ids") or [])
@@ -88,7 +87,7 @@ def _capture_request(engine: TransformersEngine, benchmark: Benchmark, sample: S
 
 
 def _capture_row(result: LayerCapture, sample: Sample, reasoning: dict[str, str], model: str, run_id: str
-                 ) -> dict[str, Any]:
+                 ) -> CaptureRow:
     return {"capture_id": result.capture_id, "layer": result.layer, "sample_id": sample.sample_id, "model": model,
             "reasoning_gen_id": reasoning[sample.sample_id], "n_reasoning_tokens": len(result.token_ids),
             "prompt_tokens": result.prompt_tokens, "span_attention": sum(result.weights),
@@ -98,7 +97,7 @@ def _capture_row(result: LayerCapture, sample: Sample, reasoning: dict[str, str]
 
 
 def _select(job: StageJob, engine: TransformersEngine, captures: dict[str, str]) -> dict[str, str]:
-    ctx = job.context
+    ctx = job.plan
     home, large = Home.at(ctx.home), ctx.models["large"]
     layer, delta = ctx.transfer_layer, ctx.transfer_delta
     assert layer is not None  # validated in the plan
@@ -116,8 +115,8 @@ def _select(job: StageJob, engine: TransformersEngine, captures: dict[str, str])
     return selections
 
 
-def _selection_row(capture: dict[str, Any], selection: str, delta: float, engine: TransformersEngine, run_id: str
-                   ) -> dict[str, Any]:
+def _selection_row(capture: CaptureRow, selection: str, delta: float, engine: TransformersEngine, run_id: str
+                   ) -> SelectionRow:
     kept = select_indices(capture["weights"], delta)
     ids = [capture["token_ids"][i] for i in kept]
     text = engine.decode(ids)

@@ -48,10 +48,10 @@ def test_a_bfloat16_plan_carries_its_backend_into_identities_and_cache_keys(home
 
     plan = prepare_run(RunConfig(home=str(home), dtype="bfloat16"), Home.at(home))
     expected = f"transformers {metadata.version('transformers')} torch {metadata.version('torch')}"
-    assert plan.context.backend_ids == {"small": expected, "large": expected}
-    assert prepare_run(RunConfig(home=str(home)), Home.at(home)).context.backend_ids == {}
-    job = StageJob(context=plan.context, shard_path="s", stage=S_LARGE, decoding=Decoding(8), earlier={})
-    other = job.model_copy(update={"context": plan.context.model_copy(update={"backend_ids": {"large": "vllm 0.33.0"}})})
+    assert plan.backend_ids == {"small": expected, "large": expected}
+    assert prepare_run(RunConfig(home=str(home)), Home.at(home)).backend_ids == {}
+    job = StageJob(plan=plan, shard_path="s", stage=S_LARGE, decoding=Decoding(8), earlier={})
+    other = job.model_copy(update={"plan": plan.model_copy(update={"backend_ids": {"large": "vllm 0.33.0"}})})
     assert job.cache_key() != other.cache_key()  # Prefect's task cache never hands one backend's outputs to another
 
 

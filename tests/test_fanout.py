@@ -24,6 +24,7 @@ from mai.storage.claims import lease_holder, lease_is_held
 from mai.storage.paths import Home
 from mai.storage.runs import read_routes, read_shard_outcomes, shard_lease_path
 
+from mai.manifest import ShardOutcome
 from tests.test_flow_cascade import BUDGET, comparable, run
 
 REPO = Path(__file__).resolve().parents[1]
@@ -121,16 +122,17 @@ def stored_rows(home: Path) -> list[dict[str, Any]]:
 
 
 def shard_flow_runs(run_id: str) -> list[Any]:
-    """The shard flow runs the parent created for `run_id` (tagged with it), as the Prefect API has them."""
+    """The shard flow runs the parent created for `run_id` (tagged with it, as the parent itself is), as the
+    Prefect API has them."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterTags
 
     with get_client(sync_client=True) as client:
-        return list(client.read_flow_runs(flow_run_filter=FlowRunFilter(
-            tags=FlowRunFilterTags(all_=[f"mai-run:{run_id}"]))))
+        tagged = client.read_flow_runs(flow_run_filter=FlowRunFilter(tags=FlowRunFilterTags(all_=[f"mai-run:{run_id}"])))
+    return [r for r in tagged if not r.name.startswith("mai-run/")]
 
 
-def shard_outcomes(home: Path, run_id: str) -> list[dict[str, Any]]:
+def shard_outcomes(home: Path, run_id: str) -> list[ShardOutcome]:
     return read_shard_outcomes(Home.at(home), run_id)
 
 
@@ -151,9 +153,10 @@ def test_shards_fan_out_to_two_workers_with_the_in_process_results(
     # one completed `mai-shard` flow run per shard, named by shard, on the test pool
     shard_runs = shard_flow_runs(fanned["run_id"])
     assert sorted(r.name for r in shard_runs) == [f"shard-{i:05d}" for i in range(4)]
+    assert parent_flow_run(fanned["run_name"]).state_type.value == "COMPLETED"
     assert {r.state_type.value for r in shard_runs} == {"COMPLETED"}  # type: ignore[union-attr]
     # both workers took shards: each shard's flow run is a child process of the worker that ran it
-    ran_on = Counter(workers.pids().get(o["worker_pid"]) for o in shard_outcomes(other, fanned["run_id"]))
+    ran_on = Counter(workers.pids().get(o.worker_pid) for o in shard_outcomes(other, fanned["run_id"]))
     assert set(ran_on) == {"worker-a", "worker-b"}, ran_on
     assert sum(ran_on.values()) == 4
     # the parent's counts are the store's: every row this run wrote, each identity once
@@ -248,9 +251,42 @@ def test_a_killed_worker_loses_its_shard_to_the_other(workers: Workers, home: Pa
     manifest = result
     assert comparable(read_routes(Home.at(other), manifest["run_id"])) == comparable(
         read_routes(Home.at(home), reference["run_id"]))
-    survivors = {o["worker_pid"] for o in shard_outcomes(other, manifest["run_id"])}
+    survivors = {o.worker_pid for o in shard_outcomes(other, manifest["run_id"])}
     assert {workers.pids().get(pid) for pid in survivors} == {"worker-a", "worker-b"} - {killed}
     ids = [r["gen_id"] for r in stored_rows(other)]
     assert len(ids) == len(set(ids)), "an identity was generated twice"
-    assert not any(lease_is_held(shard_lease_path(Home.at(other), manifest["run_id"], o["shard_path"]))
+    assert not any(lease_is_held(shard_lease_path(Home.at(other), manifest["run_id"], o.shard_path))
                    for o in shard_outcomes(other, manifest["run_id"]))
+    # the parent flow run is found by the run's name and tags, and its logs say what happened to the lost shard
+    parent = parent_flow_run(manifest["run_name"])
+    assert {"mai", f"mai-run:{manifest['run_id']}", "benchmark:demo", "mode:cascade"} <= set(parent.tags)
+    messages = parent_logs(parent.id, "lost its worker")
+    assert any("marked Crashed; submitting it again" in m for m in messages), messages
+
+
+def parent_flow_run(run_name: str) -> Any:
+    """The one flow run named `mai-run/<run name>` on the test server."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=[f"mai-run/{run_name}"])))
+    assert len(runs) == 1, [r.name for r in runs]
+    return runs[0]
+
+
+def parent_logs(flow_run_id: Any, containing: str, wait_s: float = 20.0) -> list[str]:
+    """The flow run's log messages that contain `containing`, once the API has them (logs are sent in batches)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+    from prefect.logging.handlers import APILogHandler
+
+    APILogHandler.flush()
+    deadline = time.monotonic() + wait_s
+    while True:
+        with get_client(sync_client=True) as client:
+            logs = client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id])))
+        found = [log.message for log in logs if containing in log.message]
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.5)

@@ -46,7 +46,7 @@ def _outputs(home: Path, samples: list[Sample], reuse: bool) -> dict[str, GenRes
     results: dict[str, GenResult] = {}
 
     def run(stage: StageSpec, chosen: list[Sample], batch_size: int = 16) -> list[GenResult]:
-        model = plan.context.models[stage.role]
+        model = plan.models[stage.role]
         engine = get_engine(model, "transformers")
         if not reuse:
             engine.prefixes.max_bytes = 0  # type: ignore[attr-defined]
@@ -91,7 +91,7 @@ def test_a_batch_too_large_for_the_store_is_not_kept(home: Path) -> None:
     samples = _shapes_samples(home, limit=8)
     config = shapes_pair_config(home=str(home))
     plan = prepare_run(config, Home.at(home))
-    model = plan.context.models["small"]
+    model = plan.models["small"]
     engine = get_engine(model, "transformers")
     benchmark = get_benchmark(config.benchmark)
     s_requests = build_requests(S_SMALL, samples, benchmark, model, plan.decodings["S"], {})

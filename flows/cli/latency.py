@@ -51,7 +51,9 @@ def _profile(args: argparse.Namespace) -> int:
             integers(args.output_tokens, "--output-tokens"))
     rows = api.profile(args.model, args.name, *grid, args.repeats, args.revision, args.dtype, home=args.home,
                        replace=args.replace)
-    print(format_rows(PROFILE_COLUMNS, [tuple(r[c] for c in PROFILE_COLUMNS) for r in rows], "table"))
+    print(format_rows(PROFILE_COLUMNS, [(r["image_resolution"], r["image_tokens"], r["query_tokens"], r["input_tokens"],
+                                         r["output_tokens"], r.get("preprocess_ms"), r.get("vision_ms"), r["ttft_ms"],
+                                         r["decode_ms"], r["tokens_per_s"]) for r in rows], "table"))
     return 0
 
 
@@ -67,6 +69,7 @@ def _estimate(args: argparse.Namespace) -> int:
         print(json.dumps(stages, indent=2))
         return 0
     print(f"run {args.run_id} under '{name}' (equation 27, sequential)")
-    print(format_rows(ESTIMATE_COLUMNS, [tuple(s[c] for c in ESTIMATE_COLUMNS) for s in stages], "table"))
+    print(format_rows(ESTIMATE_COLUMNS, [(s["stage"], s["profile"], s["calls"], s["ttft_s"], s["decode_s"],
+                                          s["total_s"]) for s in stages], "table"))
     print(f"total: {sum(s['total_s'] for s in stages):.3f} s")
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
 
 from mai.dashboards.render import format_rows
@@ -112,7 +113,7 @@ def _catalog(args: argparse.Namespace) -> int:
 
 
 def _store_compact(args: argparse.Namespace) -> int:
-    reports = api.store_compact(args.home, min_small_files=args.min_files)
+    reports = [asdict(r) for r in api.store_compact(args.home, min_small_files=args.min_files)]
     if args.json:
         print(json.dumps(reports, indent=2))
         return 0
@@ -122,7 +123,7 @@ def _store_compact(args: argparse.Namespace) -> int:
 
 
 def _store_stats(args: argparse.Namespace) -> int:
-    stats = api.store_stats(args.home)
+    stats = [asdict(s) for s in api.store_stats(args.home)]
     if args.json:
         print(json.dumps(stats, indent=2))
         return 0

@@ -1,0 +1,162 @@
+"""The typed records a run leaves: what one shard hands its parent (`ShardOutcome`), what routing and scoring
+found (`RunScores`), and the run manifest (`RunManifest`, written last as `runs/<run_id>/manifest.json`, and
+returned by `mai.flows.api.run`).
+
+The manifest is a JSON document read by people, notebooks and other tools, so it is a TypedDict: a plain dict
+at run time (`manifest["routes"]["MV1"]`), with every key and value type checked by mypy where it is built and
+read. The shard outcome travels between processes (a file in the store), so it is a pydantic model that
+validates what it reads back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import NotRequired, TypedDict
+
+from pydantic import BaseModel, ConfigDict
+
+from mai.progress import Tally
+from mai.types import Route, StageName
+
+# stage name -> sample_id -> output id (gen_id, or a selection id): how later stages find earlier outputs
+StageMaps = dict[StageName, dict[str, str]]
+ROUTE_LABELS: tuple[Route, ...] = ("MV1", "MV2", "RT", "SINGLE", "ERROR")
+
+
+class RouteCounts(TypedDict):
+    MV1: int
+    MV2: int
+    RT: int
+    SINGLE: int
+    ERROR: int
+
+
+class MetricSummary(TypedDict):
+    metric: str
+    subset: str
+    value: float
+    n: int
+
+
+class SampleError(TypedDict):
+    sample_id: str
+    error: str
+
+
+class RunScores(TypedDict):
+    """What routing and scoring a run found: counts per route, the metrics, the samples that could not run."""
+
+    routes: RouteCounts
+    scorer_profile: str
+    metrics: list[MetricSummary]
+    errors: list[SampleError]
+
+
+class StageStatistics(TypedDict):
+    generations: int
+    output_tokens: int
+    mean_output_tokens: float
+
+
+class RunCounts(TypedDict):
+    samples: int
+    valid: int
+    errors: int
+    generations_needed: int
+    generations_computed: int      # read from the store: rows this run's id wrote
+    generations_reused: int
+    engine_generations: int        # what this run's steps made the engines do (its own ledger)
+    attention_prefills: int
+    attention_rows_computed: int
+    selections_computed: int
+
+
+class RunTimings(TypedDict):
+    wall_s: float
+    engine_generate_s: float
+    model_load_s: float
+    # where the wall time went, phase by phase (absent from manifests of runs that did not measure them)
+    plan_s: NotRequired[float]
+    materialize_s: NotRequired[float]
+    shards_s: NotRequired[float]
+    route_and_score_s: NotRequired[float]
+    manifest_s: NotRequired[float]
+
+
+class ServerRecord(TypedDict):
+    """A vLLM server the run's engines used (mai.backends.vllm_server.ServerInfo as JSON)."""
+
+    model: str
+    url: str
+    owner: str
+    log_path: str | None
+    pid: int | None
+    start_s: float | None
+    started_at: str | None
+
+
+class ServerEvent(ServerRecord):
+    event: str   # "started", "restarted"
+    at: str      # ISO time
+
+
+class BackendReport(TypedDict):
+    name: str
+    servers: list[ServerRecord]
+    events: list[ServerEvent]
+    restarts: int
+
+
+class ModelRecord(TypedDict):
+    name_or_path: str
+    revision: str
+    dtype: str
+    local: bool
+
+
+class DataRecord(TypedDict):
+    location: str
+    split: str
+    config: str | None
+    revision: str | None
+    fingerprint: str
+
+
+class RunManifest(TypedDict):
+    run_id: str
+    run_name: str
+    config_key: str
+    config: Mapping[str, object]   # the RunConfig as given (RunConfig.model_dump())
+    models: dict[str, ModelRecord]
+    data: DataRecord
+    versions: dict[str, str]
+    git_commit: str | None
+    started_at: str
+    finished_at: str
+    shard_paths: list[str]
+    scorer_profile: str
+    counts: RunCounts
+    routes: RouteCounts
+    stages: dict[str, StageStatistics]
+    metrics: list[MetricSummary]
+    errors: list[SampleError]
+    timings: RunTimings
+    backend: BackendReport
+    # added by `mai.flows.api.run` for its caller: where the results lie
+    home: NotRequired[str]
+    catalog: NotRequired[str]
+
+
+class ShardOutcome(BaseModel):
+    """What a shard flow hands its parent through the store: its stage maps and its own accounting, and where
+    and how long it ran. The same whether the shard ran in the parent's process or on a worker."""
+
+    model_config = ConfigDict(frozen=True)
+
+    shard_path: str
+    stage_maps: StageMaps
+    tally: Tally
+    host: str
+    pid: int
+    worker_pid: int
+    wall_s: float

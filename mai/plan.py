@@ -1,0 +1,157 @@
+"""The run plan: a RunConfig validated once and resolved into everything a run's flows, shard flows, tasks and
+manifest writer read (models with their fingerprints, the ordered stages, the data source, each prompt kind's
+decoding, the backend identities). Built once per run, before any model loads; a bad configuration fails here with
+a message that says what to fix. It is also the parameter a shard flow receives, on this machine or a worker.
+
+Pure core: it resolves paths the caller gives it (the store's root, models and datasets directories) and checks
+the backend's setup, but knows nothing of Prefect or the store's layout.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from mai import cascade
+from mai.backends.base import EngineOptions
+from mai.config import GENERATED_BENCHMARKS, RunConfig, check_backend, check_transfer, resolve_model
+from mai.errors import ConfigError
+from mai.evals.loading import DataSource, resolve_source
+from mai.evals.registry import get_entry
+from mai.identity import needs_backend
+from mai.types import Decoding, ModelSpec, PromptKind, Role, RunMode, StageName, StageSpec
+
+
+class StoreLocations(BaseModel):
+    """Where the store keeps what a plan resolves against (given by the shell, which owns the store's layout)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    root: Path
+    models: Path     # the built-in models
+    datasets: Path   # the generated benchmarks' data
+
+
+class RunPlan(BaseModel):
+    """One run, resolved. `config` is the validated configuration as given; the other fields are what it
+    resolves to. Read-only: every reader sees the same plan."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    home: str                                  # the store root, resolved
+    config: RunConfig
+    models: dict[Role, ModelSpec]              # only the roles the run's stages use
+    stages: list[StageSpec]                    # in order; sparse RT's token selection is one of them
+    source: DataSource
+    decodings: dict[PromptKind, Decoding]
+    # role -> backend and its version, for the roles whose identities include them (outside float32)
+    backend_ids: dict[str, str] = {}
+
+    # --- what the configuration says, read through the plan --------------------------------------------------
+
+    @property
+    def benchmark(self) -> str:
+        return self.config.benchmark
+
+    @property
+    def mode(self) -> RunMode:
+        return self.config.mode
+
+    @property
+    def backend(self) -> str:
+        return self.config.backend
+
+    @property
+    def run_name(self) -> str:
+        return self.config.run_name or self.run_id
+
+    @property
+    def transfer(self) -> str:
+        return self.config.transfer
+
+    @property
+    def transfer_layer(self) -> int | None:
+        return self.config.transfer_layer
+
+    @property
+    def transfer_delta(self) -> float:
+        return self.config.transfer_delta
+
+    @property
+    def capture_layers(self) -> list[int]:
+        """Every layer whose attention a capture prefill records: the transfer layer and the extra ones."""
+        layer = self.config.transfer_layer
+        return sorted({*self.config.capture_layers, *([layer] if layer is not None else [])})
+
+    @property
+    def batch_size(self) -> int:
+        return self.config.batch_size
+
+    def batch_for(self, kind: PromptKind) -> int:
+        return self.config.batch_for(kind)
+
+    def stage(self, name: StageName) -> StageSpec:
+        return next(s for s in self.stages if s.name == name)
+
+    def engine_options(self, role: Role) -> EngineOptions:
+        return EngineOptions(url=self.config.vllm_urls.get(role), env=self.config.vllm_env, home=self.home)
+
+    @property
+    def tags(self) -> list[str]:
+        """How a person finds the run among flow runs: benchmark, mode and the models it used."""
+        models = [f"{role}:{Path(m.identity_name).name}" for role, m in sorted(self.models.items())]
+        return ["mai", f"mai-run:{self.run_id}", f"benchmark:{self.benchmark}", f"mode:{self.mode}", *models]
+
+
+def new_run_id() -> str:
+    return f"{datetime.now(UTC):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
+
+
+def build_plan(config: RunConfig, store: StoreLocations, run_id: str | None = None) -> RunPlan:
+    """Validate `config` and resolve it; raises ConfigError, saying what to fix, before any model loads."""
+    entry = get_entry(config.benchmark)
+    check_backend(config.backend, config.vllm_urls)
+    stages = cascade.stages_for(config.mode, config.s2, config.single_model, config.single_prompt, config.transfer)
+    roles: set[Role] = {stage.role for stage in stages}
+    models = {role: _resolve_role(config, role, store.models) for role in sorted(roles)}
+    source = resolve_source(_data_location(config, store, entry.hub_ids), config.split or entry.split,
+                            config.subset or entry.config, config.revision)
+    check_transfer(config, models.get("large"))
+    if config.backend == "vllm":
+        from mai.backends.vllm_backend import check_setup  # the vLLM client's checks, only for vLLM runs
+
+        check_setup(models, config.vllm_urls, config.vllm_env, store.root)
+    return RunPlan(run_id=run_id or new_run_id(), home=str(store.root), config=config, models=models,
+                   stages=stages, source=source,
+                   decodings={stage.prompt_kind: config.decoding(stage.prompt_kind) for stage in stages},
+                   backend_ids=_backend_ids(config, models, store.root))
+
+
+def _resolve_role(config: RunConfig, role: Role, models_dir: Path) -> ModelSpec:
+    name, revision = (config.small_model, config.small_revision) if role == "small" else \
+        (config.large_model, config.large_revision)
+    return resolve_model(name, revision, config.dtype, models_dir)
+
+
+def _backend_ids(config: RunConfig, models: Mapping[Role, ModelSpec], root: Path) -> dict[str, str]:
+    """Backend and version per role whose generation identities include them (outside float32, mai.identity)."""
+    from mai.backends.registry import backend_identity
+
+    return {role: backend_identity(config.backend, model, EngineOptions(url=config.vllm_urls.get(role),
+                                                                        env=config.vllm_env, home=str(root)))
+            for role, model in models.items() if needs_backend(model)}
+
+
+def _data_location(config: RunConfig, store: StoreLocations, hub_ids: tuple[str, ...]) -> str:
+    if config.data:
+        return config.data
+    if config.benchmark in GENERATED_BENCHMARKS:
+        return str(store.datasets / config.benchmark)
+    if not hub_ids:
+        raise ConfigError(f"benchmark '{config.benchmark}' has no default data: pass --data")
+    return hub_ids[0]
