@@ -11,17 +11,35 @@ the image processor uses Qwen3-VL's real pixel budget (256^2 to 4096^2).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 PREFIX = "random:"
-SHAPES: dict[str, dict[str, Any]] = {
-    "qwen3-vl-2b": {"hidden": 2048, "layers": 28, "heads": 16, "ffn": 6144, "tied": True, "vision_depth": 24,
-                    "vision_hidden": 1024, "vision_ffn": 4096, "deepstack": [5, 11, 17]},
-    "qwen3-vl-4b": {"hidden": 2560, "layers": 36, "heads": 32, "ffn": 9728, "tied": True, "vision_depth": 24,
-                    "vision_hidden": 1024, "vision_ffn": 4096, "deepstack": [5, 11, 17]},
-    "qwen3-vl-8b": {"hidden": 4096, "layers": 36, "heads": 32, "ffn": 12288, "tied": False, "vision_depth": 27,
-                    "vision_hidden": 1152, "vision_ffn": 4304, "deepstack": [8, 16, 24]},
+
+
+@dataclass(frozen=True)
+class ArchitectureShape:
+    """The sizes that differ between the Qwen3-VL checkpoints (the rest is shared: see `architecture_config`)."""
+
+    hidden: int
+    layers: int
+    heads: int
+    ffn: int
+    tied: bool  # input and output embeddings share weights
+    vision_depth: int
+    vision_hidden: int
+    vision_ffn: int
+    deepstack: tuple[int, ...]  # vision layers whose features are also fed to the language model
+
+
+SHAPES: dict[str, ArchitectureShape] = {
+    "qwen3-vl-2b": ArchitectureShape(hidden=2048, layers=28, heads=16, ffn=6144, tied=True, vision_depth=24,
+                                     vision_hidden=1024, vision_ffn=4096, deepstack=(5, 11, 17)),
+    "qwen3-vl-4b": ArchitectureShape(hidden=2560, layers=36, heads=32, ffn=9728, tied=True, vision_depth=24,
+                                     vision_hidden=1024, vision_ffn=4096, deepstack=(5, 11, 17)),
+    "qwen3-vl-8b": ArchitectureShape(hidden=4096, layers=36, heads=32, ffn=12288, tied=False, vision_depth=27,
+                                     vision_hidden=1152, vision_ffn=4304, deepstack=(8, 16, 24)),
 }
 
 
@@ -39,21 +57,21 @@ def architecture_config(name: str, tokenizer: Any) -> Any:
     shape = SHAPES[architecture_name(name)]
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>",
                                                             "<|vision_end|>", "<|endoftext|>", "<|im_end|>")}
-    text = {"vocab_size": 151936, "hidden_size": shape["hidden"], "intermediate_size": shape["ffn"],
-            "num_hidden_layers": shape["layers"], "num_attention_heads": shape["heads"], "num_key_value_heads": 8,
+    text = {"vocab_size": 151936, "hidden_size": shape.hidden, "intermediate_size": shape.ffn,
+            "num_hidden_layers": shape.layers, "num_attention_heads": shape.heads, "num_key_value_heads": 8,
             "head_dim": 128, "hidden_act": "silu", "max_position_embeddings": 262144, "rms_norm_eps": 1e-6,
-            "attention_bias": False, "tie_word_embeddings": shape["tied"], "pad_token_id": ids["<|endoftext|>"],
+            "attention_bias": False, "tie_word_embeddings": shape.tied, "pad_token_id": ids["<|endoftext|>"],
             "eos_token_id": ids["<|im_end|>"],
             "rope_parameters": {"rope_type": "default", "rope_theta": 5_000_000.0, "mrope_section": [24, 20, 20],
                                 "mrope_interleaved": True}}
-    vision = {"depth": shape["vision_depth"], "hidden_size": shape["vision_hidden"],
-              "intermediate_size": shape["vision_ffn"], "num_heads": 16, "patch_size": 16, "temporal_patch_size": 2,
-              "spatial_merge_size": 2, "in_channels": 3, "out_hidden_size": shape["hidden"],
-              "num_position_embeddings": 2304, "deepstack_visual_indexes": shape["deepstack"],
+    vision = {"depth": shape.vision_depth, "hidden_size": shape.vision_hidden,
+              "intermediate_size": shape.vision_ffn, "num_heads": 16, "patch_size": 16, "temporal_patch_size": 2,
+              "spatial_merge_size": 2, "in_channels": 3, "out_hidden_size": shape.hidden,
+              "num_position_embeddings": 2304, "deepstack_visual_indexes": list(shape.deepstack),
               "hidden_act": "gelu_pytorch_tanh"}
     return Qwen3VLConfig(text_config=text, vision_config=vision, image_token_id=ids["<|image_pad|>"],
                          video_token_id=ids["<|video_pad|>"], vision_start_token_id=ids["<|vision_start|>"],
-                         vision_end_token_id=ids["<|vision_end|>"], tie_word_embeddings=shape["tied"])
+                         vision_end_token_id=ids["<|vision_end|>"], tie_word_embeddings=shape.tied)
 
 
 def build_random_architecture(name: str, dtype: Any, device: str, workdir: Path) -> tuple[Any, Any, Any]:

@@ -12,7 +12,10 @@ import hashlib
 import os
 import threading
 from collections import OrderedDict
-from typing import Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 IMAGE_TOKEN = "<|image_pad|>"
 
@@ -92,6 +95,13 @@ class UserTurn(TypedDict):
     content: list[ImagePart | TextPart]
 
 
+class VisionInputs(TypedDict):
+    """The image tensors of a batch: every image's patches, concatenated, and each image's patch grid."""
+
+    pixel_values: Tensor
+    image_grid_thw: Tensor
+
+
 class ImageOnlyProcessor:
     def __init__(self, tokenizer: Any, image_processor: Any) -> None:
         self.tokenizer = tokenizer
@@ -105,11 +115,11 @@ class ImageOnlyProcessor:
         return text
 
     def __call__(self, text: list[str], images: list[list[Any]] | None = None, **kwargs: Any) -> Any:
-
         flat_images = [image for group in (images or []) for image in group]
-        vision: dict[str, Any] = {}
+        vision: VisionInputs | None = None
         if flat_images:
-            vision = dict(self.image_processor(images=flat_images, return_tensors="pt"))
+            processed = self.image_processor(images=flat_images, return_tensors="pt")
+            vision = {"pixel_values": processed["pixel_values"], "image_grid_thw": processed["image_grid_thw"]}
         return self._with_text(text, vision)
 
     def from_files(self, text: list[str], image_paths: list[tuple[str, ...]]) -> Any:
@@ -119,20 +129,21 @@ class ImageOnlyProcessor:
 
         processed = [PROCESSED_IMAGES.get(path, self.image_processor_key, self.image_processor)
                      for group in image_paths for path in group]
-        vision: dict[str, Any] = {}
+        vision: VisionInputs | None = None
         if processed:
             vision = {"pixel_values": torch.cat([pixels for pixels, _ in processed]),
                       "image_grid_thw": torch.cat([grid for _, grid in processed])}
         return self._with_text(text, vision)
 
-    def _with_text(self, text: list[str], vision: dict[str, Any]) -> Any:
+    def _with_text(self, text: list[str], vision: VisionInputs | None) -> Any:
         import torch
 
-        if vision:
+        if vision is not None:
             text = self._expand_image_tokens(text, vision["image_grid_thw"])
         encoded = self.tokenizer(text, return_tensors="pt", padding=True)
         encoded["mm_token_type_ids"] = (encoded["input_ids"] == self.image_token_id).to(torch.int32)
-        encoded.update(vision)
+        if vision is not None:
+            encoded.update(vision)
         return encoded
 
     def _expand_image_tokens(self, texts: list[str], grid_thw: Any) -> list[str]:

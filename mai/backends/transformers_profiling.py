@@ -41,7 +41,7 @@ class ProfilePoint:
     repeats: int
     timings: ProfileTimings
 
-    def as_record(self) -> dict[str, Any]:
+    def as_record(self) -> dict[str, object]:
         """The point as mai.flows.latency reads it (its fields, `timings` a mapping of name -> seconds)."""
         return asdict(self)
 
