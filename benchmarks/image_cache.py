@@ -37,7 +37,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="mai-image-cache-") as directory:
         home = Home.at(Path(directory) / "home")
         engine = TransformersEngine(resolve_model(SHAPES_SMALL, "main", "float32", home.models))
-        _, processor, _ = engine._load()  # the engine's own processor, as a run uses it
+        processor = engine.load().processor  # the engine's own processor, as a run uses it
         if not isinstance(processor, ImageOnlyProcessor):
             raise SystemExit("the stock processor loaded (torchvision present): the cache applies to the image-only "
                              "processor")

@@ -29,9 +29,17 @@ import statistics
 import sys
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict, Unpack, cast
+
+if TYPE_CHECKING:
+    from mai.storage.paths import Home
+
+    from mai.manifest import RunManifest
+    from mai.types import PromptKind, Role, RunMode, Sample
 
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
@@ -43,12 +51,21 @@ STAGES = ("s_large", "s_small", "r_small", "s2_small", "rt_large", "single", "si
 # --- the shapes test split, 10 real runs ------------------------------------------------------------------------
 
 
+class RunVariant(TypedDict, total=False):
+    """What a run of the shapes store changes in the shipped pair's configuration (the MAI cascade)."""
+
+    mode: RunMode
+    s2: bool
+    single_model: Role
+    single_prompt: PromptKind
+
+
 def shapes_store(root: Path) -> list[str]:
     from mai.flows import api
 
     from mai.config import shapes_pair_config
 
-    def run(**overrides: Any) -> str:
+    def run(**overrides: Unpack[RunVariant]) -> str:
         started = time.perf_counter()
         manifest = api.run(shapes_pair_config(home=str(root), **overrides), progress=False)
         print(f"  run {manifest['run_id']} {overrides or 'cascade'}: {time.perf_counter() - started:.0f} s",
@@ -115,7 +132,9 @@ def synthetic_store(root: Path, generations: int, seed: int = 0) -> list[str]:
     shard = shard_path(directory, 0)
     write_shard(shard, samples, fingerprint)
     now = datetime.now(UTC)
-    written: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    # generation rows by (model, prompt kind), in the GENERATIONS schema's columns. Not GenerationRow: like the
+    # store's first runs, these have no output token ids and no min_new_tokens (NULL)
+    written: dict[tuple[str, str], list[dict[str, object]]] = {}
 
     def generation(sample: Sample, role: str, kind: str, key: str, right: bool) -> tuple[str, str]:
         gen_id = hashlib.sha256(f"{key}/{sample.sample_id}/{role}/{kind}".encode()).hexdigest()
@@ -135,8 +154,8 @@ def synthetic_store(root: Path, generations: int, seed: int = 0) -> list[str]:
     run_ids = []
     for number, (label, mode, s2, role, prompt) in enumerate(RUNS):
         run_id = f"20260101-0000{number:02d}-{uuid.uuid4().hex[:6]}"
-        rows = [_route_row(run_id, sample, mode, s2, role, prompt, generation, rng) for sample in samples]
-        _finish_run(home, run_id, label, mode, s2, role, prompt, fingerprint, rows, shard)
+        routes = [_route_row(run_id, sample, mode, s2, role, prompt, generation, rng) for sample in samples]
+        _finish_run(home, run_id, label, mode, s2, role, prompt, fingerprint, routes, shard)
         run_ids.append(run_id)
     for (model, kind), rows in written.items():
         unique = list({r["gen_id"]: r for r in rows}.values())
@@ -154,6 +173,39 @@ def _wrong(answer: str, rng: random.Random) -> str:
     return str(int(answer) + 1)
 
 
+# makes (or shares) one stage output of a sample: (sample, role, kind, generation key, right?) -> (gen_id, answer)
+MakeGeneration = Callable[["Sample", str, str, str, bool], tuple[str, str]]
+
+
+@dataclass
+class SyntheticRoute:
+    """One sample's way through a synthetic run: the outputs (gen_id, answer) of the stages it used, by stage."""
+
+    sample: Sample
+    outputs: dict[str, tuple[str, str]] = field(default_factory=dict)
+    route: str = ""
+    final_stage: str = ""
+    final_answer: str = ""
+
+    @property
+    def final_gen_id(self) -> str:
+        return self.outputs[self.final_stage][0]
+
+    @property
+    def score(self) -> float:
+        return 1.0 if self.final_answer == self.sample.answer else 0.0
+
+    def row(self, run_id: str) -> dict[str, object]:
+        """The route as a row of the ROUTES schema (a stage the sample did not reach: NULL gen and answer)."""
+        stages: dict[str, object] = {f"{p}_{s}": None for s in STAGES for p in ("answer", "gen")}
+        for stage, (gen_id, answer) in self.outputs.items():
+            stages[f"gen_{stage}"], stages[f"answer_{stage}"] = gen_id, answer
+        return {**stages, "run_id": run_id, "sample_id": self.sample.sample_id, "shard": 0,
+                "category": self.sample.category, "route": self.route, "final_answer": self.final_answer,
+                "final_gen_id": self.final_gen_id, "reference": self.sample.answer, "score": self.score,
+                "parsed": True, "agreement_rule": "exact_match_after_parsing (numbers: relaxed match)", "error": None}
+
+
 def _reasoning(rng: random.Random, kind: str, answer: str) -> str:
     rows = [", ".join(rng.choice(["empty", "red circle", "blue square", "green triangle", "yellow circle"])
                       for _ in range(4)) for _ in range(4)]
@@ -162,18 +214,18 @@ def _reasoning(rng: random.Random, kind: str, answer: str) -> str:
             else f"The picture shows {rows[0]}. [[{answer}]]")
 
 
-def _route_row(run_id: str, sample: Any, mode: str, s2: bool, role: str | None, prompt: str | None,
-               generation: Any, rng: random.Random) -> dict[str, Any]:
-    """One route row, drawing per sample whether each output is right (large S 83 %, small S 71 %, R 77 %, ...),
+def _route_row(run_id: str, sample: Sample, mode: str, s2: bool, role: str | None, prompt: str | None,
+               generation: MakeGeneration, rng: random.Random) -> SyntheticRoute:
+    """One route, drawing per sample whether each output is right (large S 83 %, small S 71 %, R 77 %, ...),
     sharing the MV1 S answers across runs (their generation key is the model's, not the run's)."""
-    row: dict[str, Any] = {f"{p}_{s}": None for s in STAGES for p in ("answer", "gen")}
+    routed = SyntheticRoute(sample)
     odds = {"S": 0.75, "E": 0.75, "R": 0.77, "S2": 0.78, "RT": 0.85}
 
     def use(stage: str, use_role: str, kind: str, shared: bool) -> str:
         seeded = random.Random(f"{sample.sample_id}/{use_role}/{kind}")  # the same answer for a shared output
         right = seeded.random() < (odds[kind] + (0.08 if use_role == "large" and kind == "S" else 0.0))
         gen_id, answer = generation(sample, use_role, kind, "shared" if shared else run_id, right)
-        row[f"gen_{stage}"], row[f"answer_{stage}"] = gen_id, answer
+        routed.outputs[stage] = (gen_id, answer)
         return answer
 
     if mode == "single":
@@ -195,28 +247,25 @@ def _route_row(run_id: str, sample: Any, mode: str, s2: bool, role: str | None, 
             route = "MV2"
             if reasoned != large:
                 final, final_stage, route = use("rt_large", "large", "RT", False), "rt_large", "RT"
-    score = 1.0 if final == sample.answer else 0.0
-    return {**row, "run_id": run_id, "sample_id": sample.sample_id, "shard": 0, "category": sample.category,
-            "route": route, "final_answer": final, "final_gen_id": row[f"gen_{final_stage}"],
-            "reference": sample.answer, "score": score, "parsed": True,
-            "agreement_rule": "exact_match_after_parsing (numbers: relaxed match)", "error": None}
+    routed.route, routed.final_stage, routed.final_answer = route, final_stage, final
+    return routed
 
 
-def _finish_run(home: Any, run_id: str, label: str, mode: str, s2: bool, role: str | None, prompt: str | None,
-                fingerprint: str, routes: list[dict[str, Any]], shard: Path) -> None:
+def _finish_run(home: Home, run_id: str, label: str, mode: str, s2: bool, role: str | None, prompt: str | None,
+                fingerprint: str, routes: list[SyntheticRoute], shard: Path) -> None:
     from mai.storage.runs import write_manifest, write_metrics, write_routes, write_scores
 
     from mai.config import SHAPES_MAX_NEW_TOKENS
 
-    write_routes(home, run_id, routes)
+    write_routes(home, run_id, [r.row(run_id) for r in routes])
     write_scores(home, run_id, "exact-match", [
-        {"run_id": run_id, "sample_id": r["sample_id"], "scorer_profile": "exact-match", "parsed": r["final_answer"],
-         "score": r["score"], "final_gen_id": r["final_gen_id"]} for r in routes])
-    accuracy = sum(r["score"] for r in routes) / len(routes)
+        {"run_id": run_id, "sample_id": r.sample.sample_id, "scorer_profile": "exact-match",
+         "parsed": r.final_answer, "score": r.score, "final_gen_id": r.final_gen_id} for r in routes])
+    accuracy = sum(r.score for r in routes) / len(routes)
     write_metrics(home, run_id, "exact-match", [
         {"run_id": run_id, "benchmark": "shapes", "metric": "accuracy", "subset": "overall", "value": accuracy,
          "n": len(routes), "unit": "fraction", "scorer_profile": "exact-match"}])
-    counts = {label: sum(r["route"] == label for r in routes) for label in ("MV1", "MV2", "RT")}
+    counts = {label: sum(r.route == label for r in routes) for label in ("MV1", "MV2", "RT")}
     config = {"benchmark": "shapes", "small_model": MODELS["small"], "large_model": MODELS["large"],
               "small_revision": "main", "large_revision": "main", "dtype": "float32", "mode": mode, "s2": s2,
               "single_model": role or "large", "single_prompt": prompt or "S", "transfer": "full",
@@ -232,13 +281,33 @@ def _finish_run(home: Any, run_id: str, label: str, mode: str, s2: bool, role: s
            "n_valid": len(routes), "n_errors": 0, "n_generations_needed": 0, "n_generations_computed": 0,
            "n_generations_reused": 0, "routed_mv1": counts["MV1"], "routed_mv2": counts["MV2"],
            "routed_rt": counts["RT"], "git_commit": None, "config_json": json.dumps(config), "versions_json": "{}"}
-    write_manifest(home, run_id, {"run_id": run_id, "config": config, "shard_paths": [str(shard)]}, row)
+    # a synthetic run's manifest holds only what the report reads of it (its configuration and its shard)
+    manifest = cast("RunManifest", {"run_id": run_id, "config": config, "shard_paths": [str(shard)]})
+    write_manifest(home, run_id, manifest, row)
 
 
 # --- measuring ------------------------------------------------------------------------------------------------
 
 
-def measure(root: Path, repeats: int, out: Path, run_ids: list[str] | None = None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ReportBuild:
+    """The report over a store's runs, built `repeats` times: wall and CPU time, size, trace browser samples."""
+
+    store: str
+    runs: int
+    generations: int
+    samples: int
+    load_average: float
+    build_s_median: float
+    build_s_min: float
+    cpu_s_median: float
+    repeats: int
+    bytes: int
+    megabytes: float
+    trace_samples: int
+
+
+def measure(root: Path, repeats: int, out: Path, run_ids: list[str] | None = None) -> ReportBuild:
     from mai.dashboards.report import build_report
     from mai.storage.catalog import query
     from mai.storage.paths import Home
@@ -251,13 +320,21 @@ def measure(root: Path, repeats: int, out: Path, run_ids: list[str] | None = Non
         seconds.append(built.seconds)
         cpu.append(time.process_time() - started)  # this process's CPU time: less sensitive to a busy machine
     assert built is not None
-    (generations,), = query(home, "SELECT count(*) FROM generations")[1]
-    (samples,), = query(home, "SELECT count(DISTINCT sample_id) FROM routes")[1]
-    return {"store": str(root), "runs": built.runs, "generations": generations, "samples": samples,
-            "load_average": os.getloadavg()[0],
-            "build_s_median": statistics.median(seconds), "build_s_min": min(seconds),
-            "cpu_s_median": statistics.median(cpu), "repeats": repeats,
-            "bytes": built.bytes, "megabytes": round(built.bytes / 1e6, 2), "trace_samples": built.trace_samples}
+    generations = _count(query(home, "SELECT count(*) FROM generations")[1])
+    samples = _count(query(home, "SELECT count(DISTINCT sample_id) FROM routes")[1])
+    return ReportBuild(store=str(root), runs=built.runs, generations=generations, samples=samples,
+                       load_average=os.getloadavg()[0],
+                       build_s_median=statistics.median(seconds), build_s_min=min(seconds),
+                       cpu_s_median=statistics.median(cpu), repeats=repeats,
+                       bytes=built.bytes, megabytes=round(built.bytes / 1e6, 2), trace_samples=built.trace_samples)
+
+
+def _count(rows: list[tuple[object, ...]]) -> int:
+    """The one value of a `SELECT count(...)`."""
+    (value,), = rows
+    if not isinstance(value, int):
+        raise TypeError(f"expected a count, got {value!r}")
+    return value
 
 
 def main() -> None:
@@ -268,7 +345,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--only", choices=("shapes", "synthetic"))
     args = parser.parse_args()
-    results = {}
+    results: dict[str, ReportBuild] = {}
     if args.only != "synthetic":
         started = time.perf_counter()
         run_ids = shapes_store(args.shapes_home)
@@ -280,14 +357,14 @@ def main() -> None:
             synthetic_store(args.synthetic_home, args.generations)
             print(f"synthetic store written in {time.perf_counter() - started:.0f} s", file=sys.stderr)
         results["synthetic"] = measure(args.synthetic_home, args.repeats, args.synthetic_home / "report.html")
-    print(json.dumps(results, indent=2))
+    print(json.dumps({name: asdict(r) for name, r in results.items()}, indent=2))
     print("| store | runs | generations in the store | samples | build s (median / min) | CPU s (median) | size MB "
           "| trace browser holds | load average |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name, r in results.items():
-        print(f"| {name} | {r['runs']} | {r['generations']} | {r['samples']} | {r['build_s_median']:.2f} / "
-              f"{r['build_s_min']:.2f} | {r['cpu_s_median']:.2f} | {r['megabytes']:.2f} | {r['trace_samples']} | "
-              f"{r['load_average']:.1f} |")
+        print(f"| {name} | {r.runs} | {r.generations} | {r.samples} | {r.build_s_median:.2f} / "
+              f"{r.build_s_min:.2f} | {r.cpu_s_median:.2f} | {r.megabytes:.2f} | {r.trace_samples} | "
+              f"{r.load_average:.1f} |")
 
 
 if __name__ == "__main__":

@@ -25,12 +25,29 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
+
+if TYPE_CHECKING:
+    from mai.backends.vllm_server import ManagedServer
+    from mai.config import RunConfig
+    from mai.manifest import RouteCounts
+    from mai.types import BackendName, PromptKind, Role, RunMode
 
 REPO = Path(__file__).resolve().parents[1]
 
-SETTINGS: dict[str, dict[str, Any]] = {
+
+class RunShape(TypedDict, total=False):
+    """What a setting changes in the shipped pair's configuration (the MAI cascade without changes)."""
+
+    mode: RunMode
+    single_model: Role
+    single_prompt: PromptKind
+
+
+SETTINGS: dict[str, RunShape] = {
     "MAI": {},
     "large R": {"mode": "single", "single_model": "large", "single_prompt": "R"},
     "small R": {"mode": "single", "single_model": "small", "single_prompt": "R"},
@@ -38,18 +55,68 @@ SETTINGS: dict[str, dict[str, Any]] = {
 }
 
 
-def run_one(setting: str, limit: int | None, batch_size: int | None, backend: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class StageCost:
+    calls: int
+    output_tokens: int
+    amortised_wall_s: float
+
+
+@dataclass(frozen=True)
+class PrefixCacheUse:
+    requests: int
+    cached_prompt_tokens: int
+    prompt_tokens: int
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One run's measurement; a child process prints it as one JSON line (`asdict`), the parent reads it back."""
+
+    setting: str
+    samples: int
+    routes: RouteCounts
+    flow_wall_s: float
+    engine_s: float
+    call_s: float
+    output_tokens: int
+    stages: dict[str, StageCost]
+    batch_sizes: dict[str, int]
+    prefix_cache: dict[str, PrefixCacheUse]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunResult:
+        return cls(**{**data, "stages": {stage: StageCost(**cost) for stage, cost in data["stages"].items()},
+                      "prefix_cache": {kind: PrefixCacheUse(**use) for kind, use in data["prefix_cache"].items()}})
+
+
+def sql_int(value: object) -> int:
+    """A count or a sum from DuckDB (a sum over no rows is NULL: 0)."""
+    if value is None:
+        return 0
+    if not isinstance(value, (int, float)):
+        raise TypeError(f"expected a number from the query, got {value!r}")
+    return int(value)
+
+
+def sql_float(value: object) -> float:
+    if not isinstance(value, (int, float)):
+        raise TypeError(f"expected a number from the query, got {value!r}")
+    return float(value)
+
+
+def run_one(setting: str, limit: int | None, batch_size: int | None, backend: BackendName) -> RunResult:
     """One run in this process, in a fresh store (called in a child process by `measure`). With vLLM the run's
     servers are started first, outside the timer, and stopped after it: no prefix cache outlives its run."""
     from mai.flows import api
 
     from mai.config import shapes_pair_config
+    from mai.manifest import ROUTE_LABELS
 
-    overrides: dict[str, Any] = {**SETTINGS[setting], "limit": limit, "backend": backend}
-    if batch_size is not None:
-        overrides["batch_size"] = batch_size
+    # batch_size only when given: without it the configuration keeps the pair's per-kind sizes
+    sized = {"batch_size": batch_size} if batch_size is not None else {}
     with tempfile.TemporaryDirectory(prefix="mai-speedup-") as home:
-        config = shapes_pair_config(home=home, **overrides)
+        config = shapes_pair_config(home=home, **SETTINGS[setting], limit=limit, backend=backend, **sized)
         api.prepare(config)  # data and models, outside the timed run
         servers = start_vllm_servers(config) if backend == "vllm" else {}
         try:
@@ -68,17 +135,18 @@ def run_one(setting: str, limit: int | None, batch_size: int | None, backend: st
     columns = costs[0]
     stages = [dict(zip(columns, row)) for row in costs[1]]
     timings = manifest["timings"]
-    return {"setting": setting, "samples": sum(manifest["routes"].values()), "routes": manifest["routes"],
-            "flow_wall_s": timings["wall_s"], "engine_s": timings["engine_generate_s"], "call_s": call_s,
-            "output_tokens": sum(int(s["output_tokens"]) for s in stages),
-            "stages": {s["stage"]: {"calls": int(s["calls"]), "output_tokens": int(s["output_tokens"]),
-                                    "amortised_wall_s": float(s["amortised_wall_s"])} for s in stages},
-            "batch_sizes": {**({} if batch_size is not None else config.batch_sizes), "default": config.batch_size},
-            "prefix_cache": {kind: {"requests": n, "cached_prompt_tokens": int(hit or 0), "prompt_tokens": int(total)}
-                             for kind, n, hit, total in cached}}
+    return RunResult(
+        setting=setting, samples=sum(manifest["routes"][label] for label in ROUTE_LABELS), routes=manifest["routes"],
+        flow_wall_s=timings["wall_s"], engine_s=timings["engine_generate_s"], call_s=call_s,
+        output_tokens=sum(sql_int(s["output_tokens"]) for s in stages),
+        stages={str(s["stage"]): StageCost(sql_int(s["calls"]), sql_int(s["output_tokens"]),
+                                           sql_float(s["amortised_wall_s"])) for s in stages},
+        batch_sizes={**({} if batch_size is not None else config.batch_sizes), "default": config.batch_size},
+        prefix_cache={str(kind): PrefixCacheUse(sql_int(n), sql_int(hit), sql_int(total))
+                      for kind, n, hit, total in cached})
 
 
-def start_vllm_servers(config: Any) -> dict[str, Any]:
+def start_vllm_servers(config: RunConfig) -> dict[Role, ManagedServer]:
     """One fresh `vllm serve` per model of the run (from `.venv-vllm` or $MAI_VLLM_ENV), started together."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -88,7 +156,7 @@ def start_vllm_servers(config: Any) -> dict[str, Any]:
     from mai.backends.vllm_server import ManagedServer, require_env, stop_all_started
 
     home = Home.at(config.home)
-    models = prepare_run(config, home).context.models
+    models = prepare_run(config, home).models
     env = require_env(config.vllm_env)
     servers = {role: ManagedServer(env, model, home.root / "vllm-logs") for role, model in models.items()}
     try:
@@ -101,7 +169,7 @@ def start_vllm_servers(config: Any) -> dict[str, Any]:
 
 
 def measure(setting: str, limit: int | None, batch_size: int | None, compute_thread: str, image_cache: str,
-            prefix_cache: str, backend: str) -> dict[str, Any]:
+            prefix_cache: str, backend: BackendName) -> RunResult:
     command = [sys.executable, __file__, "--one", setting, "--backend", backend,
                *(["--limit", str(limit)] if limit else []),
                *(["--batch-size", str(batch_size)] if batch_size else [])]
@@ -111,28 +179,27 @@ def measure(setting: str, limit: int | None, batch_size: int | None, compute_thr
     done = subprocess.run(command, check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:
         raise RuntimeError(f"{setting} failed:\n{done.stderr[-3000:]}")
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    return RunResult.from_json(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
-def table(results: dict[str, list[dict[str, Any]]]) -> str:
-    reference = statistics.median(r["flow_wall_s"] for r in results["large R"])
+def table(results: dict[str, list[RunResult]]) -> str:
+    reference = statistics.median(r.flow_wall_s for r in results["large R"])
     lines = ["| run | samples | flow wall (s) | engine (s) | api.run (s) | output tokens | large R wall / wall |",
              "|---|---|---|---|---|---|---|"]
     for setting, runs in results.items():
-        wall = statistics.median(r["flow_wall_s"] for r in runs)
-        engine = statistics.median(r["engine_s"] for r in runs)
-        call = statistics.median(r["call_s"] for r in runs)
-        lines.append(f"| {setting} | {runs[0]['samples']} | {wall:.2f} | {engine:.2f} | {call:.2f} | "
-                     f"{runs[0]['output_tokens']:,} | {reference / wall:.2f} |")
-    mai = results["MAI"][0]["stages"]
+        wall = statistics.median(r.flow_wall_s for r in runs)
+        engine = statistics.median(r.engine_s for r in runs)
+        call = statistics.median(r.call_s for r in runs)
+        lines.append(f"| {setting} | {runs[0].samples} | {wall:.2f} | {engine:.2f} | {call:.2f} | "
+                     f"{runs[0].output_tokens:,} | {reference / wall:.2f} |")
+    mai = results["MAI"][0].stages
     lines.append("")
     lines.append("MAI per stage (amortised wall = sum of wall / batch size): " + ", ".join(
-        f"{stage} {cost['calls']} calls {cost['amortised_wall_s']:.2f} s" for stage, cost in sorted(mai.items())))
-    cache = results["MAI"][0]["prefix_cache"]
-    if any(kind["cached_prompt_tokens"] for kind in cache.values()):
+        f"{stage} {cost.calls} calls {cost.amortised_wall_s:.2f} s" for stage, cost in sorted(mai.items())))
+    cache = results["MAI"][0].prefix_cache
+    if any(kind.cached_prompt_tokens for kind in cache.values()):
         lines.append("MAI prefix cache (cached / prompt tokens): " + ", ".join(
-            f"{kind} {c['cached_prompt_tokens']}/{c['prompt_tokens']}" for kind, c in cache.items()))
+            f"{kind} {c.cached_prompt_tokens}/{c.prompt_tokens}" for kind, c in cache.items()))
     return "\n".join(lines)
 
 
@@ -153,26 +220,26 @@ def main() -> None:
     parser.add_argument("--one", choices=list(SETTINGS), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(run_one(args.one, args.limit, args.batch_size, args.backend)))
+        print(json.dumps(asdict(run_one(args.one, args.limit, args.batch_size, args.backend))))
         return
     settings = [s for s in SETTINGS if s in args.settings.split(",")]
     if "large R" not in settings or "MAI" not in settings:
         parser.error("--settings must include 'MAI' and 'large R' (the ratio's two sides)")
-    from tqdm import tqdm
+    from tqdm import tqdm  # type: ignore[import-untyped]
 
-    results: dict[str, list[dict[str, Any]]] = {s: [] for s in settings}
+    results: dict[str, list[RunResult]] = {s: [] for s in settings}
     with tqdm(total=len(settings) * args.repeats, desc="runs", unit="run") as bar:
         for _ in range(args.repeats):
             for setting in settings:  # interleaved, so drift in the machine's load hits every setting alike
                 results[setting].append(measure(setting, args.limit, args.batch_size, args.compute_thread,
                                                 args.image_cache, args.prefix_cache, args.backend))
                 bar.update()
-    print(f"backend: {args.backend}, batch sizes: {results['MAI'][0]['batch_sizes']}, compute thread: "
+    print(f"backend: {args.backend}, batch sizes: {results['MAI'][0].batch_sizes}, compute thread: "
           f"{args.compute_thread}, image cache: {args.image_cache}, prefix cache: {args.prefix_cache}, repeats: "
           f"{args.repeats} (medians)")
     print(table(results))
     if args.json:
-        args.json.write_text(json.dumps(results, indent=1))
+        args.json.write_text(json.dumps({s: [asdict(r) for r in runs] for s, runs in results.items()}, indent=1))
 
 
 if __name__ == "__main__":

@@ -25,9 +25,10 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from mai.dashboards.saved import load_saved
 from mai.storage.catalog import build_catalog, query
@@ -36,7 +37,10 @@ from mai.storage.maintenance import auto_compact, compact_store, store_stats
 from mai.storage.paths import Home
 from mai.storage.runs import write_manifest, write_metrics, write_routes
 
-from mai.types import Decoding, GenRequest, GenResult, ModelSpec, PromptKind
+from mai.types import ChatPrompt, Decoding, GenRequest, GenResult, ModelSpec, PromptKind
+
+if TYPE_CHECKING:
+    from mai.manifest import RunManifest
 
 MODELS = (ModelSpec("bench-small", "r1"), ModelSpec("bench-large", "r1"))
 # share of generations per (model index, prompt kind): every sample has S from both, about half reach R, ...
@@ -85,9 +89,7 @@ def write_generations(home: Home, n: int, batch: int) -> float:
     return time.perf_counter() - started
 
 
-def _prompt() -> Any:
-    from mai.types import ChatPrompt
-
+def _prompt() -> ChatPrompt:
     return ChatPrompt("What is in the image?", ())
 
 
@@ -113,11 +115,12 @@ def write_runs(home: Home, n: int) -> int:
                "n_valid": SAMPLES_PER_RUN, "n_errors": 0, "n_generations_needed": 0, "n_generations_computed": 0,
                "n_generations_reused": 0, "routed_mv1": 0, "routed_mv2": 0, "routed_rt": 0, "git_commit": None,
                "config_json": "{}", "versions_json": "{}"}
-        write_manifest(home, run_id, {"run_id": run_id, "shard_paths": []}, row)
+        # a synthetic run's manifest: only its id (no reader of these runs looks further)
+        write_manifest(home, run_id, cast("RunManifest", {"run_id": run_id, "shard_paths": []}), row)
     return runs
 
 
-def timed(function: Callable[[], Any], repeats: int = 3) -> float:
+def timed(function: Callable[[], object], repeats: int = 3) -> float:
     """Best of `repeats` (the first call also pays for a cold page cache)."""
     best = float("inf")
     for _ in range(repeats):
@@ -127,30 +130,59 @@ def timed(function: Callable[[], Any], repeats: int = 3) -> float:
     return round(best, 3)
 
 
-def measure(home: Home) -> dict[str, Any]:
+@dataclass(frozen=True)
+class StoreQueries:
+    """Seconds (best of 3) of the queries, lookups and accounting at this store size."""
+
+    count_star_s: float
+    group_by_kind_s: float
+    one_sample_traces_s: float
+    routing_counts_s: float
+    s2_vs_non_s2_s: float
+    run_lookup_stored_among_s: float
+    run_lookup_read_r_texts_s: float
+    run_accounting_s: float
+
+
+@dataclass(frozen=True)
+class StoreSize:
+    """The store written at one size: rows, write and compaction time, files and bytes on disk."""
+
+    generations: int
+    batch_rows: int
+    runs: int
+    write_s: float
+    files_before_full_compaction: int
+    compact_s: float
+    files: int
+    generation_files: int
+    disk_mb: float
+
+
+def measure(home: Home) -> StoreQueries:
     small, large = MODELS
     one_shard = [gen_id("R", 0, i) for i in range(256)]
     # a new shard's identities of every stage: half stored, half new
     shard_ids = [gen_id(kind, m, i) for m, kind, _ in MIX for i in range(0, 1024, 2)]
-    return {
-        "count_star_s": timed(lambda: query(home, "SELECT count(*) FROM generations")),
-        "group_by_kind_s": timed(lambda: query(home, "SELECT prompt_kind, count(*) FROM generations GROUP BY 1")),
-        "one_sample_traces_s": timed(lambda: query(
+    return StoreQueries(
+        count_star_s=timed(lambda: query(home, "SELECT count(*) FROM generations")),
+        group_by_kind_s=timed(lambda: query(home, "SELECT prompt_kind, count(*) FROM generations GROUP BY 1")),
+        one_sample_traces_s=timed(lambda: query(
             home, "SELECT prompt_kind, text FROM generations WHERE sample_id = 'sample-1234'")),
-        "routing_counts_s": timed(lambda: query(home, load_saved("routing_counts"))),
-        "s2_vs_non_s2_s": timed(lambda: query(home, load_saved("s2_vs_non_s2"))),
+        routing_counts_s=timed(lambda: query(home, load_saved("routing_counts"))),
+        s2_vs_non_s2_s=timed(lambda: query(home, load_saved("s2_vs_non_s2"))),
         # a new run: which identities exist in its partitions (a fresh store object: nothing cached), then the
         # R texts its RT stage reads for one shard
-        "run_lookup_stored_among_s": timed(lambda: [GenerationStore(home).stored_among(m, k, shard_ids)
-                                                    for m in MODELS for k in ("S", "R", "S2", "RT")]),
-        "run_lookup_read_r_texts_s": timed(lambda: GenerationStore(home).read(small, "R", one_shard, ["text"])),
-        "run_accounting_s": timed(lambda: count_computed_by_run(
+        run_lookup_stored_among_s=timed(lambda: [GenerationStore(home).stored_among(m, k, shard_ids)
+                                                 for m in MODELS for k in ("S", "R", "S2", "RT")]),
+        run_lookup_read_r_texts_s=timed(lambda: GenerationStore(home).read(small, "R", one_shard, ["text"])),
+        run_accounting_s=timed(lambda: count_computed_by_run(
             home, "run-00000", [GenerationStore(home).directory(m, k) for m in (small, large)
                                 for k in ("S", "R", "S2", "RT")])),
-    }
+    )
 
 
-def one_size(n: int, batch: int, root: Path) -> dict[str, Any]:
+def one_size(n: int, batch: int, root: Path) -> tuple[StoreSize, StoreQueries]:
     home = Home.at(root / f"store-{n}")
     write_s = write_generations(home, n, batch)
     runs = write_runs(home, n)
@@ -160,13 +192,14 @@ def one_size(n: int, batch: int, root: Path) -> dict[str, Any]:
     compact_store(home)
     compact_s = time.perf_counter() - started
     after = {s.table: s for s in store_stats(home)}
-    result = {"generations": after["generations"].rows, "batch_rows": batch, "runs": runs,
-              "write_s": round(write_s, 1), "files_before_full_compaction": before["generations"].files,
-              "compact_s": round(compact_s, 2), "files": sum(s.files for s in after.values()),
-              "generation_files": after["generations"].files,
-              "disk_mb": round(sum(s.bytes for s in after.values()) / 2**20, 1), **measure(home)}
+    size = StoreSize(generations=after["generations"].rows, batch_rows=batch, runs=runs,
+                     write_s=round(write_s, 1), files_before_full_compaction=before["generations"].files,
+                     compact_s=round(compact_s, 2), files=sum(s.files for s in after.values()),
+                     generation_files=after["generations"].files,
+                     disk_mb=round(sum(s.bytes for s in after.values()) / 2**20, 1))
+    queries = measure(home)
     shutil.rmtree(home.root)
-    return result
+    return size, queries
 
 
 def main() -> None:
@@ -177,7 +210,8 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="mai-store-scale-"))
     try:
         for n in (int(x) for x in args.sizes.split(",")):
-            print(json.dumps({"cpu_cores": os.cpu_count(), **one_size(n, args.batch, root)}), flush=True)
+            size, queries = one_size(n, args.batch, root)
+            print(json.dumps({"cpu_cores": os.cpu_count(), **asdict(size), **asdict(queries)}), flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
