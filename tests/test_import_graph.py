@@ -1,0 +1,179 @@
+"""The layers point down, read from the code itself (`ast`, every import, function-level ones included).
+
+Packages, lowest first: the core (`mai/`: types, prompts, cascade, the plan, mai.evals, mai.backends), then
+storage and the Prefect tasks, the dashboards, the flows (with the library API `mai.flows.api`), and the command
+line (`mai.flows.cli`) on top. A package may import only packages below it; the core imports no Prefect or
+DuckDB at all; and no module imports itself back through others (no cycle, however deep).
+
+The top-level folders are installed as subpackages of `mai` (pyproject's package-dir), so the graph is built from
+the folders with that same mapping, read from pyproject.toml.
+"""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+# lowest first; a package may import itself and anything before it
+LAYERS = ("core", "storage", "tasks", "dashboards", "flows", "cli")
+ALLOWED_BELOW = {"storage": {"core"}, "tasks": {"core", "storage"}, "dashboards": {"core", "storage"},
+                 "flows": {"core", "storage", "tasks", "dashboards"},
+                 "cli": {"core", "storage", "tasks", "dashboards", "flows"}}
+CORE_FORBIDDEN_LIBRARIES = ("prefect", "duckdb", "vllm")
+
+
+def package_folders() -> dict[str, Path]:
+    """Import name -> folder, as setuptools installs them."""
+    settings = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    return {name: ROOT / folder for name, folder in settings.items()}
+
+
+def module_files() -> dict[str, Path]:
+    modules = {}
+    for package, folder in package_folders().items():
+        for path in folder.rglob("*.py"):
+            parts = list(path.relative_to(folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            if package == "mai" and parts and parts[0] in ("flows", "tasks", "storage", "dashboards"):
+                continue  # never the case (mai/ has no such folders); the mapping wins if it were
+            modules[".".join([package, *parts])] = path
+    return modules
+
+
+def layer_of(module: str) -> str:
+    if module.startswith("mai.flows.cli"):
+        return "cli"
+    for layer in ("flows", "tasks", "storage", "dashboards"):
+        if module == f"mai.{layer}" or module.startswith(f"mai.{layer}."):
+            return layer
+    return "core"
+
+
+def imported_names(module: str, path: Path) -> Iterator[tuple[str, int]]:
+    """(imported module or module.name, line) of every import statement, wherever it stands."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            yield from ((alias.name, node.lineno) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(parent + ([node.module] if node.module else []))
+            yield from ((f"{base}.{alias.name}", node.lineno) for alias in node.names)
+
+
+def resolve(name: str, modules: dict[str, Path]) -> str | None:
+    """The project module an imported name lives in (`mai.plan.RunPlan` -> `mai.plan`), or None."""
+    while name:
+        if name in modules:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def import_graph() -> dict[str, dict[str, int]]:
+    """module -> {module it imports: line}."""
+    modules = module_files()
+    graph: dict[str, dict[str, int]] = {m: {} for m in modules}
+    for module, path in modules.items():
+        for name, line in imported_names(module, path):
+            target = resolve(name, modules) if name.split(".")[0] == "mai" else None
+            if target and target != module and not module.startswith(target + "."):
+                graph[module].setdefault(target, line)
+    return graph
+
+
+def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start, targets in graph.items():
+        if start in index:
+            continue
+        work = [(start, iter(targets))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, edges = work[-1]
+            advanced = False
+            for target in edges:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(graph[target])))
+                    advanced = True
+                    break
+                if target in on_stack:
+                    low[node] = min(low[node], index[target])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def upward_imports(graph: dict[str, dict[str, int]]) -> list[str]:
+    files, wrong = module_files(), []
+    for module, targets in graph.items():
+        layer = layer_of(module)
+        for target, line in targets.items():
+            target_layer = layer_of(target)
+            if target_layer != layer and target_layer not in ALLOWED_BELOW.get(layer, set()):
+                wrong.append(f"{files[module].relative_to(ROOT)}:{line} ({layer}) imports {target} "
+                             f"({target_layer})")
+    return wrong
+
+
+def test_the_mapping_is_read_from_pyproject() -> None:
+    folders = package_folders()
+    assert folders["mai.flows"] == ROOT / "flows" and folders["mai.storage"] == ROOT / "storage"
+    graph = import_graph()
+    assert "mai.flows.run" in graph and "mai.plan" in graph["mai.tasks.jobs"], "the graph misses known imports"
+
+
+def test_layers_import_only_layers_below() -> None:
+    assert upward_imports(import_graph()) == []
+
+
+def test_no_import_cycles_between_modules() -> None:
+    assert cycles(import_graph()) == []
+
+
+@pytest.mark.parametrize("library", CORE_FORBIDDEN_LIBRARIES)
+def test_the_core_imports_no_orchestration_or_database_library(library: str) -> None:
+    offenders = [f"{path.relative_to(ROOT)}:{line}" for module, path in module_files().items()
+                 if layer_of(module) == "core"
+                 for name, line in imported_names(module, path) if name.split(".")[0] == library]
+    assert offenders == []
+
+
+def test_the_checks_catch_a_core_module_importing_the_shell_and_a_cycle() -> None:
+    """The checks themselves: an upward import and a two-module loop, added to the real graph, are found."""
+    graph = import_graph()
+    graph["mai.cascade"] = {**graph["mai.cascade"], "mai.flows.run": 1}
+    assert any("mai.flows.run" in line for line in upward_imports(graph))
+    graph["mai.types"] = {**graph["mai.types"], "mai.cascade": 1}
+    assert any({"mai.cascade", "mai.types"} <= set(cycle) for cycle in cycles(graph))
