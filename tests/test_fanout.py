@@ -276,12 +276,11 @@ def parent_flow_run(run_name: str) -> Any:
 
 
 def parent_logs(flow_run_id: Any, containing: str, wait_s: float = 20.0) -> list[str]:
-    """The flow run's log messages that contain `containing`, once the API has them (logs are sent in batches)."""
+    """The flow run's log messages that contain `containing`, once the API has them (the process sends its logs in
+    batches, every 2 s by default)."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
-    from prefect.logging.handlers import APILogHandler
 
-    APILogHandler.flush()
     deadline = time.monotonic() + wait_s
     while True:
         with get_client(sync_client=True) as client:
