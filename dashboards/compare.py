@@ -11,13 +11,15 @@ run used on the paired samples, and the estimated time of each run where both ho
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
-from mai.dashboards.views import USED_GENERATIONS, Row, default_profile, fetch, run_label, run_models, session
+from mai.dashboards.rows import RunRow
+from mai.dashboards.views import USED_GENERATIONS, default_profile, fetch, run_label, run_models, session
 from mai.storage.paths import Home
 
 from mai.errors import ConfigError
-from mai.paired import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, compare_pairs
+from mai.paired import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, PairedResult, compare_pairs
+from mai.types import Route
 
 SCORED = """
     SELECT sc.sample_id, sc.score, r.category, r.route, s.content_hash
@@ -35,82 +37,193 @@ TOKENS = f"""
 ESTIMATES = "SELECT estimate_name, total_s FROM estimates WHERE run_id = ? AND stage = 'total'"
 
 
-def read_run(home: Home, run_id: str) -> Row:
-    found = fetch(home, "SELECT * FROM runs WHERE run_id = ?", [run_id])
+class ScoredRow(TypedDict):
+    sample_id: str
+    score: float | None
+    category: str
+    route: Route
+    content_hash: str | None
+
+
+class TokensRow(TypedDict):
+    sample_id: str
+    output_tokens: int
+    calls: int
+
+
+class EstimateTotalRow(TypedDict):
+    estimate_name: str
+    total_s: float
+
+
+# --- the result: JSON-ready records (`mai compare --json`, mai.flows.api.compare) ------------------------------
+
+
+class RunDescription(TypedDict):
+    run_id: str
+    label: str
+    models: str
+    run_name: str | None
+    benchmark: str
+    n_samples: int
+
+
+class Unpaired(TypedDict):
+    only_a: int        # scored samples only run A holds
+    only_b: int
+    other_items: int   # the same sample id holding another item (other data) in the two runs
+
+
+class Bootstrap(TypedDict):
+    resamples: int
+    seed: int
+    level: float
+
+
+class SubsetComparison(TypedDict):
+    """`mai.paired.PairedResult` of one subset ("overall", "category=...")."""
+
+    subset: str
+    n: int
+    mean_a: float
+    mean_b: float
+    difference: float
+    better: int
+    worse: int
+    test: str
+    p_value: float
+    ci_low: float
+    ci_high: float
+
+
+class ChangedSample(TypedDict):
+    sample_id: str
+    category: str
+    score_a: float
+    score_b: float
+    route_a: Route
+    route_b: Route
+
+
+class EstimatePair(TypedDict):
+    estimate_name: str
+    seconds_a: float
+    seconds_b: float
+    difference_s: float
+    ratio: float | None
+
+
+class Cost(TypedDict):
+    output_tokens_a: int
+    output_tokens_b: int
+    output_tokens_difference: int
+    mean_output_tokens_a: float
+    mean_output_tokens_b: float
+    calls_a: int
+    calls_b: int
+    estimates: list[EstimatePair]
+
+
+class Comparison(TypedDict):
+    run_a: RunDescription
+    run_b: RunDescription
+    scorer_profile: str
+    paired: int
+    unpaired: Unpaired
+    bootstrap: Bootstrap
+    comparisons: list[SubsetComparison]
+    changed: list[ChangedSample]
+    cost: Cost
+
+
+def read_run(home: Home, run_id: str) -> RunRow:
+    found = fetch(home, RunRow, "SELECT * FROM runs WHERE run_id = ?", [run_id])
     if not found:
         raise ConfigError(f"no completed run '{run_id}' in {home.root} (see `mai sql \"SELECT run_id FROM runs\"`)")
     return found[0]
 
 
 def compare_runs(home: Home, run_a: str, run_b: str, profile: str | None = None,
-                 resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> dict[str, Any]:
+                 resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> Comparison:
     """The paired comparison of run B against run A (differences are B - A), as plain values (JSON-ready)."""
     with session(home):
         return _compare(home, run_a, run_b, profile, resamples, seed)
 
 
-def _compare(home: Home, run_a: str, run_b: str, profile: str | None, resamples: int, seed: int) -> dict[str, Any]:
+def _compare(home: Home, run_a: str, run_b: str, profile: str | None, resamples: int, seed: int) -> Comparison:
     a, b = read_run(home, run_a), read_run(home, run_b)
     if a["benchmark"] != b["benchmark"]:
         raise ConfigError(f"runs {run_a} ({a['benchmark']}) and {run_b} ({b['benchmark']}) are on different "
                           "benchmarks: there are no shared samples to pair")
     chosen = profile or default_profile(a["benchmark"])
     scores_a, scores_b = _scores(home, run_a, chosen), _scores(home, run_b, chosen)
-    paired = sorted(sid for sid in scores_a.keys() & scores_b.keys()
-                    if scores_a[sid]["content_hash"] == scores_b[sid]["content_hash"])
-    other_items = sorted(sid for sid in scores_a.keys() & scores_b.keys() if sid not in set(paired))
+    shared = scores_a.keys() & scores_b.keys()
+    paired = sorted(sid for sid in shared if scores_a[sid]["content_hash"] == scores_b[sid]["content_hash"])
     if not paired:
         raise ConfigError(f"runs {run_a} and {run_b} share no scored sample under profile '{chosen}'")
     groups: dict[str, list[tuple[float, float]]] = {"overall": []}
     for sid in paired:
-        pair = (float(scores_a[sid]["score"]), float(scores_b[sid]["score"]))
+        pair = (_score(scores_a[sid]), _score(scores_b[sid]))
         groups["overall"].append(pair)
         groups.setdefault(f"category={scores_a[sid]['category']}", []).append(pair)
-    results = [compare_pairs(subset, groups[subset], resamples, seed=seed).as_dict()
+    results = [_subset(compare_pairs(subset, groups[subset], resamples, seed=seed))
                for subset in sorted(groups, key=lambda name: (name != "overall", name))]
     return {
         "run_a": _describe(a), "run_b": _describe(b), "scorer_profile": chosen, "paired": len(paired),
         "unpaired": {"only_a": len(scores_a.keys() - scores_b.keys()), "only_b": len(scores_b.keys() - scores_a.keys()),
-                     "other_items": len(other_items)},
+                     "other_items": len(shared) - len(paired)},
         "bootstrap": {"resamples": resamples, "seed": seed, "level": 0.95},
         "comparisons": results,
-        "changed": [{"sample_id": sid, "category": scores_a[sid]["category"], "score_a": scores_a[sid]["score"],
-                     "score_b": scores_b[sid]["score"], "route_a": scores_a[sid]["route"],
+        "changed": [{"sample_id": sid, "category": scores_a[sid]["category"], "score_a": _score(scores_a[sid]),
+                     "score_b": _score(scores_b[sid]), "route_a": scores_a[sid]["route"],
                      "route_b": scores_b[sid]["route"]}
                     for sid in paired if scores_a[sid]["score"] != scores_b[sid]["score"]],
         "cost": _costs(home, run_a, run_b, paired),
     }
 
 
-def _scores(home: Home, run_id: str, profile: str) -> dict[str, Row]:
-    return {row["sample_id"]: row for row in fetch(home, SCORED, [run_id, profile]) if row["score"] is not None}
+def _scores(home: Home, run_id: str, profile: str) -> dict[str, ScoredRow]:
+    """The run's scored samples (a sample without a score is not paired)."""
+    return {row["sample_id"]: row for row in fetch(home, ScoredRow, SCORED, [run_id, profile])
+            if row["score"] is not None}
 
 
-def _describe(run: Row) -> dict[str, Any]:
+def _score(row: ScoredRow) -> float:
+    return float(row["score"] or 0.0)  # set: `_scores` keeps only scored samples
+
+
+def _subset(result: PairedResult) -> SubsetComparison:
+    return {"subset": result.subset, "n": result.n, "mean_a": result.mean_a, "mean_b": result.mean_b,
+            "difference": result.difference, "better": result.better, "worse": result.worse, "test": result.test,
+            "p_value": result.p_value, "ci_low": result.ci_low, "ci_high": result.ci_high}
+
+
+def _describe(run: RunRow) -> RunDescription:
     return {"run_id": run["run_id"], "label": run_label(run), "models": run_models(run), "run_name": run["run_name"],
             "benchmark": run["benchmark"], "n_samples": run["n_samples"]}
 
 
-def _costs(home: Home, run_a: str, run_b: str, paired: list[str]) -> dict[str, Any]:
+def _costs(home: Home, run_a: str, run_b: str, paired: list[str]) -> Cost:
     keep = set(paired)
     tokens = []
     for run_id in (run_a, run_b):
-        used = [row for row in fetch(home, TOKENS, [run_id]) if row["sample_id"] in keep]
+        used = [row for row in fetch(home, TokensRow, TOKENS, [run_id]) if row["sample_id"] in keep]
         tokens.append((sum(int(r["output_tokens"]) for r in used), sum(int(r["calls"]) for r in used)))
     (tokens_a, calls_a), (tokens_b, calls_b) = tokens
-    estimates_a = {r["estimate_name"]: r["total_s"] for r in fetch(home, ESTIMATES, [run_a])}
-    estimates_b = {r["estimate_name"]: r["total_s"] for r in fetch(home, ESTIMATES, [run_b])}
-    estimates = [{"estimate_name": name, "seconds_a": estimates_a[name], "seconds_b": estimates_b[name],
-                  "difference_s": estimates_b[name] - estimates_a[name],
-                  "ratio": estimates_b[name] / estimates_a[name] if estimates_a[name] else None}
-                 for name in sorted(estimates_a.keys() & estimates_b.keys())]
+    estimates_a = {r["estimate_name"]: r["total_s"] for r in fetch(home, EstimateTotalRow, ESTIMATES, [run_a])}
+    estimates_b = {r["estimate_name"]: r["total_s"] for r in fetch(home, EstimateTotalRow, ESTIMATES, [run_b])}
+    estimates: list[EstimatePair] = [
+        {"estimate_name": name, "seconds_a": estimates_a[name], "seconds_b": estimates_b[name],
+         "difference_s": estimates_b[name] - estimates_a[name],
+         "ratio": estimates_b[name] / estimates_a[name] if estimates_a[name] else None}
+        for name in sorted(estimates_a.keys() & estimates_b.keys())]
     n = len(paired)
     return {"output_tokens_a": tokens_a, "output_tokens_b": tokens_b, "output_tokens_difference": tokens_b - tokens_a,
             "mean_output_tokens_a": tokens_a / n, "mean_output_tokens_b": tokens_b / n,
             "calls_a": calls_a, "calls_b": calls_b, "estimates": estimates}
 
 
-def render_text(result: dict[str, Any]) -> str:
+def render_text(result: Comparison) -> str:
     """The comparison as the few lines and the table `mai compare` prints."""
     a, b = result["run_a"], result["run_b"]
     lines = [f"A = {a['run_id']} ({a['label']}, {a['models']})", f"B = {b['run_id']} ({b['label']}, {b['models']})",

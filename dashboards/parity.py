@@ -10,35 +10,105 @@ identities differ), or runs in two stores (`home_b`), e.g. one per batch size.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import TypedDict
 
-from mai.dashboards.views import Row, fetch, session
+from mai.dashboards.rows import RunIdRow
+from mai.dashboards.views import USED_GENERATIONS, fetch, session
 from mai.storage.paths import Home
 
 from mai.errors import ConfigError
-from mai.types import STAGE_NAMES
+from mai.types import STAGE_NAMES, Route
 
 ROUTES = """
-    SELECT r.*, s.content_hash
+    SELECT r.sample_id, r.route, r.final_answer, r.score, r.error, s.content_hash
     FROM routes r JOIN runs ru USING (run_id)
     LEFT JOIN samples s ON s.dataset_fingerprint = ru.dataset_fingerprint AND s.sample_id = r.sample_id
     WHERE r.run_id = ?
 """
+USED = f"SELECT sample_id, stage, gen_id FROM ({USED_GENERATIONS}) WHERE run_id = ?"
 OUTPUTS = "SELECT gen_id, output_token_ids, text FROM generations WHERE list_contains(?, gen_id)"
 
 
-def parity(home_a: Home, run_a: str, run_b: str, home_b: Home | None = None) -> dict[str, Any]:
+class RouteRow(TypedDict):
+    sample_id: str
+    route: Route
+    final_answer: str | None
+    score: float | None
+    error: str | None
+    content_hash: str | None
+
+
+class StageGenRow(TypedDict):
+    sample_id: str
+    stage: str  # the routes column: 'gen_r_small'
+    gen_id: str
+
+
+class OutputRow(TypedDict):
+    gen_id: str
+    output_token_ids: list[int] | None
+    text: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One sample of a run: its route row and the generation it used at each stage."""
+
+    route: RouteRow
+    gen_ids: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Side:
+    """One run of the comparison: its samples and the outputs they name."""
+
+    outcomes: list[Outcome]
+    outputs: dict[str, OutputRow]
+
+
+# --- the result: JSON-ready records (`mai parity --json`, mai.flows.api.parity) --------------------------------
+
+
+class StageParity(TypedDict):
+    stage: str
+    pairs: int
+    identical: int
+    identical_share: float | None
+    shared_identity: int  # pairs that are one stored output (see `_stage`)
+
+
+class Parity(TypedDict):
+    run_a: str
+    run_b: str
+    samples_paired: int
+    only_in_a: int
+    only_in_b: int
+    stages: list[StageParity]
+    outputs_paired: int
+    outputs_identical: int
+    identical_share: float | None
+    shared_identity: int
+    final_answer_agreement: float
+    route_agreement: float
+    scored_pairs: int
+    score_a: float | None
+    score_b: float | None
+    score_difference: float | None
+
+
+def parity(home_a: Home, run_a: str, run_b: str, home_b: Home | None = None) -> Parity:
     """Parity of run B against run A (`home_b`: B's store, default A's), as plain values (JSON-ready)."""
     side_a, side_b = _side(home_a, run_a), _side(home_b or home_a, run_b)
     one_store = home_b is None or home_b.root.resolve() == home_a.root.resolve()
-    by_item_a, by_item_b = _by_item(side_a[0]), _by_item(side_b[0])
+    by_item_a, by_item_b = _by_item(side_a), _by_item(side_b)
     items = sorted(by_item_a.keys() & by_item_b.keys())
     if not items:
         raise ConfigError(f"runs {run_a} and {run_b} share no sample (same content): nothing to compare")
     pairs = [(by_item_a[i], by_item_b[i]) for i in items]
-    stages = [_stage(stage, pairs, side_a[1], side_b[1], one_store) for stage in STAGE_NAMES]
-    stages = [s for s in stages if s["pairs"]]
-    scored = [(a["score"], b["score"]) for a, b in pairs if a["score"] is not None and b["score"] is not None]
+    stages = [s for s in (_stage(stage, pairs, side_a, side_b, one_store) for stage in STAGE_NAMES) if s["pairs"]]
+    scored = [(a, b) for a, b in ((x.route["score"], y.route["score"]) for x, y in pairs)
+              if a is not None and b is not None]
     pairs_total = sum(s["pairs"] for s in stages)
     identical = sum(s["identical"] for s in stages)
     return {
@@ -47,8 +117,9 @@ def parity(home_a: Home, run_a: str, run_b: str, home_b: Home | None = None) -> 
         "stages": stages, "outputs_paired": pairs_total, "outputs_identical": identical,
         "identical_share": identical / pairs_total if pairs_total else None,
         "shared_identity": sum(s["shared_identity"] for s in stages),
-        "final_answer_agreement": sum(a["final_answer"] == b["final_answer"] for a, b in pairs) / len(pairs),
-        "route_agreement": sum(a["route"] == b["route"] for a, b in pairs) / len(pairs),
+        "final_answer_agreement": sum(a.route["final_answer"] == b.route["final_answer"]
+                                      for a, b in pairs) / len(pairs),
+        "route_agreement": sum(a.route["route"] == b.route["route"] for a, b in pairs) / len(pairs),
         "scored_pairs": len(scored),
         "score_a": sum(a for a, _ in scored) / len(scored) if scored else None,
         "score_b": sum(b for _, b in scored) / len(scored) if scored else None,
@@ -56,42 +127,47 @@ def parity(home_a: Home, run_a: str, run_b: str, home_b: Home | None = None) -> 
     }
 
 
-def _side(home: Home, run_id: str) -> tuple[list[Row], dict[str, Row]]:
+def _side(home: Home, run_id: str) -> Side:
     """A run's routes (with content hashes) and the outputs they name."""
     with session(home):
-        if not fetch(home, "SELECT run_id FROM runs WHERE run_id = ?", [run_id]):
+        if not fetch(home, RunIdRow, "SELECT run_id FROM runs WHERE run_id = ?", [run_id]):
             raise ConfigError(f"no completed run '{run_id}' in {home.root}")
-        routes = fetch(home, ROUTES, [run_id])
-        gen_ids = sorted({g for r in routes for stage in STAGE_NAMES if (g := r.get(f"gen_{stage}"))})
-        outputs = {o["gen_id"]: o for o in fetch(home, OUTPUTS, [gen_ids])}
-    return routes, outputs
+        gen_ids: dict[str, dict[str, str]] = {}
+        for used in fetch(home, StageGenRow, USED, [run_id]):
+            gen_ids.setdefault(used["sample_id"], {})[used["stage"].removeprefix("gen_")] = used["gen_id"]
+        outcomes = [Outcome(route, gen_ids.get(route["sample_id"], {}))
+                    for route in fetch(home, RouteRow, ROUTES, [run_id])]
+        wanted = sorted({g for found in gen_ids.values() for g in found.values()})
+        outputs = {o["gen_id"]: o for o in fetch(home, OutputRow, OUTPUTS, [wanted])}
+    return Side(outcomes, outputs)
 
 
-def _by_item(routes: list[Row]) -> dict[str, Row]:
+def _by_item(side: Side) -> dict[str, Outcome]:
     """Usable samples by what they are (content hash; the sample id where the samples view lacks it)."""
-    return {r["content_hash"] or f"id:{r['sample_id']}": r for r in routes if r["error"] is None}
+    return {o.route["content_hash"] or f"id:{o.route['sample_id']}": o for o in side.outcomes
+            if o.route["error"] is None}
 
 
-def _stage(stage: str, pairs: list[tuple[Row, Row]], outputs_a: dict[str, Row], outputs_b: dict[str, Row],
-           one_store: bool) -> dict[str, Any]:
+def _stage(stage: str, pairs: list[tuple[Outcome, Outcome]], side_a: Side, side_b: Side, one_store: bool
+           ) -> StageParity:
     """`shared_identity`: pairs that are one stored output (same identity in one store; two stores each computed
     their own, whatever the identities)."""
-    both = [(a[f"gen_{stage}"], b[f"gen_{stage}"]) for a, b in pairs if a[f"gen_{stage}"] and b[f"gen_{stage}"]]
-    found = [(outputs_a.get(x), outputs_b.get(y), one_store and x == y) for x, y in both]
+    both = [(a.gen_ids[stage], b.gen_ids[stage]) for a, b in pairs if stage in a.gen_ids and stage in b.gen_ids]
+    found = [(side_a.outputs.get(x), side_b.outputs.get(y), one_store and x == y) for x, y in both]
     identical = sum(1 for x, y, _ in found if x is not None and y is not None and _same(x, y))
     return {"stage": stage, "pairs": len(both), "identical": identical,
             "identical_share": identical / len(both) if both else None,
             "shared_identity": sum(1 for _, _, shared in found if shared)}
 
 
-def _same(a: Row, b: Row) -> bool:
+def _same(a: OutputRow, b: OutputRow) -> bool:
     """Token-identical where both rows hold token ids (every row written since they were recorded), else text."""
     if a["output_token_ids"] is not None and b["output_token_ids"] is not None:
         return list(a["output_token_ids"]) == list(b["output_token_ids"])
     return bool(a["text"] == b["text"])
 
 
-def render_text(result: dict[str, Any]) -> str:
+def render_text(result: Parity) -> str:
     head = (f"parity of run {result['run_b']} against run {result['run_a']}: {result['samples_paired']} samples "
             f"paired ({result['only_in_a']} only in A, {result['only_in_b']} only in B)")
     lines = [head, f"{'stage':<10} {'pairs':>6} {'identical':>10} {'share':>7} {'shared id':>10}"]

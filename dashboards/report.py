@@ -25,11 +25,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 import plotly.io as pio
-from mai.dashboards import sections
-from mai.dashboards.sections import Section, Table
+from mai.dashboards import latency_section, result_sections, sections
+from mai.dashboards.charts import Section, Table
 from mai.dashboards.traces import DEFAULT_LIMIT, trace_section
 from mai.dashboards.views import session
 from mai.storage.paths import Home
@@ -74,9 +73,9 @@ def _build(home: Home, run_ids: Sequence[str] | None, trace_samples: int, compar
     if not store.runs:
         raise ConfigError(f"no completed run in {home.root}: nothing to report (`mai run` stores one)")
     parts = [sections.figure_one(store), sections.routing_funnel(store), sections.s2_toggle(store),
-             sections.layer_sweep(store), sections.latency(store), sections.policy_lab(store)]
+             sections.layer_sweep(store), latency_section.latency(store), result_sections.policy_lab(store)]
     if pair:
-        parts.append(sections.comparison(store, pair[0], pair[1]))
+        parts.append(result_sections.comparison(store, pair[0], pair[1]))
     traces, trace_json = trace_section(store, trace_samples, pair)
     parts.append(traces)
     page = render_page(home, store, parts, trace_json)
@@ -95,7 +94,7 @@ def _script_json(text: str) -> str:
 def render_page(home: Home, store: sections.Store, parts: list[Section], trace_json: str) -> str:
     from plotly.offline import get_plotlyjs
 
-    figures: dict[str, Any] = {}
+    figures: dict[str, object] = {}  # chart id -> the figure as plotly.js reads it (JSON)
     bodies = []
     for part in parts:
         ids = []

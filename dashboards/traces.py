@@ -15,14 +15,30 @@ import io
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
-from mai.dashboards.sections import Section, Store, short
+from mai.dashboards.charts import Section, short
+from mai.dashboards.rows import SampleRow, UsedRow
+from mai.dashboards.sections import Store
 from mai.dashboards.views import USED_GENERATIONS, fetch, run_label, run_models
+
+from mai import cascade
+from mai.types import Route, StageSpec
 
 DEFAULT_LIMIT = 500
 THUMBNAIL_PX = 128
-STAGE_ORDER = ("s_large", "s_small", "r_small", "s2_small", "select_rt", "rt_large", "single", "single_s2")
+
+
+def _stage_order() -> list[str]:
+    """Stages in the order a run computes them (a sparse cascade with S2 has every pair stage; then a single
+    model's)."""
+    stages: list[StageSpec] = [*cascade.stages_for("cascade", True, transfer="sparse"),
+                               *cascade.single_stages("large", "R", True)]
+    return list(dict.fromkeys(stage.name for stage in stages))
+
+
+STAGE_ORDER = _stage_order()
+SELECT_RT = cascade.SELECT_RT.name
 
 ROUTES = ("SELECT r.run_id, r.sample_id, r.route, r.final_answer, r.error, ru.dataset_fingerprint FROM routes r "
           "JOIN runs ru ON ru.run_id = r.run_id WHERE list_contains(?, r.run_id)")
@@ -37,42 +53,124 @@ SAMPLES = ("SELECT * FROM samples WHERE list_contains(?, dataset_fingerprint) "
            "AND sample_id IN (SELECT unnest(?::VARCHAR[]))")
 
 
-def trace_data(store: Store, limit: int = DEFAULT_LIMIT, pair: Sequence[str] = ()) -> dict[str, Any]:
+class RouteRow(TypedDict):
+    run_id: str
+    sample_id: str
+    route: Route
+    final_answer: str | None
+    error: str | None
+    dataset_fingerprint: str
+
+
+class GenerationRow(TypedDict):
+    gen_id: str
+    model: str
+    prompt_kind: str
+    text: str
+    prompt_tokens: int
+    output_tokens: int
+    wall_s: float | None
+    batch_size: int | None
+    finish_reason: str | None
+    upstream_gen_id: str | None
+
+
+class SelectionRow(TypedDict):
+    selection_id: str
+    layer: int
+    delta: float
+    n_selected: int
+    n_reasoning_tokens: int
+    transferred_text: str
+    transferred_tokens: int
+
+
+# --- the browser's JSON document (its shapes are traces.js's; lists keep it small) -----------------------------
+
+# [model or layer, kind, text, prompt tokens, output tokens, seconds (batch-amortised), finish]
+Generation = tuple[str, str, str, int | None, int | None, float | None, str | None]
+Step = tuple[str, int]  # [stage, index into gens]
+# [route, score, final answer, steps, error]
+Outcome = tuple[Route, float | None, str | None, list[Step], str | None]
+SampleKey = tuple[str, str]  # (dataset fingerprint, sample id)
+
+
+class TraceRun(TypedDict):
+    id: str
+    short: str
+    label: str
+    models: str
+    benchmark: str
+
+
+class TraceSample(TypedDict):
+    id: str
+    category: str
+    question: str
+    options: list[str]
+    reference: str
+    error: str | None
+    image: int | None       # index into `images`
+    o: dict[str, Outcome]   # run index -> the sample's outcome in that run
+
+
+class TraceDocument(TypedDict):
+    runs: list[TraceRun]
+    samples: list[TraceSample]
+    gens: list[Generation]
+    images: list[str | None]  # thumbnails as data URLs
+    total_samples: int
+    default_a: int
+    default_b: int
+
+
+class _Generations:
+    """Every generation the document shows, stored once (runs share them), by index."""
+
+    def __init__(self, store: Store, used: list[UsedRow]) -> None:
+        ids = sorted({u["gen_id"] for u in used})
+        self.rows = {g["gen_id"]: g for g in fetch(store.home, GenerationRow, GENERATIONS, [ids])}
+        upstream = sorted({g["upstream_gen_id"] for g in self.rows.values()
+                           if g["prompt_kind"] == "RT" and g["upstream_gen_id"]})
+        self.selections = {s["selection_id"]: s for s in fetch(store.home, SelectionRow, SELECTIONS, [upstream])}
+        self.index: dict[str, int] = {}
+        self.cells: list[Generation] = []
+
+    def ref(self, gen_id: str) -> int:
+        if gen_id not in self.index:
+            self.index[gen_id] = len(self.cells)
+            self.cells.append(_generation(self.rows, self.selections, gen_id))
+        return self.index[gen_id]
+
+    def steps(self, used: UsedRow) -> list[Step]:
+        """The stage's generation, and for RT over a selection the selection (shown as a step of its own)."""
+        steps = [(used["stage"].removeprefix("gen_"), self.ref(used["gen_id"]))]
+        generation = self.rows.get(used["gen_id"])
+        upstream = generation["upstream_gen_id"] if generation else None
+        if generation and upstream in self.selections and generation["prompt_kind"] == "RT":
+            steps.append((SELECT_RT, self.ref(str(upstream))))
+        return steps
+
+
+def trace_data(store: Store, limit: int = DEFAULT_LIMIT, pair: Sequence[str] = ()) -> TraceDocument:
     """The browser's JSON document (see the module docstring)."""
     runs = store.runs
     index = {r["run_id"]: i for i, r in enumerate(runs)}
-    routes = fetch(store.home, ROUTES, [list(index)])
+    routes = fetch(store.home, RouteRow, ROUTES, [list(index)])
     keys = sorted({(r["dataset_fingerprint"], r["sample_id"]) for r in routes}, key=lambda k: (k[0], _natural(k[1])))
     chosen, total = _choose(store, routes, keys, limit)
     sample_ids = sorted({sid for _, sid in chosen})
-    used = fetch(store.home, USED, [list(index), sample_ids]) if sample_ids else []
-    generations = {g["gen_id"]: g for g in fetch(store.home, GENERATIONS, [sorted({u["gen_id"] for u in used})])}
-    selections = {s["selection_id"]: s for s in fetch(store.home, SELECTIONS, [sorted(
-        {g["upstream_gen_id"] for g in generations.values() if g["prompt_kind"] == "RT" and g["upstream_gen_id"]})])}
-    gen_index: dict[str, int] = {}
-    gens: list[list[Any]] = []
-
-    def gen_ref(gen_id: str) -> int:
-        if gen_id not in gen_index:
-            gen_index[gen_id] = len(gens)
-            gens.append(_generation(generations, selections, gen_id))
-        return gen_index[gen_id]
-
-    stages: dict[tuple[str, str], list[list[Any]]] = {}
+    used = fetch(store.home, UsedRow, USED, [list(index), sample_ids]) if sample_ids else []
+    generations = _Generations(store, used)
+    stages: dict[tuple[str, str], list[Step]] = {}
     for u in used:
-        stage = str(u["stage"]).removeprefix("gen_")
-        entry = stages.setdefault((u["run_id"], u["sample_id"]), [])
-        entry.append([stage, gen_ref(u["gen_id"])])
-        upstream = str(generations.get(u["gen_id"], {}).get("upstream_gen_id"))
-        if upstream in selections and generations[u["gen_id"]]["prompt_kind"] == "RT":
-            entry.append(["select_rt", gen_ref(upstream)])
-    outcome: dict[str, dict[str, list[Any]]] = {}  # "fingerprint/sample" -> run index -> outcome
+        stages.setdefault((u["run_id"], u["sample_id"]), []).extend(generations.steps(u))
+    outcome: dict[str, dict[str, Outcome]] = {}  # "fingerprint/sample" -> run index -> outcome
     for r in routes:
-        key = (r["dataset_fingerprint"], r["sample_id"])
         score = store.scores.get(r["run_id"], {}).get(r["sample_id"])
         steps = sorted(stages.get((r["run_id"], r["sample_id"]), []), key=lambda s: STAGE_ORDER.index(s[0]))
-        outcome.setdefault(f"{key[0]}/{key[1]}", {})[str(index[r["run_id"]])] = [
-            r["route"], score, r["final_answer"], steps, r["error"]]
+        outcome.setdefault(f"{r['dataset_fingerprint']}/{r['sample_id']}", {})[str(index[r["run_id"]])] = (
+            r["route"], score, r["final_answer"], steps, r["error"])
     images: dict[str, int] = {}  # content hash -> index: benchmarks reuse images (POPE, MMBench's copies)
     thumbnails: list[str | None] = []
     samples = [_sample(store, row, outcome.get(f"{row['dataset_fingerprint']}/{row['sample_id']}", {}), images,
@@ -81,8 +179,8 @@ def trace_data(store: Store, limit: int = DEFAULT_LIMIT, pair: Sequence[str] = (
         (0, min(1, max(len(runs) - 1, 0)))
     return {"runs": [{"id": r["run_id"], "short": short(r["run_id"]), "label": run_label(r), "models": run_models(r),
                       "benchmark": r["benchmark"]} for r in runs],
-            "samples": samples, "gens": gens, "images": thumbnails, "total_samples": total, "default_a": a,
-            "default_b": b}
+            "samples": samples, "gens": generations.cells, "images": thumbnails, "total_samples": total,
+            "default_a": a, "default_b": b}
 
 
 def _natural(sample_id: str) -> tuple[str, int, str]:
@@ -91,9 +189,8 @@ def _natural(sample_id: str) -> tuple[str, int, str]:
     return (head, int(tail), "") if tail.isdigit() else (sample_id, 0, sample_id)
 
 
-def _choose(store: Store, routes: list[dict[str, Any]], keys: list[tuple[str, str]], limit: int
-            ) -> tuple[list[tuple[str, str]], int]:
-    scores: dict[tuple[str, str], set[float]] = {}
+def _choose(store: Store, routes: list[RouteRow], keys: list[SampleKey], limit: int) -> tuple[list[SampleKey], int]:
+    scores: dict[SampleKey, set[float]] = {}
     for r in routes:
         score = store.scores.get(r["run_id"], {}).get(r["sample_id"])
         if score is not None:
@@ -104,36 +201,38 @@ def _choose(store: Store, routes: list[dict[str, Any]], keys: list[tuple[str, st
     return [k for k in keys if k in chosen], len(keys)
 
 
-def _sample_rows(store: Store, chosen: list[tuple[str, str]]) -> list[dict[str, Any]]:
+def _sample_rows(store: Store, chosen: list[SampleKey]) -> list[SampleRow]:
     if not chosen:
         return []
-    rows = fetch(store.home, SAMPLES, [sorted({fp for fp, _ in chosen}), sorted({sid for _, sid in chosen})])
+    rows = fetch(store.home, SampleRow, SAMPLES, [sorted({fp for fp, _ in chosen}),
+                                                  sorted({sid for _, sid in chosen})])
     wanted = set(chosen)
     by_key = {(r["dataset_fingerprint"], r["sample_id"]): r for r in rows}
     return [by_key[k] for k in chosen if k in by_key and k in wanted]
 
 
-def _generation(generations: dict[str, dict[str, Any]], selections: dict[str, dict[str, Any]], gen_id: str
-                ) -> list[Any]:
-    """[model or layer, kind, text, prompt tokens, output tokens, seconds (batch-amortised), finish]."""
+def _generation(generations: dict[str, GenerationRow], selections: dict[str, SelectionRow], gen_id: str
+                ) -> Generation:
     if gen_id in selections:
         s = selections[gen_id]
-        return [f"layer {s['layer']}, delta {s['delta']:g}", "selection", s["transferred_text"], s["n_reasoning_tokens"],
-                s["transferred_tokens"], None, f"{s['n_selected']} of {s['n_reasoning_tokens']} tokens kept"]
+        return (f"layer {s['layer']}, delta {s['delta']:g}", "selection", s["transferred_text"],
+                s["n_reasoning_tokens"], s["transferred_tokens"], None,
+                f"{s['n_selected']} of {s['n_reasoning_tokens']} tokens kept")
     g = generations.get(gen_id)
     if g is None:
-        return ["?", "?", f"(generation {gen_id} is not in the store)", None, None, None, None]
-    seconds = g["wall_s"] / g["batch_size"] if g["wall_s"] is not None and g["batch_size"] else None
-    return [g["model"], g["prompt_kind"], g["text"], g["prompt_tokens"], g["output_tokens"],
-            round(seconds, 4) if seconds is not None else None, g["finish_reason"]]
+        return ("?", "?", f"(generation {gen_id} is not in the store)", None, None, None, None)
+    wall_s, batch_size = g["wall_s"], g["batch_size"]
+    seconds = wall_s / batch_size if wall_s is not None and batch_size else None
+    return (g["model"], g["prompt_kind"], g["text"], g["prompt_tokens"], g["output_tokens"],
+            round(seconds, 4) if seconds is not None else None, g["finish_reason"])
 
 
-def _sample(store: Store, row: dict[str, Any], outcome: dict[str, list[Any]], images: dict[str, int],
-            thumbnails: list[str | None]) -> dict[str, Any]:
+def _sample(store: Store, row: SampleRow, outcome: dict[str, Outcome], images: dict[str, int],
+            thumbnails: list[str | None]) -> TraceSample:
     hashes = list(row["image_sha256"] or [])
     image = None
     if hashes or row["image_paths"]:
-        key = hashes[0] if hashes else str(row["image_paths"][0])
+        key = hashes[0] if hashes else str((row["image_paths"] or [""])[0])
         if key not in images:
             images[key] = len(thumbnails)
             thumbnails.append(_thumbnail(store, row))
@@ -143,7 +242,7 @@ def _sample(store: Store, row: dict[str, Any], outcome: dict[str, list[Any]], im
             "error": row["error"], "image": image, "o": outcome}
 
 
-def _thumbnail(store: Store, row: dict[str, Any]) -> str | None:
+def _thumbnail(store: Store, row: SampleRow) -> str | None:
     """The first image as a small JPEG data URL (the store's own image file, found by its content hash): 128 px,
     quality 70, ~5 KB a picture in the page."""
     from PIL import Image

@@ -1,22 +1,26 @@
-"""Shared reads over the catalog views for the dashboards (compare, policy lab, report): rows as dicts, a run's
-label, the generations each run used. Everything here is SELECTs through `mai.storage.catalog.connect`
-(read-only, in memory); values from the user (run ids, model names) are always query parameters."""
+"""Shared reads over the catalog views for the dashboards (compare, policy lab, report): rows as typed mappings
+(`mai.dashboards.rows`), a run's label, the generations each run used. Everything here is SELECTs through
+`mai.storage.catalog.connect` (read-only, in memory); values from the user (run ids, model names) are always query
+parameters."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import TypeVar, cast
 
 import duckdb
+from mai.dashboards.rows import RunRow
 from mai.storage.catalog import connect
 from mai.storage.paths import Home
 
-from mai.types import STAGE_NAMES
+from mai.types import STAGE_NAMES, Role
 
-Row = dict[str, Any]
+R = TypeVar("R", bound=Mapping[str, object])
+# the name a Full RT run (small R, then RT for every sample) goes by in every report
+FULL_RT = "Full RT"
 
 GEN_COLUMNS = ", ".join(f"gen_{stage}" for stage in STAGE_NAMES)
 # one row per (run, sample, stage) a run used a generation for; UNPIVOT drops the stages a sample skipped
@@ -50,34 +54,45 @@ def session(home: Home) -> Iterator[None]:
             _SESSION.reset(token)
 
 
-def fetch(home: Home, sql: str, params: Sequence[object] = ()) -> list[Row]:
-    """Rows of one SELECT over the views, as dicts."""
+def fetch(home: Home, shape: type[R], sql: str, params: Sequence[object] = ()) -> list[R]:
+    """Rows of one SELECT over the views, as `shape` (a TypedDict naming the SELECT's columns: not checked at run
+    time, the query and its shape are written side by side)."""
     with session(home):
         current = _SESSION.get()
         assert current is not None
         cursor = current[1].execute(sql, list(params))
         columns = [d[0] for d in cursor.description]
-        return [dict(zip(columns, row)) for row in cursor.fetchall()]
+        return cast("list[R]", [dict(zip(columns, row)) for row in cursor.fetchall()])
 
 
-def run_label(run: Row) -> str:
+def read_runs(home: Home) -> list[RunRow]:
+    """Every completed run, oldest first."""
+    return fetch(home, RunRow, "SELECT * FROM runs ORDER BY started_at, run_id")
+
+
+def role_model(run: RunRow, role: Role) -> str | None:
+    return run["small_model"] if role == "small" else run["large_model"]
+
+
+def run_label(run: RunRow) -> str:
     """What a run is, in the paper's words: 'MAI', 'MAI +S2', 'MAI sparse L8', 'Full RT', 'large R', ..."""
     if run["mode"] == "cascade":
         label = "MAI" + (" +S2" if run["s2"] else "")
-        if run.get("transfer") == "sparse":
+        if run["transfer"] == "sparse":
             label += f" sparse L{run['transfer_layer']}"
-            if run.get("transfer_delta") not in (None, 0.8):
-                label += f" d{run['transfer_delta']:g}"
+            delta = run["transfer_delta"]
+            if delta is not None and delta != 0.8:
+                label += f" d{delta:g}"
         return label
     if run["mode"] == "full_rt":
-        return "Full RT" + (f" sparse L{run['transfer_layer']}" if run.get("transfer") == "sparse" else "")
+        return FULL_RT + (f" sparse L{run['transfer_layer']}" if run["transfer"] == "sparse" else "")
     return f"{run['single_model']} {run['single_prompt']}" + (" +S2" if run["s2"] else "")
 
 
-def run_models(run: Row) -> str:
+def run_models(run: RunRow) -> str:
     """The model(s) a run used: 'small + large' for a pair, the one model of a single-model run."""
     if run["mode"] == "single":
-        return str(run["small_model"] if run["single_model"] == "small" else run["large_model"])
+        return str(role_model(run, run["single_model"] or "large"))
     return f"{run['small_model']} + {run['large_model']}"
 
 

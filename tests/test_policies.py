@@ -106,3 +106,23 @@ def test_a_policy_without_its_outputs_names_the_run_that_stores_them(store: Stor
     assert args.handler.__name__ == "_run"
     stored_key = next(r["config_key"] for r in group.runs if r["run_id"] == store.runs["full_rt"])
     assert run_config(args).key() == stored_key  # the very configuration of the stored Full RT run
+
+
+def test_output_kinds_follow_the_stage_table() -> None:
+    """The lab's kinds, what each consumes and the run storing it come from `mai.cascade`'s stage table."""
+    from mai.dashboards.outputs import OUTPUT_KINDS
+
+    from mai import cascade
+
+    assert list(OUTPUT_KINDS)[:6] == ["small S", "small S+S2", "small E", "small E+S2", "small R", "small R+S2"]
+    assert list(OUTPUT_KINDS)[-1] == cascade.RT_LARGE.label == "RT"
+    for stages in (cascade.stages_for("cascade", True), cascade.single_stages("large", "E", True)):
+        labels = {stage.name: stage.label for stage in stages}
+        for stage in stages:
+            assert OUTPUT_KINDS[stage.label].consumes == (labels[stage.upstream] if stage.upstream else None)
+            assert OUTPUT_KINDS[stage.label].role == stage.role
+    assert OUTPUT_KINDS["RT"].run_flags() == ["--mode", "full_rt"] and OUTPUT_KINDS["RT"].baseline_name == "Full RT"
+    assert OUTPUT_KINDS["large E+S2"].run_flags() == ["--mode", "single", "--single-model", "large",
+                                                      "--single-prompt", "E", "--s2"]
+    # a sparse run's RT reads a layer's selection: not one output the lab can combine across runs
+    assert not {cascade.SELECT_RT.label, cascade.RT_LARGE_SPARSE.label} & set(OUTPUT_KINDS)

@@ -1,0 +1,145 @@
+"""The report's sections over results computed elsewhere in this folder: the routing-policy lab
+(`mai.dashboards.policies`) and run vs run (`mai.dashboards.compare`)."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+from mai.dashboards.charts import Cell, Section, Table, figure, layout, merged_labels, num, short
+from mai.dashboards.compare import compare_runs
+from mai.dashboards.frontier import CostAxis
+from mai.dashboards.policies import ORACLE, LabRecord, PolicyRecord, policy_labs
+from mai.dashboards.sections import Store
+
+from mai import cascade
+from mai.errors import ConfigError
+
+# the outputs the lab's introduction names, as the stage table labels them
+_LAB_OUTPUTS = ", ".join(stage.label for stage in (
+    cascade.S_SMALL, cascade.S_LARGE, cascade.R_SMALL, cascade.S2_SMALL, *cascade.single_stages("large", "R", False),
+    cascade.RT_LARGE))
+
+
+def policy_lab(store: Store) -> Section:
+    section = Section("policy-lab", "Routing-policy lab (no model runs)",
+                      f"Every stored per-sample output of a model pair on a split ({_LAB_OUTPUTS}) combined offline "
+                      "into routing policies, each scored and priced (equation-27 seconds under the pair's latency "
+                      "profiles when an estimate is stored, else output tokens). The oracle takes per sample the "
+                      "cheapest stored answer that is right. The line is the Pareto frontier; APGR-style area: the "
+                      f"best performance gap recovered between {cascade.S_SMALL.label} and {cascade.S_LARGE.label} "
+                      "reachable within a budget, averaged over the budget range.")
+    try:
+        labs = [lab for lab in policy_labs(store.home)
+                if {r["run_id"] for r in lab["runs"]} & set(store.run_ids)]
+    except ConfigError as error:
+        labs = []
+        section.notes.append(html.escape(str(error)))
+    for lab in labs:
+        _one_lab(section, lab)
+    return section
+
+
+@dataclass(frozen=True)
+class _Plotted:
+    """An available policy (it answered every sample: its score and costs are set) as the chart shows it."""
+
+    record: PolicyRecord
+    cost: float
+    score: float
+
+    @classmethod
+    def of(cls, record: PolicyRecord, axis: CostAxis) -> _Plotted:
+        cost = record["seconds"] if axis == "seconds" else record["mean_output_tokens"]
+        return cls(record, cost or 0.0, record["mean_score"] or 0.0)
+
+    @property
+    def name(self) -> str:
+        return self.record["name"]
+
+
+def _one_lab(section: Section, lab: LabRecord) -> None:
+    axis = lab["cost_axis"]
+    usable = [_Plotted.of(p, axis) for p in lab["policies"] if p["available"]]
+    section.figures.append(_lab_figure(lab, usable))
+    summary = lab["summary"]
+    profiles = ", ".join(f"{role} {name}" for role, name in (lab["latency_profiles"] or {}).items()) or "none"
+    caption = (f"Scorer profile {lab['scorer_profile']}; latency profiles: {profiles}. "
+               + (f"APGR-style area: {summary['apgr']:.3f} with every policy, {num(summary['apgr_baselines'], 3)} "
+                  f"with single-output baselines only; oracle PGR {num(summary['oracle_pgr'])}."
+                  if summary["apgr"] is not None else ""))
+    section.tables.append(Table(
+        ["policy", "score %", lab["policies"][0]["metric"] or "metric", "PGR", "tokens / sample", "small calls",
+         "large calls", "est. s", "Pareto", "routes", "what it does"],
+        [_policy_row(u) for u in usable], caption, wrap=("routes", "what it does")))
+    for p in lab["policies"]:
+        if not p["available"]:
+            section.notes.append(f"{html.escape(p['name'])}: outputs not stored for {p['missing_samples']} samples "
+                                 f"({', '.join(p['missing_outputs'])}); store them with "
+                                 + " and ".join(f"<code>{html.escape(c)}</code>" for c in p["commands"]))
+
+
+def _policy_row(plotted: _Plotted) -> list[Cell]:
+    p = plotted.record
+    return [p["name"], f"{100 * plotted.score:.1f}", num(p["metric_value"]), num(p["pgr"]),
+            num(p["mean_output_tokens"], 1), p["small_calls"], p["large_calls"], num(p["seconds"]),
+            "yes" if p["pareto"] else "", " ".join(f"{k}={v}" for k, v in p["routes"].items()), p["description"]]
+
+
+def _lab_figure(lab: LabRecord, usable: list[_Plotted]) -> go.Figure:
+    """Score against cost: every policy, the Pareto frontier, the oracle."""
+    unit = "estimated seconds" if lab["cost_axis"] == "seconds" else "mean output tokens per sample"
+    fig = figure()
+    plain = [u for u in usable if u.name != ORACLE]
+    fig.add_trace(go.Scatter(x=[u.cost for u in plain], y=[100 * u.score for u in plain],
+                             mode="markers+text", textposition="top center", hovertext=[u.name for u in plain],
+                             text=merged_labels([u.cost for u in plain], [u.score for u in plain],
+                                                [u.name for u in plain]),
+                             name="policies", marker={"size": 10, "color": "#457b9d"}))
+    frontier = [u for name in lab["summary"]["frontier"] for u in plain if u.name == name]
+    fig.add_trace(go.Scatter(x=[u.cost for u in frontier], y=[100 * u.score for u in frontier],
+                             mode="lines", line={"shape": "hv", "color": "#e76f51"}, name="Pareto frontier"))
+    for u in usable:
+        if u.name == ORACLE:
+            fig.add_trace(go.Scatter(x=[u.cost], y=[100 * u.score], mode="markers+text", text=["oracle"],
+                                     textposition="bottom center", name="oracle",
+                                     marker={"symbol": "star", "size": 16, "color": "#2a9d8f"}))
+    title = f"{lab['benchmark']}: {lab['small_model']} + {lab['large_model']} ({lab['samples']} samples)"
+    return layout(fig, title, xaxis={"title": unit}, yaxis={"title": "mean score (%)"})
+
+
+# --- run vs run ----------------------------------------------------------------------------------------------
+
+
+def comparison(store: Store, run_a: str, run_b: str) -> Section:
+    result = compare_runs(store.home, run_a, run_b)
+    a, b = result["run_a"], result["run_b"]
+    section = Section("compare", f"Run vs run: {a['label']} ({short(run_a)}) -> {b['label']} ({short(run_b)})",
+                      f"Paired over {result['paired']} shared samples (scorer profile {result['scorer_profile']}): "
+                      "B - A per subset with the bootstrap 95 % interval, samples B gets right that A gets wrong "
+                      "(better) and the reverse (worse), and the two-sided exact McNemar (or sign) test.")
+    rows = result["comparisons"]
+    fig = figure(go.Bar(x=[r["subset"] for r in rows], y=[100 * r["difference"] for r in rows],
+                           error_y={"type": "data", "symmetric": False,
+                                    "array": [100 * (r["ci_high"] - r["difference"]) for r in rows],
+                                    "arrayminus": [100 * (r["difference"] - r["ci_low"]) for r in rows]},
+                           text=[f"p={r['p_value']:.3g}" for r in rows], textposition="outside",
+                           marker_color=["#2a9d8f" if r["difference"] >= 0 else "#e76f51" for r in rows]))
+    section.figures.append(layout(fig, "Difference B - A (points) with the 95 % bootstrap interval",
+                                  yaxis={"title": "points"}))
+    section.tables.append(Table(["subset", "n", "A %", "B %", "B - A", "95 % CI", "better", "worse", "p", "test"],
+                                [[r["subset"], r["n"], f"{100 * r['mean_a']:.1f}", f"{100 * r['mean_b']:.1f}",
+                                  f"{100 * r['difference']:+.1f}",
+                                  f"[{100 * r['ci_low']:+.1f}, {100 * r['ci_high']:+.1f}]", r["better"], r["worse"],
+                                  f"{r['p_value']:.3g}", r["test"]] for r in rows]))
+    cost = result["cost"]
+    section.notes.append("; ".join([(f"Output tokens on the paired samples: A {cost['output_tokens_a']}, B "
+                                    f"{cost['output_tokens_b']} ({cost['output_tokens_difference']:+d})")]
+                                   + [f"estimate {html.escape(e['estimate_name'])}: A {e['seconds_a']:.2f} s, "
+                                      f"B {e['seconds_b']:.2f} s" for e in cost["estimates"]]))
+    section.tables.append(Table(["sample", "category", "score A", "score B", "route A", "route B"],
+                                [[c["sample_id"], c["category"], c["score_a"], c["score_b"], c["route_a"],
+                                  c["route_b"]] for c in result["changed"]],
+                                f"Samples whose score changed ({len(result['changed'])})"))
+    return section

@@ -1,0 +1,229 @@
+"""The rows the dashboards' queries return, one TypedDict per query shape: a row crosses from DuckDB as a mapping
+of the SELECT's column names, so a mapping with named, typed fields is its honest type. `fetch` (views.py) casts
+to them; the SQL they describe sits next to the code that runs it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal, TypedDict
+
+from mai.types import PromptKind, Role, Route, RunMode
+
+
+class RunRow(TypedDict):
+    """A row of the `runs` view (`SELECT * FROM runs`): one completed run. A single-model run names only the
+    model it used; `single_*` are None outside single-model runs, `transfer_delta` outside sparse ones."""
+
+    run_id: str
+    run_name: str | None
+    config_key: str
+    started_at: datetime
+    finished_at: datetime
+    wall_s: float
+    engine_generate_s: float
+    model_load_s: float
+    mode: RunMode
+    benchmark: str
+    dataset_fingerprint: str
+    small_model: str | None
+    large_model: str | None
+    single_model: Role | None
+    single_prompt: PromptKind | None
+    s2: bool
+    transfer: Literal["full", "sparse"]
+    transfer_layer: int | None
+    transfer_delta: float | None
+    backend: str
+    n_shards: int
+    n_samples: int
+    n_valid: int
+    n_errors: int
+    n_generations_needed: int
+    n_generations_computed: int
+    n_generations_reused: int
+    routed_mv1: int
+    routed_mv2: int
+    routed_rt: int
+    git_commit: str | None
+    config_json: str
+    versions_json: str
+
+
+class SampleRow(TypedDict):
+    """A row of the `samples` view (`SELECT *`): what the trace browser shows of a sample."""
+
+    sample_id: str
+    benchmark: str
+    dataset_fingerprint: str
+    question: str
+    options: list[str] | None
+    answer: str
+    image_paths: list[str] | None
+    image_sha256: list[str] | None
+    category: str
+    content_hash: str
+    error: str | None
+    references: list[str] | None
+
+
+class UsedRow(TypedDict):
+    """One generation a run used for a sample (`USED_GENERATIONS`); `stage` is the routes column, 'gen_r_small'."""
+
+    run_id: str
+    sample_id: str
+    stage: str
+    gen_id: str
+
+
+class HeadlineRow(TypedDict):
+    run_id: str
+    scorer_profile: str
+    metric: str
+    value: float
+
+
+class ScoreRow(TypedDict):
+    run_id: str
+    sample_id: str
+    scorer_profile: str
+    score: float | None
+
+
+class RunTokensRow(TypedDict):
+    run_id: str
+    tokens: int | None
+
+
+class RouteCountRow(TypedDict):
+    run_id: str
+    route: Route
+    n: int
+
+
+class CountRow(TypedDict):
+    n: int
+
+
+class S2PairRow(TypedDict):
+    """s2_vs_non_s2.sql: two runs that differ only in S2, over the samples both hold."""
+
+    mode: RunMode
+    small_model: str | None
+    large_model: str | None
+    run_without_s2: str
+    run_with_s2: str
+    common_samples: int
+    accuracy_without_s2: float
+    accuracy_with_s2: float
+    mv2_without_s2: int
+    mv2_with_s2: int
+    rt_without_s2: int
+    rt_with_s2: int
+    answers_changed: int
+
+
+class S2ChangedRow(TypedDict):
+    sample_id: str
+    category: str
+    without_s2: str | None
+    with_s2: str | None
+    reference: str | None
+    score_without: float | None
+    score_with: float | None
+    route_without: Route
+    route_with: Route
+
+
+class SweepRow(TypedDict):
+    """transfer_layer_sweep.sql: a sparse-RT run per (layer, delta), next to full RT and the large model's S."""
+
+    setting: str
+    layer: int | None
+    delta: float | None
+    mode: RunMode
+    benchmark: str
+    large_model: str | None
+    rt_samples: int | None
+    mean_reasoning_tokens: float | None
+    mean_transferred_tokens: float | None
+    mean_share_selected: float | None
+    metric: str
+    value: float
+    run_id: str
+
+
+class AttentionLayerRow(TypedDict):
+    """attention_by_layer.sql."""
+
+    model: str
+    layer: int
+    prefills: int
+    mean_attention_on_reasoning: float
+    mean_reasoning_tokens: float
+    mean_head_share_for_80: float
+    head_spread_of_attention: float | None
+
+
+class HeadShareRow(TypedDict):
+    model: str
+    layer: int
+    share: float
+
+
+class TopTokenRow(TypedDict):
+    """top_reasoning_tokens.sql."""
+
+    model: str
+    layer: int
+    rank: int
+    token: str
+    share: float
+
+
+class LatencyPointRow(TypedDict):
+    """A row of the `latency_profiles` view, as the latency section plots it (published profiles leave the
+    measured-only columns NULL)."""
+
+    profile_name: str
+    model: str
+    input_tokens: int
+    output_tokens: int | None
+    image_resolution: int | None
+    ttft_ms: float | None
+    tokens_per_s: float | None
+    preprocess_ms: float | None
+    vision_ms: float | None
+    decode_ms: float | None
+
+
+class SpeculativeRow(TypedDict):
+    run_id: str
+    large_model: str
+    small_model: str
+    draft_tokens: int
+    samples: int
+    acceptance: float | None
+    speculative_s: float | None
+    plain_s: float | None
+    speedup: float | None
+    identical: bool
+
+
+class SpeedupRow(TypedDict):
+    """speedup.sql: a run's estimated and measured time against the large model's R run on the same samples."""
+
+    benchmark: str
+    estimate_name: str | None
+    setting: str
+    output_tokens: int
+    estimated_s: float | None
+    measured_s: float | None
+    estimated_speedup_vs_large_r: float | None
+    measured_speedup_vs_large_r: float | None
+    run_id: str
+    large_r_run_id: str | None
+    n_samples: int
+
+
+class RunIdRow(TypedDict):
+    run_id: str
