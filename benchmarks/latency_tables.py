@@ -16,13 +16,19 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Literal
 
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
 CSV = Path(__file__).resolve().parents[1] / "docs" / "paper_latency_h100.csv"
+# the columns of a profile point the tables show
+ProfileColumn = Literal["image_resolution", "image_tokens", "query_tokens", "input_tokens", "output_tokens",
+                        "preprocess_ms", "vision_ms", "ttft_ms", "decode_ms", "tokens_per_s"]
+SHOWN: tuple[ProfileColumn, ...] = ("image_resolution", "image_tokens", "query_tokens", "input_tokens",
+                                    "output_tokens", "preprocess_ms", "vision_ms", "ttft_ms", "decode_ms",
+                                    "tokens_per_s")
 
 
 def main() -> None:
@@ -44,10 +50,9 @@ def main() -> None:
     home = Home.at(tempfile.mkdtemp(prefix="mai-latency-bench-"))
     build_models(home)
     build_demo_dataset(home)
-    profiles: dict[str, Any] = {}
-    for model in ("mai-tiny-small", "mai-tiny-large"):
-        profiles[model] = mai_profile(model, f"{model}-cpu", resolutions=[256, 512], query_tokens=[64, 256, 512],
-                                      output_tokens=[8, 128, 256], repeats=args.repeats, home=str(home.root))
+    profiles = {model: mai_profile(model, f"{model}-cpu", resolutions=[256, 512], query_tokens=[64, 256, 512],
+                                   output_tokens=[8, 128, 256], repeats=args.repeats, home=str(home.root))
+                for model in ("mai-tiny-small", "mai-tiny-large")}
     for paper_model, name in (("Qwen3-VL-2B", "h100-2b"), ("Qwen3-VL-8B", "h100-8b")):
         write_profile(home, name, [r for r in rows_from_csv(CSV, "H100") if r["model"] == paper_model])
     base = {"home": str(home.root), "limit": args.limit, "max_new_tokens": {**DEMO_MAX_NEW_TOKENS, "R": 128}}
@@ -62,9 +67,7 @@ def main() -> None:
     columns, rows = query(home, load_saved("speedup"))
     table = [{c: (round(v, 4) if isinstance(v, float) else v) for c, v in zip(columns, row) if c != "run_id"}
              for row in rows]
-    keep = ("image_resolution", "image_tokens", "query_tokens", "input_tokens", "output_tokens", "preprocess_ms",
-            "vision_ms", "ttft_ms", "decode_ms", "tokens_per_s")
-    print(json.dumps({"profiles": {m: [{k: r[k] for k in keep} for r in rs] for m, rs in profiles.items()},
+    print(json.dumps({"profiles": {m: [{k: r[k] for k in SHOWN} for r in rs] for m, rs in profiles.items()},
                       "speedup": table}, indent=1, default=str))
 
 
