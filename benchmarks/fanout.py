@@ -21,10 +21,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
 
-import yaml
+import yaml  # type: ignore[import-untyped]
 
 REPO = Path(__file__).resolve().parents[1]
 POOL = "mai-fanout-bench"
@@ -83,7 +83,26 @@ def deploy_shard(env: dict[str, str], directory: Path) -> None:
     prefect(env, "deploy", "--all", "--prefect-file", str(path))
 
 
-def one_run(workers: int, limit: int | None, directory: Path) -> dict[str, Any]:
+@dataclass(frozen=True)
+class FanoutRun:
+    """One run's timing with `workers` process workers (0: in the parent's process); the last two fields compare
+    it with the 1-worker run once every setting has run."""
+
+    workers: int
+    shards: int
+    samples: int
+    wall_s: float
+    shard_wall_s: list[float]
+    slowest_shard_s: float
+    dispatch_overhead_s: float
+    engine_generate_s: float
+    generations_computed: int
+    accuracy: float
+    speedup_vs_1_worker: float | None = None
+    overhead_share_of_1_worker: float | None = None
+
+
+def one_run(workers: int, limit: int | None, directory: Path) -> FanoutRun:
     """A fresh store, the run with `workers` (0: in this process) and shards = max(1, workers)."""
     from mai.flows import api
     from mai.storage.paths import Home
@@ -99,13 +118,13 @@ def one_run(workers: int, limit: int | None, directory: Path) -> dict[str, Any]:
     manifest = api.run(config, progress=False)
     wall = time.perf_counter() - started
     shards = read_shard_outcomes(Home.at(home), manifest["run_id"])
-    slowest = max(s["wall_s"] for s in shards)
-    return {"workers": workers, "shards": len(shards), "samples": manifest["counts"]["valid"],
-            "wall_s": round(wall, 2), "shard_wall_s": [round(s["wall_s"], 2) for s in shards],
-            "slowest_shard_s": round(slowest, 2), "dispatch_overhead_s": round(wall - slowest, 2),
-            "engine_generate_s": round(manifest["timings"]["engine_generate_s"], 2),
-            "generations_computed": manifest["counts"]["generations_computed"],
-            "accuracy": next(m["value"] for m in manifest["metrics"] if m["subset"] == "overall")}
+    slowest = max(s.wall_s for s in shards)
+    return FanoutRun(workers=workers, shards=len(shards), samples=manifest["counts"]["valid"],
+                     wall_s=round(wall, 2), shard_wall_s=[round(s.wall_s, 2) for s in shards],
+                     slowest_shard_s=round(slowest, 2), dispatch_overhead_s=round(wall - slowest, 2),
+                     engine_generate_s=round(manifest["timings"]["engine_generate_s"], 2),
+                     generations_computed=manifest["counts"]["generations_computed"],
+                     accuracy=next(m["value"] for m in manifest["metrics"] if m["subset"] == "overall"))
 
 
 def main() -> None:
@@ -138,11 +157,10 @@ def main() -> None:
             results.append(one_run(count, args.limit, directory))
     finally:
         stop(processes)
-    one = next(r for r in results if r["workers"] == 1) if 1 in counts else results[0]
-    for result in results:
-        result["speedup_vs_1_worker"] = round(one["wall_s"] / result["wall_s"], 2)
-        result["overhead_share_of_1_worker"] = round(result["dispatch_overhead_s"] / one["wall_s"], 3)
-    print(json.dumps({"cpu_cores": os.cpu_count(), "results": results}, indent=2))
+    one = next(r for r in results if r.workers == 1) if 1 in counts else results[0]
+    compared = [replace(r, speedup_vs_1_worker=round(one.wall_s / r.wall_s, 2),
+                        overhead_share_of_1_worker=round(r.dispatch_overhead_s / one.wall_s, 3)) for r in results]
+    print(json.dumps({"cpu_cores": os.cpu_count(), "results": [asdict(r) for r in compared]}, indent=2))
 
 
 if __name__ == "__main__":

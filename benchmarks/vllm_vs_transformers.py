@@ -21,8 +21,15 @@ import platform
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mai.storage.paths import Home
+
+    from mai.config import RunConfig
+    from mai.manifest import RouteCounts, RunManifest
 
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -30,7 +37,46 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
-def prepare_home(root: Path, rows: int) -> Any:
+@dataclass(frozen=True)
+class BackendRun:
+    wall_s: float
+    call_s: float
+    samples_per_s: float
+
+
+@dataclass(frozen=True)
+class TransformersRun(BackendRun):
+    model_load_s: float
+
+
+@dataclass(frozen=True)
+class PrefixCacheHits:
+    """One prompt kind's vLLM prefix-cache use: requests, those with cached prompt tokens, cached / prompt tokens."""
+
+    requests: int
+    requests_with_hits: int
+    hit_rate: float
+    cached_token_share: float
+
+
+@dataclass(frozen=True)
+class BackendComparison:
+    samples: int
+    shards: int
+    batch_size: int
+    cpu: str
+    cores: int | None
+    models: dict[str, str]
+    routes: RouteCounts
+    server_start_s: dict[str, float]
+    transformers: TransformersRun
+    vllm: BackendRun
+    identical_generations: str
+    same_routes_and_metrics: bool
+    prefix_cache: dict[str, PrefixCacheHits]
+
+
+def prepare_home(root: Path, rows: int) -> Home:
     from mai.flows.assets import build_demo_dataset, build_models
     from mai.storage.paths import Home
 
@@ -40,7 +86,7 @@ def prepare_home(root: Path, rows: int) -> Any:
     return home
 
 
-def vllm_pair(home: Any) -> dict[str, str]:
+def vllm_pair(home: Home) -> dict[str, str]:
     """The built-in pair, or a head-size-32 stand-in for a model vLLM's CPU attention cannot run (as in
     tests/test_vllm_backend.py)."""
     from mai.backends.vllm_backend import CPU_HEAD_SIZES
@@ -61,28 +107,37 @@ def vllm_pair(home: Any) -> dict[str, str]:
     return models
 
 
-def timed_run(config: Any) -> tuple[dict[str, Any], float]:
+def timed_run(config: RunConfig) -> tuple[RunManifest, float]:
     from mai.flows.run import mai_run
 
     started = time.perf_counter()
-    manifest: dict[str, Any] = mai_run(config)
+    manifest = mai_run(config)
     return manifest, time.perf_counter() - started
 
 
-def prefix_cache(home: Any) -> dict[str, dict[str, float]]:
+def prefix_cache(home: Home) -> dict[str, PrefixCacheHits]:
     from mai.storage.catalog import query
 
     _, rows = query(home, "SELECT prompt_kind, count(*), count(*) FILTER (WHERE cached_prompt_tokens > 0), "
                           "sum(cached_prompt_tokens), sum(prompt_tokens) FROM generations GROUP BY ALL ORDER BY 1")
-    return {str(kind): {"requests": n, "requests_with_hits": hits, "hit_rate": round(hits / n, 3),
-                        "cached_token_share": round(cached / prompt, 3)}
-            for kind, n, hits, cached, prompt in rows}
+    hits = {}
+    for kind, *counts in rows:
+        n, with_hits, cached, prompt = (_integer(value) for value in counts)
+        hits[str(kind)] = PrefixCacheHits(n, with_hits, round(with_hits / n, 3), round(cached / prompt, 3))
+    return hits
 
 
-def identical(home_a: Any, home_b: Any) -> tuple[int, int]:
+def _integer(value: object) -> int:
+    """A count or a sum of token counts from DuckDB."""
+    if not isinstance(value, int):
+        raise TypeError(f"expected an integer from the query, got {value!r}")
+    return value
+
+
+def identical(home_a: Home, home_b: Home) -> tuple[int, int]:
     import pyarrow.parquet as pq
 
-    def rows(home: Any) -> dict[str, tuple[Any, ...]]:
+    def rows(home: Home) -> dict[str, tuple[str, tuple[int, ...]]]:
         files = sorted(home.generations.glob("*/*/*.parquet"))
         return {r["gen_id"]: (r["text"], tuple(r["output_token_ids"])) for f in files
                 for r in pq.read_table(f, columns=["gen_id", "text", "output_token_ids"]).to_pylist()}
@@ -123,22 +178,23 @@ def main() -> None:
             server.stop()
     same, total = identical(home_t, home_v)
     samples = transformers["counts"]["valid"]
-    report = {
-        "samples": samples, "shards": args.shards, "batch_size": RunConfig().batch_size,
-        "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-        "models": {k: Path(v).name for k, v in pair.items()}, "routes": transformers["routes"],
-        "server_start_s": {info.model: round(info.start_s or 0.0, 1) for info in infos},
-        "transformers": {"wall_s": round(transformers["timings"]["wall_s"], 2), "call_s": round(transformers_s, 2),
-                         "samples_per_s": round(samples / transformers["timings"]["wall_s"], 2),
-                         "model_load_s": round(transformers["timings"]["model_load_s"], 2)},
-        "vllm": {"wall_s": round(vllm["timings"]["wall_s"], 2), "call_s": round(vllm_s, 2),
-                 "samples_per_s": round(samples / vllm["timings"]["wall_s"], 2)},
-        "identical_generations": f"{same}/{total}",
-        "same_routes_and_metrics": vllm["routes"] == transformers["routes"]
+    report = BackendComparison(
+        samples=samples, shards=args.shards, batch_size=RunConfig().batch_size,
+        cpu=platform.processor() or platform.machine(), cores=os.cpu_count(),
+        models={k: Path(v).name for k, v in pair.items()}, routes=transformers["routes"],
+        server_start_s={info.model: round(info.start_s or 0.0, 1) for info in infos},
+        transformers=TransformersRun(wall_s=round(transformers["timings"]["wall_s"], 2),
+                                     call_s=round(transformers_s, 2),
+                                     samples_per_s=round(samples / transformers["timings"]["wall_s"], 2),
+                                     model_load_s=round(transformers["timings"]["model_load_s"], 2)),
+        vllm=BackendRun(wall_s=round(vllm["timings"]["wall_s"], 2), call_s=round(vllm_s, 2),
+                        samples_per_s=round(samples / vllm["timings"]["wall_s"], 2)),
+        identical_generations=f"{same}/{total}",
+        same_routes_and_metrics=vllm["routes"] == transformers["routes"]
         and vllm["metrics"] == transformers["metrics"],
-        "prefix_cache": prefix_cache(home_v),
-    }
-    print(json.dumps(report, indent=2))
+        prefix_cache=prefix_cache(home_v),
+    )
+    print(json.dumps(asdict(report), indent=2))
 
 
 if __name__ == "__main__":
