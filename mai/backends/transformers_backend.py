@@ -41,17 +41,14 @@ from mai.backends.transformers_profiling import (
     ProfilePoint,
     measure_profile_point,
     profile_calls,
-    repeat_timed,
 )
 from mai.types import CaptureRequest, Decoding, GenRequest, GenResult, LayerCapture, ModelSpec
 
 if TYPE_CHECKING:
     from torch import Tensor
 
-# mai.flows.latency counts progress steps with profile_calls; benchmarks/attention_capture.py times its calls with
-# the profiler's helper under the name _repeat
+# mai.flows.latency counts a profile's progress steps with profile_calls
 __all__ = ["TransformersEngine", "profile_calls"]
-_repeat = repeat_timed
 
 
 class TransformersEngine:
@@ -157,11 +154,6 @@ class TransformersEngine:
                                              on_call)
 
         return on_model_thread(measure)
-
-    def profile_point(self, resolution: int, query_tokens: int, output_tokens: int, repeats: int, seed: int = 0,
-                      on_call: Callable[[], None] | None = None) -> dict[str, object]:
-        """`profile` as the mapping mai.flows.latency reads."""
-        return self.profile(resolution, query_tokens, output_tokens, repeats, seed, on_call).as_record()
 
     def decode(self, token_ids: list[int]) -> str:
         text: str = self.load().tokenizer.decode(token_ids, skip_special_tokens=True)

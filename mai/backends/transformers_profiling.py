@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from mai import stop
@@ -40,10 +40,6 @@ class ProfilePoint:
     output_tokens: int
     repeats: int
     timings: ProfileTimings
-
-    def as_record(self) -> dict[str, object]:
-        """The point as mai.flows.latency reads it (its fields, `timings` a mapping of name -> seconds)."""
-        return asdict(self)
 
 
 def profile_calls(repeats: int) -> int:
