@@ -100,8 +100,8 @@ def run(config: RunConfig, progress: bool = True) -> RunManifest:
     from mai.flows.run import mai_run
 
     plan = plan_run(config)
-    with _progress_bar(progress):
-        manifest = mai_run(config, plan)
+    with _progress_bar(progress):  # named after the run from its start (the flow names runs it plans itself)
+        manifest = mai_run.with_options(flow_run_name=f"mai-run/{plan.run_name}")(config, plan)
     home = Home.at(plan.home)
     manifest["home"], manifest["catalog"] = str(home.root), str(home.catalog)
     return manifest

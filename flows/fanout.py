@@ -20,6 +20,7 @@ from mai.flows.prefect_sync import synchronous
 from mai.storage.claims import lease_is_held
 from mai.storage.paths import Home
 from mai.storage.runs import read_shard_outcome, shard_lease_path
+from mai.tasks.logs import run_logger
 
 from mai.errors import ConfigError
 from mai.manifest import ShardOutcome
@@ -100,10 +101,9 @@ def _run_on_workers(plan: RunPlan, shard_paths: list[str], workers: int, on_done
 
 
 def _remote_shard(plan: RunPlan, shard_path: str) -> ShardOutcome:
-    from prefect import get_run_logger
     from prefect.deployments import run_deployment
 
-    log = get_run_logger()
+    log = run_logger()
     home = Home.at(plan.home)
     parameters = {"plan": plan.model_dump(mode="json"), "shard_path": shard_path}
     for attempt in range(1, MAX_ATTEMPTS + 1):

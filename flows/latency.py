@@ -61,7 +61,7 @@ def mai_profile(model: str, name: str, resolutions: list[int], query_tokens: lis
 
 def _profile_row(point: ProfilePoint, model: str, backend: str, dtype: str, hardware: str) -> LatencyProfileRow:
     """A measured point: the median of its repeats and their spread, per timed call (TTFT and decode come from
-    the same calls, `profile_point`)."""
+    the same calls, `TransformersEngine.profile`)."""
     t = point.timings
     preprocess, vision, ttft, decode = (_milliseconds(values) for values in (t.preprocess, t.vision, t.ttft, t.decode))
     steps = point.output_tokens - 1  # tokens after the first, which TTFT already covers

@@ -24,8 +24,9 @@ from mai.storage.catalog import build_catalog
 from mai.storage.paths import Home
 from mai.tasks.compact import compact_partitions
 from mai.tasks.finalize import route_and_score, write_run_manifest
+from mai.tasks.logs import run_logger
 from mai.tasks.materialize import materialize_samples
-from prefect import flow, get_run_logger
+from prefect import flow
 from prefect.artifacts import create_markdown_artifact, create_progress_artifact, update_progress_artifact
 
 from mai import progress, stop
@@ -49,7 +50,7 @@ def mai_run(config: RunConfig, plan: RunPlan | None = None) -> RunManifest:
 def _run(config: RunConfig, plan: RunPlan | None) -> RunManifest:
     started, started_at = time.perf_counter(), datetime.now(UTC)
     phases = Phases()
-    log = get_run_logger()
+    log = run_logger()
     if plan is None:
         config = with_deployment_defaults(config)
         home = Home.at(config.home)

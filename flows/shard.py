@@ -14,8 +14,9 @@ from mai.storage.claims import Lease
 from mai.storage.paths import Home
 from mai.storage.runs import shard_lease_path, write_shard_outcome
 from mai.tasks.jobs import StageJob, ledger_key
+from mai.tasks.logs import run_logger
 from mai.tasks.step import run_step, stored_fraction
-from prefect import flow, get_run_logger
+from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from mai import cascade, progress, stop
@@ -56,7 +57,7 @@ def _run_shard(plan: RunPlan, shard_path: str) -> ShardOutcome:
 
 def _run_steps(plan: RunPlan, shard_path: str, groups: list[list[StageSpec]], listener: PrefectProgress
                ) -> StageMaps:
-    log = get_run_logger()
+    log = run_logger()
     stage_maps: StageMaps = {}
     for index, group in enumerate(groups):
         listener.group_started(index)

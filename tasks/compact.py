@@ -8,7 +8,8 @@ from typing import Any
 
 from mai.storage.maintenance import auto_compact
 from mai.storage.paths import Home
-from prefect import get_run_logger, task
+from mai.tasks.logs import run_logger
+from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 
@@ -19,6 +20,6 @@ def compact_partitions(home: str, directories: list[str]) -> list[dict[str, Any]
     try:
         reports = auto_compact(Home.at(home), {Path(d) for d in directories})
     except OSError as error:
-        get_run_logger().warning("compaction skipped: %s (run `mai store compact` later)", error)
+        run_logger().warning("compaction skipped: %s (run `mai store compact` later)", error)
         return []
     return [asdict(r) for r in reports if not r.skipped]

@@ -12,7 +12,7 @@ from mai.storage.paths import Home
 from mai.storage.samples import read_shard
 from mai.tasks.answers import load_stage_answers
 from mai.tasks.jobs import StageJob
-from prefect import get_run_logger
+from mai.tasks.logs import run_logger
 
 from mai import cascade, progress, stop
 from mai.backends.registry import get_engine
@@ -59,7 +59,7 @@ def generate_outputs(job: StageJob) -> dict[str, str]:
 
 def _log_step(job: StageJob, samples: int, outputs: int, computed: int) -> None:
     """What the step decided, for the task run's logs in the Prefect UI."""
-    log = get_run_logger()
+    log = run_logger()
     if not samples:
         log.info("%s: no sample of the shard reaches this stage", job.label)
     elif not computed:

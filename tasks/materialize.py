@@ -7,7 +7,8 @@ from typing import Any
 
 from mai.storage.paths import Home
 from mai.storage.samples import shard_directory, shard_path, store_image, write_shard
-from prefect import get_run_logger, task
+from mai.tasks.logs import run_logger
+from prefect import task
 from prefect.context import TaskRunContext
 
 from mai.evals.loading import (
@@ -46,7 +47,7 @@ def materialize_samples(home: str, benchmark: str, source: DataSource, n_shards:
     directory = shard_directory(root, bench.name, bench.version, source.fingerprint, n_shards, limit,
                                 loader_tag(max_image_pixels))
     done = directory / "complete"
-    log = get_run_logger()
+    log = run_logger()
     if done.exists():
         log.info("samples of %s (%s) already materialised in %s", bench.name, source.fingerprint, directory.name)
     else:
