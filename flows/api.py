@@ -136,12 +136,11 @@ def speculative(config: RunConfig, draft_tokens: int = 4, progress: bool = True)
     """The speculative-decoding baseline against the configuration's cascade run (small drafts, large
     verifies)."""
     from mai.flows.plan import prepare_run
-    from mai.flows.speculative import mai_speculative
+    from mai.flows.speculative import mai_speculative, pair_config
 
-    home = _assets_for(config)
-    prepare_run(config.model_copy(update={"mode": "cascade", "s2": False}), home)
+    plan = prepare_run(pair_config(config), _assets_for(config))
     with _progress_bar(progress):  # the reference run's stages, then a `speculative` bar
-        return mai_speculative(config, draft_tokens)
+        return mai_speculative(config, draft_tokens, plan)
 
 
 def regress(config: RunConfig, baseline: str | None = None, min_drop: float = 1.0,

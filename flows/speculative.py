@@ -33,6 +33,7 @@ from mai.backends.transformers_backend import TransformersEngine
 from mai.config import RunConfig
 from mai.errors import ConfigError
 from mai.evals.registry import get_benchmark
+from mai.plan import RunPlan
 from mai.stages import build_request
 from mai.types import GenRequest, ModelSpec
 
@@ -69,17 +70,23 @@ class SpeculativeSummary(TypedDict):
 
 
 @flow(name="mai-speculative", persist_result=False)
-def mai_speculative(config: RunConfig, draft_tokens: int = 4) -> SpeculativeSummary:
+def mai_speculative(config: RunConfig, draft_tokens: int = 4, plan: RunPlan | None = None) -> SpeculativeSummary:
+    """`plan`: the pair's plan (`pair_config(config)` validated and resolved, as `mai.flows.api.speculative` makes
+    it); without it the flow makes it."""
     with stop.on_sigterm():
-        return _speculative(config, draft_tokens)
+        return _speculative(config, draft_tokens, plan or prepare_run(pair_config(config), Home.at(config.home)))
 
 
-def _speculative(config: RunConfig, draft_tokens: int) -> SpeculativeSummary:
+def pair_config(config: RunConfig) -> RunConfig:
+    """The model pair whose small model drafts for its large one: the configuration's cascade, without S2."""
+    return config.model_copy(update={"mode": "cascade", "s2": False})
+
+
+def _speculative(config: RunConfig, draft_tokens: int, plan: RunPlan) -> SpeculativeSummary:
     if config.backend != "transformers":
         raise ConfigError("the speculative-decoding baseline runs on the transformers backend")
     reference = config.model_copy(update={"mode": "single", "single_model": "large", "single_prompt": "R", "s2": False,
                                           "transfer": "full", "transfer_layer": None, "capture_layers": []})
-    plan = prepare_run(config.model_copy(update={"mode": "cascade", "s2": False}), Home.at(config.home))
     home = Home.at(config.home)
     models = plan.models
     run_id = _unfinished_reference(home, reference.key(), models["large"], models["small"], draft_tokens)
