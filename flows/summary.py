@@ -13,6 +13,7 @@ from typing import Any
 from mai.storage.attention import computed_by_run
 from mai.storage.generations import count_computed_by_run
 from mai.storage.paths import Home
+from mai.storage.schemas import RunRow
 from mai.tasks.generate import store_for
 
 from mai.backends.registry import loaded_engines
@@ -141,8 +142,7 @@ def _counts(plan: RunPlan, stage_maps: dict[str, StageMaps], scores: RunScores, 
             "selections_computed": attention["selections_computed"]}
 
 
-def catalog_row(manifest: RunManifest, plan: RunPlan, started_at: datetime, finished_at: datetime
-                ) -> dict[str, Any]:
+def catalog_row(manifest: RunManifest, plan: RunPlan, started_at: datetime, finished_at: datetime) -> RunRow:
     """The run's row of the `runs` table, from the typed values (never parsed back from the manifest's JSON)."""
     config, counts, routes, models = plan.config, manifest["counts"], manifest["routes"], plan.models
     single = config.mode == "single"

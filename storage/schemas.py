@@ -359,3 +359,41 @@ RUNS = pa.schema([
     ("config_json", pa.string()),
     ("versions_json", pa.string()),
 ])
+
+
+class RunRow(TypedDict):
+    """A row of `runs`: one completed run (written last; its existence means the run completed)."""
+
+    run_id: str
+    run_name: str
+    config_key: str
+    started_at: datetime
+    finished_at: datetime
+    wall_s: float
+    engine_generate_s: float
+    model_load_s: float
+    mode: str
+    benchmark: str
+    dataset_fingerprint: str
+    small_model: str | None
+    large_model: str | None
+    single_model: str | None
+    single_prompt: str | None
+    s2: bool
+    transfer: str
+    transfer_layer: int | None
+    transfer_delta: float | None
+    backend: str
+    n_shards: int
+    n_samples: int
+    n_valid: int
+    n_errors: int
+    n_generations_needed: int
+    n_generations_computed: int
+    n_generations_reused: int
+    routed_mv1: int
+    routed_mv2: int
+    routed_rt: int
+    git_commit: str | None
+    config_json: str
+    versions_json: str

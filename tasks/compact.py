@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 from mai.storage.maintenance import auto_compact
+from mai.storage.partitions import Compaction
 from mai.storage.paths import Home
 from mai.tasks.logs import run_logger
 from prefect import task
@@ -14,7 +13,7 @@ from prefect.cache_policies import NO_CACHE
 
 
 @task(name="compact-store", cache_policy=NO_CACHE)
-def compact_partitions(home: str, directories: list[str]) -> list[dict[str, Any]]:
+def compact_partitions(home: str, directories: list[str]) -> list[Compaction]:
     """Cheap when nothing is due (file names are counted, no file is read). A compaction never changes what a
     query answers, so a failure is logged and the run stays complete."""
     try:
@@ -22,4 +21,4 @@ def compact_partitions(home: str, directories: list[str]) -> list[dict[str, Any]
     except OSError as error:
         run_logger().warning("compaction skipped: %s (run `mai store compact` later)", error)
         return []
-    return [asdict(r) for r in reports if not r.skipped]
+    return [r for r in reports if not r.skipped]

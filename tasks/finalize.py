@@ -8,6 +8,7 @@ from typing import Any, TypedDict
 from mai.storage.paths import Home
 from mai.storage.runs import write_manifest, write_metrics, write_routes, write_scores
 from mai.storage.samples import read_shard
+from mai.storage.schemas import RunRow
 from mai.tasks.answers import load_stage_answers
 from mai.tasks.generate import store_for
 from prefect import task
@@ -120,5 +121,5 @@ def score_rows_for(run_id: str, profile: str, scored: list[ScoredSample], routes
 
 
 @task(name="write-run-manifest", cache_policy=NO_CACHE)
-def write_run_manifest(plan: RunPlan, manifest: RunManifest, row: dict[str, Any]) -> str:
+def write_run_manifest(plan: RunPlan, manifest: RunManifest, row: RunRow) -> str:
     return str(write_manifest(Home.at(plan.home), plan.run_id, manifest, row))
