@@ -12,6 +12,8 @@ in the core imports it. `mai.flows.cli` is a thin argparse layer over these func
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -212,12 +214,18 @@ def _progress_bar(show: bool) -> AbstractContextManager[object]:
 
 
 def quiet_library_progress_bars() -> None:
-    """Our bar shows the work; the libraries' per-file bars (weights, parquet) are noise around it."""
-    import datasets
-    from transformers.utils import logging as transformers_logging
-
-    datasets.disable_progress_bars()
-    transformers_logging.disable_progress_bar()
+    """Our bar shows the work; the libraries' per-file bars (weights, parquet) are noise around it. Without
+    importing them: a run whose outputs are all stored never loads transformers or datasets, so their switches are
+    set through the environment they read when imported (a user's own setting wins), and directly where a library
+    is imported already."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")        # huggingface_hub, and transformers' bars
+    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+    if "huggingface_hub" in sys.modules:
+        sys.modules["huggingface_hub"].utils.disable_progress_bars()
+    if "datasets" in sys.modules:
+        sys.modules["datasets"].disable_progress_bars()
+    if "transformers" in sys.modules:
+        sys.modules["transformers"].utils.logging.disable_progress_bar()
 
 
 # --- scores -------------------------------------------------------------------------------------------------

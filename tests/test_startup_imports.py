@@ -1,0 +1,42 @@
+"""A run whose outputs are all stored does not pay for the model libraries: a fresh process that re-runs a
+configuration imports neither torch nor transformers (nor datasets), loads no model, and computes nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from mai.flows.cli import main
+
+PROBE = """
+import json, sys
+from mai.flows.cli import main
+from mai.backends.registry import loaded_engines
+code = main(sys.argv[1:])
+heavy = sorted(m for m in ("torch", "transformers", "datasets") if m in sys.modules)
+print(json.dumps({"code": code, "heavy": heavy, "engines": len(loaded_engines())}), file=sys.stderr)
+"""
+ARGS = ["run", "--limit", "8", "--shards", "1", "--max-new-tokens", "S=4", "--max-new-tokens", "R=8",
+        "--max-new-tokens", "RT=4", "--json"]
+
+
+def run_in_fresh_process(home: Path) -> tuple[dict[str, object], dict[str, object]]:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PREFECT_LOGGING_LEVEL": "WARNING"}
+    env.pop("PREFECT_API_URL", None)  # its own temporary server, as a user's shell without one
+    done = subprocess.run([sys.executable, "-c", PROBE, "--home", str(home), *ARGS], capture_output=True, text=True,
+                          env=env, timeout=600, check=False)
+    probe = json.loads(done.stderr.strip().splitlines()[-1])
+    return json.loads(done.stdout), probe
+
+
+def test_a_cached_rerun_imports_no_model_library_and_loads_no_model(tmp_path: Path) -> None:
+    home = tmp_path / "store"
+    assert main(["--home", str(home), *ARGS]) == 0  # computes everything, in this process
+    manifest, probe = run_in_fresh_process(home)
+    assert probe == {"code": 0, "heavy": [], "engines": 0}, probe
+    counts = manifest["counts"]
+    assert isinstance(counts, dict)
+    assert counts["generations_computed"] == 0 and counts["generations_reused"] > 0
