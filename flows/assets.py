@@ -70,10 +70,20 @@ def write_hub_parquet(rows: Sequence[DemoRow], target: Path) -> None:
         temp.unlink(missing_ok=True)
 
 
-def build_models(home: Home, force: bool = False) -> list[Path]:
+def build_models(home: Home, force: bool = False, names: Sequence[str] = BUILTIN_MODELS) -> list[Path]:
+    """The built-in tiny pairs (Qwen3-VL, InternVL) of which `names` names a model; each pair is a no-op when it
+    is built by the current builder."""
+    from mai.backends.tiny_internvl import BUILTIN_NAMES as INTERNVL_NAMES
+    from mai.backends.tiny_internvl import build_builtin_internvl_models
+    from mai.backends.tiny_models import BUILTIN_NAMES as QWEN_NAMES
     from mai.backends.tiny_models import build_builtin_models
 
-    return build_builtin_models(home.models, force=force)
+    built = []
+    if set(names) & set(QWEN_NAMES):
+        built += build_builtin_models(home.models, force=force)
+    if set(names) & set(INTERNVL_NAMES):
+        built += build_builtin_internvl_models(home.models, force=force)
+    return built
 
 
 def ensure_builtin_assets(config: RunConfig, home: Home) -> None:
@@ -86,4 +96,4 @@ def ensure_builtin_assets(config: RunConfig, home: Home) -> None:
         if config.benchmark == "shapes" and config.data is None:
             build_shapes_dataset(home)  # writes only missing splits, or all of them when the world changed
         if {config.small_model, config.large_model} & set(BUILTIN_MODELS):
-            build_models(home)  # a no-op when both are built by the current builder
+            build_models(home, names=(config.small_model, config.large_model))  # no-op when built by this builder

@@ -28,7 +28,10 @@ from mai.types import (
 
 SMALL_BUILTIN = "mai-tiny-small"
 LARGE_BUILTIN = "mai-tiny-large"
-BUILTIN_MODELS = (SMALL_BUILTIN, LARGE_BUILTIN)
+# the tiny InternVL-architecture pair (mai/backends/tiny_internvl.py), built offline like the Qwen pair
+INTERNVL_SMALL_BUILTIN = "mai-tiny-internvl-small"
+INTERNVL_LARGE_BUILTIN = "mai-tiny-internvl-large"
+BUILTIN_MODELS = (SMALL_BUILTIN, LARGE_BUILTIN, INTERNVL_SMALL_BUILTIN, INTERNVL_LARGE_BUILTIN)
 # the trained pair of the `shapes` world, shipped with the package (training/train_shapes_pair.py)
 SHAPES_SMALL = "mai-shapes-small"
 SHAPES_LARGE = "mai-shapes-large"
@@ -236,10 +239,11 @@ def resolve_model(name: str, revision: str, dtype: str, models_dir: Path) -> Mod
     if dtype not in ("float32", "bfloat16", "float16"):
         raise ConfigError(f"dtype '{dtype}' is not supported: use float32, bfloat16 or float16")
     if name.startswith("random:"):
-        from mai.backends.architectures import SHAPES, architecture_name
+        from mai.backends.architectures import architecture_name, known_architectures
 
-        if architecture_name(name) not in SHAPES:
-            raise ConfigError(f"unknown architecture '{name}': use one of {['random:' + a for a in SHAPES]}")
+        if architecture_name(name) not in known_architectures():
+            raise ConfigError(f"unknown architecture '{name}': use one of "
+                              f"{['random:' + a for a in known_architectures()]}")
         return ModelSpec(name, revision="random-init-seed0", dtype=dtype)
     path = models_dir / name if name in BUILTIN_MODELS else Path(name).expanduser()
     if name in SHIPPED_MODELS:

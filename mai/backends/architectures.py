@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mai.backends.architectures_internvl import INTERNVL_SHAPES, build_random_internvl
+
 PREFIX = "random:"
 
 
@@ -41,6 +43,12 @@ SHAPES: dict[str, ArchitectureShape] = {
     "qwen3-vl-8b": ArchitectureShape(hidden=4096, layers=36, heads=32, ffn=12288, tied=False, vision_depth=27,
                                      vision_hidden=1152, vision_ffn=4304, deepstack=(8, 16, 24)),
 }
+
+
+def known_architectures() -> list[str]:
+    """Every real-size architecture a `random:` name may give (Qwen3-VL here, InternVL3.5 in
+    architectures_internvl.py)."""
+    return [*SHAPES, *INTERNVL_SHAPES]
 
 
 def is_random_architecture(name: str) -> bool:
@@ -76,6 +84,8 @@ def architecture_config(name: str, tokenizer: Any) -> Any:
 
 def build_random_architecture(name: str, dtype: Any, device: str, workdir: Path) -> tuple[Any, Any, Any]:
     """(model, processor, tokenizer) of a real-size architecture with random weights."""
+    if architecture_name(name) in INTERNVL_SHAPES:
+        return build_random_internvl(architecture_name(name), dtype, device, workdir)
     import torch
     from transformers import GenerationConfig, Qwen3VLForConditionalGeneration
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil

@@ -21,8 +21,13 @@ ModelInputs = Mapping[str, "Tensor"]
 class ModelFamily(Protocol):
     name: str
 
-    def matches(self, network: Any) -> bool:
-        """Whether `network` (a loaded transformers model) belongs to this family."""
+    def matches(self, config: Any) -> bool:
+        """Whether a model of this transformers config (a checkpoint's, read before its weights) belongs here."""
+        ...
+
+    def load_processor(self, path: str, revision: str | None, tokenizer: Any) -> Any:
+        """The checkpoint's processor: the stock one where it can be built, else an image-only equivalent (the
+        stock processors of both families need torchvision for their video half, which has no CPU build)."""
         ...
 
     def continues_prefixes(self, network: Any, inputs: ModelInputs) -> bool:
@@ -30,13 +35,14 @@ class ModelFamily(Protocol):
         family's position bookkeeping is implemented for it, and the inputs mark the image tokens."""
         ...
 
-    def text_after_images(self, inputs: ModelInputs, row: int) -> int:
+    def text_after_images(self, network: Any, inputs: ModelInputs, row: int) -> int:
         """Index, among the row's real (unpadded) tokens, of the first token after its last image token (0: no
         image): a cached prefix is reused only if it reaches past the images."""
         ...
 
-    def position_offsets(self, network: Any) -> list[int]:
-        """Per row of the batch just prefilled, the offset (position - index) of the tokens after its images."""
+    def position_offsets(self, network: Any, rows: int) -> list[int]:
+        """Per row of the `rows`-row batch just prefilled, the offset (position - index) of the tokens after its
+        images."""
         ...
 
     def restore_position_offsets(self, network: Any, offsets: list[int]) -> None:

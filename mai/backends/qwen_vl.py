@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mai.backends.model_family import ModelInputs
-from mai.backends.processor import IMAGE_TOKEN
+from mai.backends.processor import IMAGE_TOKEN, load_processor
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -24,18 +24,21 @@ VISION_INPUTS = ("pixel_values", "image_grid_thw")
 class QwenVL:
     name = "qwen-vl"
 
-    def matches(self, network: Any) -> bool:
-        return str(getattr(network.config, "model_type", "")).startswith("qwen")
+    def matches(self, config: Any) -> bool:
+        return str(getattr(config, "model_type", "")).startswith("qwen")
+
+    def load_processor(self, path: str, revision: str | None, tokenizer: Any) -> Any:
+        return load_processor(path, revision, tokenizer)
 
     def continues_prefixes(self, network: Any, inputs: ModelInputs) -> bool:
         return hasattr(getattr(network, "model", None), "rope_deltas") and "mm_token_type_ids" in inputs
 
-    def text_after_images(self, inputs: ModelInputs, row: int) -> int:
+    def text_after_images(self, network: Any, inputs: ModelInputs, row: int) -> int:
         real = inputs["attention_mask"][row].bool()
         vision = inputs["mm_token_type_ids"][row][real].nonzero()
         return int(vision[-1]) + 1 if len(vision) else 0
 
-    def position_offsets(self, network: Any) -> list[int]:
+    def position_offsets(self, network: Any, rows: int) -> list[int]:
         return [int(delta) for delta in network.model.rope_deltas.view(-1).tolist()]
 
     def restore_position_offsets(self, network: Any, offsets: list[int]) -> None:

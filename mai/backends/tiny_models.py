@@ -134,7 +134,7 @@ def build_model(name: str, directory: Path, tokenizer: Any, image_processor: Any
     config = build_config(size or name, tokenizer)
     torch.manual_seed(SIZES[size or name]["seed"] if seed is None else seed)
     model = Qwen3VLForConditionalGeneration(config).to(torch.float32).eval()  # type: ignore[arg-type]
-    _answer_biased_init(model, tokenizer)
+    answer_biased_init(model, tokenizer)
     pad, eos = tokenizer.convert_tokens_to_ids("<|endoftext|>"), tokenizer.convert_tokens_to_ids("<|im_end|>")
     model.generation_config = GenerationConfig(eos_token_id=[eos, pad], pad_token_id=pad, do_sample=False)
     directory.mkdir(parents=True, exist_ok=True)
@@ -147,7 +147,7 @@ def build_model(name: str, directory: Path, tokenizer: Any, image_processor: Any
 ANSWER_WORDS = ("yes", "no", " yes", " no", "A", "B", "C", "D", " A", " B", " C", " D")
 
 
-def _answer_biased_init(model: Any, tokenizer: Any, std: float = 0.7, answer_scale: float = 3.0) -> None:
+def answer_biased_init(model: Any, tokenizer: Any, std: float = 0.7, answer_scale: float = 3.0) -> None:
     import torch
 
     answer_ids = sorted({i for word in ANSWER_WORDS for i in tokenizer(word).input_ids})

@@ -15,17 +15,19 @@ from typing import Any, TypeVar
 
 from mai.backends.architectures import build_random_architecture, is_random_architecture
 from mai.backends.compute import on_compute_thread, uses_compute_thread
+from mai.backends.internvl import INTERNVL
 from mai.backends.model_family import ModelFamily
-from mai.backends.processor import load_processor
 from mai.backends.qwen_vl import QWEN_VL
+from mai.backends.untested_family import UNTESTED
 from mai.types import ModelSpec
 
 T = TypeVar("T")
 
-# Families in the order they are tried; a model none of them claims is treated as Qwen-VL, the family every model
-# so far belonged to (its prefix reuse turns itself off for a model without M-RoPE state).
-FAMILIES: tuple[ModelFamily, ...] = (QWEN_VL,)
-DEFAULT_FAMILY: ModelFamily = QWEN_VL
+# The tested families, in the order they are tried (by the checkpoint's config, before its weights load); a model
+# none of them claims runs as an untested family (AutoProcessor / AutoModelForImageTextToText, prefix reuse off,
+# a warning when it loads).
+FAMILIES: tuple[ModelFamily, ...] = (QWEN_VL, INTERNVL)
+DEFAULT_FAMILY: ModelFamily = UNTESTED
 
 # transformers' lazy module imports are not thread-safe (two engines loading at once in the MV1 stage
 # saw "cannot import name AutoModelForImageTextToText"): loads are serialised process-wide
@@ -44,8 +46,9 @@ class LoadedModel:
         return self.network.device
 
 
-def family_of(network: Any) -> ModelFamily:
-    return next((family for family in FAMILIES if family.matches(network)), DEFAULT_FAMILY)
+def family_of(config: Any) -> ModelFamily:
+    """The family of a model with this transformers config (a checkpoint's or a loaded network's)."""
+    return next((family for family in FAMILIES if family.matches(config)), DEFAULT_FAMILY)
 
 
 def device_name() -> str:
@@ -64,7 +67,7 @@ def load_model(spec: ModelSpec) -> LoadedModel:
     with _LOAD_LOCK:
         load = _load_random if is_random_architecture(spec.name_or_path) else _load_checkpoint
         network, processor, tokenizer = load(spec)
-    return LoadedModel(network, processor, tokenizer, family_of(network))
+    return LoadedModel(network, processor, tokenizer, family_of(network.config))
 
 
 def _load_random(spec: ModelSpec) -> tuple[Any, Any, Any]:
@@ -79,12 +82,13 @@ def _load_random(spec: ModelSpec) -> tuple[Any, Any, Any]:
 
 def _load_checkpoint(spec: ModelSpec) -> tuple[Any, Any, Any]:
     import torch
-    from transformers import AutoModelForImageTextToText, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForImageTextToText, AutoTokenizer
 
     revision = None if spec.local else spec.revision
     path = spec.name_or_path
     tokenizer = AutoTokenizer.from_pretrained(path, revision=revision, padding_side="left")
-    processor = load_processor(path, revision, tokenizer)
+    family = family_of(AutoConfig.from_pretrained(path, revision=revision))
+    processor = family.load_processor(path, revision, tokenizer)
     network = AutoModelForImageTextToText.from_pretrained(path, revision=revision, dtype=getattr(torch, spec.dtype))
     network = network.to(device_name()).eval()  # type: ignore[arg-type]  # transformers' stub of .to
     return network, processor, tokenizer

@@ -32,7 +32,7 @@ def prefix_hits(store: PrefixStore, model: LoadedModel, batch: list[GenRequest],
     for row, request in enumerate(batch):
         real = inputs["attention_mask"][row].bool()
         hits.append(store.find(request.prompt.image_paths, inputs["input_ids"][row][real].tolist(),
-                               model.family.text_after_images(inputs, row)))
+                               model.family.text_after_images(model.network, inputs, row)))
     return hits
 
 
@@ -53,7 +53,7 @@ def keep_prefixes(store: PrefixStore, model: LoadedModel, batch: list[GenRequest
     per_token = sum(2 * layer.keys[0, :, 0].nelement() * layer.keys.element_size() for layer in cache.layers)
     if per_token * int(inputs["attention_mask"].sum()) > store.max_bytes:
         return  # the batch's prompts would only evict each other (real-size models at the default bound)
-    offsets = model.family.position_offsets(model.network)  # set by this batch's prefill
+    offsets = model.family.position_offsets(model.network, len(batch))  # set by this batch's prefill
     for row, request in enumerate(batch):
         if not request.prompt.image_paths:
             continue
