@@ -1,0 +1,85 @@
+"""Cascades with the tiny InternVL pair and mixed-family pairs end to end (real Prefect, real DuckDB): routing
+counts, a re-run computes nothing, a change of the maximum tile count (a processor setting of the checkpoint)
+recomputes that model's outputs and nothing else, and a mixed pair reuses each model's own outputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+from mai.storage.paths import Home
+
+from mai.backends.tiny_internvl import set_max_tiles
+from mai.config import INTERNVL_LARGE_BUILTIN, INTERNVL_SMALL_BUILTIN, LARGE_BUILTIN, SMALL_BUILTIN
+from tests.test_flow_cascade import LIMIT, run, stored_generations
+
+
+def samples_of(home: Path, run_id: str, model: str, kind: str) -> set[str]:
+    """Samples for which `run_id` computed a `kind` generation of `model` (read from the Parquet files)."""
+    files = sorted(Home.at(home).generations.glob("*/*/*.parquet"))
+    rows = [r for f in files for r in pq.read_table(f, columns=["run_id", "model", "prompt_kind", "sample_id"]).to_pylist()]
+    return {r["sample_id"] for r in rows if (r["run_id"], r["model"], r["prompt_kind"]) == (run_id, model, kind)}
+
+
+def assert_complete(manifest: dict[str, Any]) -> None:
+    routes = manifest["routes"]
+    assert manifest["counts"]["valid"] == LIMIT
+    assert routes["MV1"] + routes["MV2"] + routes["RT"] == LIMIT
+    assert manifest["stages"]["r_small"]["generations"] == LIMIT - routes["MV1"]
+    assert manifest["stages"]["rt_large"]["generations"] == routes["RT"]
+
+
+def test_internvl_pair_cascade_reruns_nothing_and_a_tile_change_recomputes(home: Path) -> None:
+    pair = {"small_model": INTERNVL_SMALL_BUILTIN, "large_model": INTERNVL_LARGE_BUILTIN, "s2": True}
+    first = run(home, **pair)
+    assert_complete(first)
+    assert first["counts"]["generations_computed"] == first["counts"]["generations_needed"]
+    assert first["routes"]["RT"] > 0  # the pair disagrees often enough that every stage runs
+
+    again = run(home, **pair)
+    assert again["counts"]["generations_computed"] == 0
+    assert again["routes"] == first["routes"] and again["metrics"] == first["metrics"]
+
+    # one tile per image instead of up to six: the large model's processor changed, so its outputs are recomputed
+    # (its identity is a fingerprint of its files); the small model's are reused (it computes R and S2 only for
+    # samples that reach stage 2 now and did not before: the large model's new S answers route them differently)
+    set_max_tiles(Home.at(home).models / INTERNVL_LARGE_BUILTIN, 1)
+    retiled = run(home, **pair)
+    assert_complete(retiled)
+    computed = stored_generations(home, retiled["run_id"])
+    large = [r for r in computed if r["model"] == INTERNVL_LARGE_BUILTIN]
+    assert sum(r["prompt_kind"] == "S" for r in large) == LIMIT
+    assert {r["prompt_kind"] for r in computed if r["model"] == INTERNVL_SMALL_BUILTIN} <= {"R", "S2"}
+    small_r = samples_of(home, retiled["run_id"], INTERNVL_SMALL_BUILTIN, "R")
+    assert small_r.isdisjoint(samples_of(home, first["run_id"], INTERNVL_SMALL_BUILTIN, "R"))
+    assert retiled["counts"]["generations_reused"] >= LIMIT  # at least the small model's S answers
+    before = {r["gen_id"] for r in stored_generations(home, first["run_id"])}
+    assert before.isdisjoint({r["gen_id"] for r in computed})
+
+
+def test_internvl_mixed_family_pairs_reuse_each_models_outputs(home: Path) -> None:
+    """InternVL small + Qwen large, then Qwen small + InternVL large: only text passes between the two models, and
+    each model's outputs computed by an earlier pair are reused by the next (a model computes only what the new
+    partner's answers route to it that it had not answered before)."""
+    internvl_pair = run(home, small_model=INTERNVL_SMALL_BUILTIN, large_model=INTERNVL_LARGE_BUILTIN)
+    assert_complete(internvl_pair)
+
+    mixed = run(home, small_model=INTERNVL_SMALL_BUILTIN, large_model=LARGE_BUILTIN)
+    assert_complete(mixed)
+    computed = stored_generations(home, mixed["run_id"])
+    assert sum(r["prompt_kind"] == "S" and r["model"] == LARGE_BUILTIN for r in computed) == LIMIT
+    assert {r["prompt_kind"] for r in computed if r["model"] == INTERNVL_SMALL_BUILTIN} <= {"R"}  # S reused
+    assert samples_of(home, mixed["run_id"], INTERNVL_SMALL_BUILTIN, "R").isdisjoint(
+        samples_of(home, internvl_pair["run_id"], INTERNVL_SMALL_BUILTIN, "R"))
+    assert mixed["routes"]["RT"] > 0  # the Qwen model read the InternVL model's reasoning
+
+    reverse = run(home, small_model=SMALL_BUILTIN, large_model=INTERNVL_LARGE_BUILTIN)
+    assert_complete(reverse)
+    computed = stored_generations(home, reverse["run_id"])
+    assert sum(r["prompt_kind"] == "S" and r["model"] == SMALL_BUILTIN for r in computed) == LIMIT
+    # the InternVL large model's S answers are reused; its RT reads the Qwen model's reasoning (new outputs)
+    assert {r["prompt_kind"] for r in computed if r["model"] == INTERNVL_LARGE_BUILTIN} <= {"RT"}
+    assert reverse["routes"]["RT"] > 0
+    again = run(home, small_model=SMALL_BUILTIN, large_model=INTERNVL_LARGE_BUILTIN)
+    assert again["counts"]["generations_computed"] == 0 and again["routes"] == reverse["routes"]
