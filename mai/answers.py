@@ -37,4 +37,6 @@ def answer_span(text: str) -> str:
 
 def normalize(text: str) -> str:
     """Lower case, collapse whitespace, strip surrounding punctuation and quotes."""
-    return _WS.sub(" ", text).strip().strip(".,;:!?\"'`()").strip().lower()
+    # str.split() splits at the characters `\s` matches (str.isspace), so this is `_WS.sub(" ", text).strip()`,
+    # without one regex replacement per word (a megabyte of short words took ~0.08 s)
+    return " ".join(text.split()).strip(".,;:!?\"'`()").strip().lower()

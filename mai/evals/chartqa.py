@@ -13,6 +13,9 @@ Agreement: relaxed match in either direction.
 
 from __future__ import annotations
 
+import math
+from decimal import MAX_EMAX, MIN_EMIN, Context, Decimal, DecimalException
+
 from mai.answers import answer_span
 from mai.evals.base import BadRow, HubRow, Metric, RowFields, ScoredSample, row_id
 from mai.evals.common import PROFILES, grouped_mean, images_from, overall_mean, text_field, unparsed_rate
@@ -72,8 +75,37 @@ def _to_float(text: str) -> float | None:
         return None
 
 
+# Decimal arithmetic for numbers past the float range: exponents of any size, results correctly rounded to 60
+# digits (exact enough for a 5 % tolerance), no signal raised (an invalid operation gives NaN, which compares False)
+_WIDE = Context(prec=60, Emax=MAX_EMAX, Emin=MIN_EMIN, traps=[])
+
+
+def _to_decimal(text: str) -> Decimal | None:
+    try:
+        value = Decimal(text.rstrip("%") if text.endswith("%") else text)
+    except DecimalException:  # a literal such as '1e99999999999999999999' is past even Decimal's exponents
+        return None
+    if not value.is_finite():
+        return None
+    return _WIDE.scaleb(value, -2) if text.endswith("%") else value
+
+
+def _relaxed_wide(prediction: str, target: str, max_relative_change: float) -> bool | None:
+    """The relaxed match computed in Decimal, for numbers a float holds only as infinity (a long digit string);
+    None when either is not a finite Decimal (a literal 'inf', an exponent past Decimal's range)."""
+    p, t = _to_decimal(prediction), _to_decimal(target)
+    if p is None or t is None:
+        return None
+    difference = _WIDE.abs(_WIDE.subtract(p, t))
+    return bool(difference <= _WIDE.multiply(_WIDE.abs(t), Decimal(repr(max_relative_change))))
+
+
 def relaxed_correctness(prediction: str, target: str, max_relative_change: float = 0.05) -> bool:
     prediction_float, target_float = _to_float(prediction), _to_float(target)
     if prediction_float is not None and target_float:
+        if math.isinf(prediction_float) or math.isinf(target_float):
+            wide = _relaxed_wide(prediction, target, max_relative_change)
+            # inf - inf is NaN, which would call two identical numbers different
+            return wide if wide is not None else prediction.lower() == target.lower()
         return abs(prediction_float - target_float) / abs(target_float) <= max_relative_change
     return prediction.lower() == target.lower()

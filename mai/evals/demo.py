@@ -66,6 +66,8 @@ class DemoBenchmark:
         answer = require_text(row, "answer").strip()
         if options and answer not in LETTERS[: len(options)]:
             raise BadRow(f"answer '{answer}' is not one of the option letters {LETTERS[: len(options)]}")
+        if not options and answer.lower() not in ("yes", "no"):  # parsing reads only yes/no: anything else scores 0
+            raise BadRow(f"a yes/no answer must be yes or no, got '{answer[:40]}'")
         return RowFields(
             sample_id=row_id(self.name, self.id_column, row, index),
             question=require_text(row, "question"),

@@ -144,11 +144,12 @@ def _letter_lmms_eval(answer: str) -> str | None:
     if "Failed to obtain answer via API" in answer:  # can_infer_option's guard, kept for exactness
         return None
     words = [w.strip() for w in answer.split()]
-    bare = [c for c in LETTERS if c in words]
-    if len(bare) == 1 and not ("A" in words and len(words) > 3):
+    present = set(words)  # membership in a set: a long answer is not scanned once per letter and affix
+    bare = [c for c in LETTERS if c in present]
+    if len(bare) == 1 and not ("A" in present and len(words) > 3):
         return bare[0]
     for prefix, suffix in _AFFIXES:
-        marked = [c for c in LETTERS if prefix + c + suffix in words]
+        marked = [c for c in LETTERS if prefix + c + suffix in present]
         if len(marked) == 1:
             return marked[0]
     return None

@@ -24,7 +24,9 @@ Aggregates: accuracy overall (micro), per subject, per domain (MMMU's six), per 
 from __future__ import annotations
 
 import ast
+import math
 import re
+from decimal import MAX_EMAX, MIN_EMIN, Context, Decimal, DecimalException
 
 from mai.answers import answer_span
 from mai.evals.base import BadRow, HubRow, Metric, RowFields, ScoredSample, row_id
@@ -205,6 +207,10 @@ _NUMBER_PATTERNS = (
     re.compile(r"-?(?<!\d)\d+(?:\.\d+)?[eE][+-]?\d+"),
     re.compile(r"-?(?:(?<!\d)\d+\.\d+|\.\d+|(?<!\d)\d+\b)(?![eE][+-]?\d+)(?![,\d])"),
 )
+# what each number pattern cannot match without (a comma and three digits; an exponent), searched for first: a
+# literal prefix is found at memchr speed, so a long text without one is not scanned by the slower pattern
+_NEEDS = (re.compile(r",\d{3}"), re.compile(r"[eE][+-]?\d"), None)
+_DIGIT = re.compile(r"\d")
 _INDICATORS = ["could be ", "so ", "is ", "thus ", "therefore ", "final ", "answer ", "result "]
 
 
@@ -216,12 +222,44 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def normalize_str(text: str) -> list[str | float]:
+def _number_key(text: str) -> str:
+    """A number rounded to 2 decimals, written as MMMU's `round(float(x), 2)` writes it; a number past the float
+    range (a long digit string, which a float holds only as infinity, so any two would be equal) exactly, in
+    Decimal, rounded the same way (half to even)."""
+    cleaned = text.replace(",", "")
+    value = float(cleaned)
+    if not math.isinf(value):
+        return repr(round(value, 2) + 0.0)  # + 0.0: -0.0 becomes 0.0, which MMMU's float comparison equals
+    try:
+        exact = Decimal(cleaned)
+    except DecimalException:  # an exponent past even Decimal's range: the text itself is the key
+        return cleaned.strip().lower()
+    if not exact.is_finite():
+        return repr(value)
+    # the text's length bounds the number of digits, so this precision holds the number exactly; a number whose
+    # rounded form would need more digits than that has an exponent >= 0 and nothing to round
+    context = Context(prec=len(cleaned) + 5, Emax=MAX_EMAX, Emin=MIN_EMIN, traps=[])
+    if exact.adjusted() + 3 <= context.prec:
+        exact = exact.quantize(Decimal("0.01"), context=context)
+    return str(exact.normalize(context))
+
+
+def normalize_str(text: str) -> list[str]:
+    """MMMU's normalisation: a number becomes its rounded value (encoded `#<value>`, so a text candidate never
+    reads as a number: see `eval_open`), other text is lower-cased (a single character padded with a space)."""
     text = text.strip()
     if _is_number(text):
-        return [round(float(text.replace(",", "")), 2)]
+        return [_NUMBER + _number_key(text)]
     text = text.lower()
     return [" " + text, text + " "] if len(text) == 1 else [text]
+
+
+def _numbers(key: str) -> list[str]:
+    """Every match of MMMU's three number patterns in the key, in pattern order."""
+    if _DIGIT.search(key) is None:
+        return []
+    return [number for pattern, needs in zip(_NUMBER_PATTERNS, _NEEDS, strict=True)
+            if needs is None or needs.search(key) is not None for number in pattern.findall(key)]
 
 
 def parse_open_response(response: str) -> list[str]:
@@ -232,7 +270,7 @@ def parse_open_response(response: str) -> list[str]:
     keys = []
     for position, piece in enumerate(pieces):
         indicators = _INDICATORS + (["="] if position == len(pieces) - 1 else [])
-        tails = [piece.split(i)[-1].strip() for i in indicators if i in piece]
+        tails = [piece.rsplit(i, 1)[-1].strip() for i in indicators if i in piece]
         shortest = min(tails, key=len) if tails else ""
         if shortest and shortest.strip() not in [":", ",", ".", "!", "?", ";", ":", "'"]:
             keys.append(shortest)
@@ -240,22 +278,27 @@ def parse_open_response(response: str) -> list[str]:
         keys = [response]
     candidates: list[str] = list(keys)
     for key in keys:
-        candidates.extend(n for pattern in _NUMBER_PATTERNS for n in pattern.findall(key))
-    normalised = {_encode(value) for candidate in candidates for value in normalize_str(candidate)}
+        candidates.extend(_numbers(key))
+    # each distinct candidate once: a flood of the same number normalises one number
+    normalised = {value for candidate in set(candidates) for value in normalize_str(candidate)}
     return sorted(normalised)
 
 
-def _encode(value: str | float) -> str:
-    return f"#{value!r}" if isinstance(value, float) else value
+# Numbers are marked with a character no stripped, lower-cased text candidate starts with (a control character
+# that `str.strip` removes), so text such as '#½' is never read as a number.
+_NUMBER = "\x1f#"
 
 
 def eval_open(gold: str, candidates: list[str]) -> bool:
-    """A string gold must be contained in a string candidate; a numeric gold must equal a numeric one."""
+    """A string gold must be contained in a string candidate; a numeric gold must equal a numeric one (NaN
+    equals nothing, as in MMMU's float comparison)."""
     answers = normalize_str(gold)
+    numbers = {a for a in answers if a.startswith(_NUMBER) and a != _NUMBER + "nan"}
+    texts = [a for a in answers if not a.startswith(_NUMBER)]
     for candidate in candidates:
-        if candidate.startswith("#"):
-            if float(candidate[1:]) in [a for a in answers if isinstance(a, float)]:
+        if candidate.startswith(_NUMBER):
+            if candidate in numbers:
                 return True
-        elif any(isinstance(a, str) and a in candidate for a in answers):
+        elif any(a in candidate for a in texts):
             return True
     return False

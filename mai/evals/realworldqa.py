@@ -92,15 +92,24 @@ class RealWorldQABenchmark:
         return overall_mean(scored, "exact_match") + by_kind + unparsed_rate(scored)
 
 
+_NOT_WORD_RUN = re.compile(r"[^\w\s]+")  # LMMs-Eval's r"[^\w\s]", one match per run instead of per character
+_PUNCTUATION_TABLE = str.maketrans("", "", string.punctuation)
+_PUNCTUATION_RUN = re.compile(f"[{re.escape(string.punctuation)}]+")
+
+
 def _plain(text: str) -> str:
-    """Lower case, punctuation removed, surrounding whitespace stripped."""
-    return text.lower().translate(str.maketrans("", "", string.punctuation)).strip()
+    """Lower case, punctuation removed, surrounding whitespace stripped. `str.translate` is fast only on ASCII
+    text (a megabyte of 'é' takes ~0.1 s); a regex removes the same characters from other text in ~0.01 s."""
+    lowered = text.lower()
+    if lowered.isascii():
+        return lowered.translate(_PUNCTUATION_TABLE).strip()
+    return _PUNCTUATION_RUN.sub("", lowered).strip()
 
 
 def _filter_071(response: str, sample: Sample) -> str:
     response = _NUMBER_WORDS.get(response.lower(), response)
     texts = [t for t in sample.get("option_texts").split("\n") if t]
-    cleaned = re.sub(r"[^\w\s]", "", response).strip()
+    cleaned = _NOT_WORD_RUN.sub("", response).strip()
     if texts:
         match = re.compile("|".join(re.escape(t) for t in texts)).search(cleaned)
         if match and match.group() in texts:
