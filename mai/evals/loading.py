@@ -28,7 +28,13 @@ DEFAULT_MAX_IMAGE_PIXELS = 2**26
 # bump when the rows -> samples conversion changes which samples it makes (part of the shard directory's name, so
 # a store materialises its data again under the new rules; the samples' content hashes change only where a
 # sample's text did)
-LOADER_VERSION = "2"
+LOADER_VERSION = "3"
+# What of a row reaches a prompt (question, options, hint and other prompt fields), in characters. A longer row
+# is a per-sample error: a megabyte question built a ~1 M-token prompt whose attention mask alone needed a
+# terabyte, which killed the whole run. The longest question of the paper's benchmarks is a few thousand
+# characters; 16 Ki characters are at most ~16 Ki tokens for a byte-level BPE on ASCII text (a token covers at
+# least one byte), within every supported model's context with the room a prompt template and images need.
+MAX_PROMPT_TEXT_CHARS = 16_384
 # The models' own control tokens, spelled out in a question: Qwen's ChatML `<|im_start|>`, `<|image_pad|>`,
 # `<|vision_start|>` ... (any `<|name|>`) and InternVL's image markers. The tokenizers would read them as the real
 # tokens: an `<|image_pad|>` asks for image features that do not exist (the processor crashed), an
@@ -110,7 +116,49 @@ def load_dataset_rows(source: DataSource, image_columns: tuple[str, ...]) -> tup
     for column in image_columns:
         if column in dataset.column_names and isinstance(dataset.features[column], datasets.Image):
             dataset = dataset.cast_column(column, datasets.Image(decode=False))
-    return list(dataset.column_names), iter(dataset)
+    return list(dataset.column_names), _decoded_rows(dataset)
+
+
+# rows read at once; a batch holding a row that cannot be decoded is read again row by row
+_BATCH = 256
+
+
+class UndecodableRow(dict[str, object]):
+    """A row whose text cells in `columns` are not valid UTF-8 (a Parquet string column can hold any bytes; pyarrow
+    refuses them when it converts the row), with the cells that could be read. It becomes a recorded per-sample
+    error, and the rows around it are read as usual."""
+
+    def __init__(self, cells: dict[str, object], columns: tuple[str, ...]) -> None:
+        super().__init__(cells)
+        self.columns = columns
+
+
+def _decoded_rows(dataset: Any) -> Iterator[HubRow]:
+    """The rows of a `datasets.Dataset` (untyped: Any), in order, each as `iter(dataset)` gives it."""
+    for start in range(0, len(dataset), _BATCH):
+        stop = min(start + _BATCH, len(dataset))
+        try:
+            batch: dict[str, list[object]] = dataset[start:stop]
+        except (UnicodeDecodeError, ValueError):  # pyarrow's ArrowInvalid is a ValueError
+            yield from (_one_row(dataset, index) for index in range(start, stop))
+            continue
+        yield from (dict(zip(batch, cells, strict=True)) for cells in zip(*batch.values(), strict=True))
+
+
+def _one_row(dataset: Any, index: int) -> HubRow:
+    try:
+        row: dict[str, object] = dataset[index]
+        return row
+    except (UnicodeDecodeError, ValueError):
+        pass
+    cells: dict[str, object] = {}
+    failed = []
+    for column in dataset.column_names:
+        try:
+            cells[column] = dataset.select_columns([column])[index][column]
+        except (UnicodeDecodeError, ValueError):
+            failed.append(column)
+    return UndecodableRow(cells, tuple(failed))
 
 
 def _open(source: DataSource) -> Any:
@@ -149,8 +197,12 @@ def rows_to_samples(benchmark: Benchmark, rows: Iterable[HubRow], store_image: I
 def _row_to_sample(benchmark: Benchmark, row: HubRow, index: int, store_image: ImageSink,
                    max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> Sample:
     fallback_id = row_id(benchmark.name, benchmark.id_column, row, index)
+    if isinstance(row, UndecodableRow):
+        columns = ", ".join(f"'{c}'" for c in row.columns)
+        return _error_sample(benchmark.name, fallback_id, f"column(s) {columns} hold text that is not valid UTF-8")
     try:
         fields = _neutralised(benchmark.parse_row(row, index))
+        _check_length(fields)
         for encoded in fields.images:
             _check_image(encoded, max_image_pixels)
         stored = [store_image(encoded) for encoded in fields.images]
@@ -164,6 +216,13 @@ def _row_to_sample(benchmark: Benchmark, row: HubRow, index: int, store_image: I
         references=fields.references or (fields.answer,), meta=fields.meta,
     )
     return replace(sample, answer_style=benchmark.answer_style(sample))
+
+
+def _check_length(fields: RowFields) -> None:
+    length = len(fields.question) + sum(map(len, fields.options)) + sum(len(value) for _, value in fields.meta)
+    if length > MAX_PROMPT_TEXT_CHARS:
+        raise BadRow(f"the row's prompt text (question, options, hint) is {length} characters, over the limit of "
+                     f"{MAX_PROMPT_TEXT_CHARS}: a prompt this long does not fit the models' contexts")
 
 
 def neutralise_control_tokens(text: str) -> str:
