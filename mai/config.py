@@ -12,6 +12,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from mai.backends.base import BACKENDS
+from mai.backends.untested_family import check_checkpoint_config
 from mai.errors import ConfigError
 from mai.evals.loading import DEFAULT_MAX_IMAGE_PIXELS
 from mai.types import (
@@ -256,6 +257,7 @@ def resolve_model(name: str, revision: str, dtype: str, models_dir: Path) -> Mod
     if path.exists():
         if not (path / "config.json").exists():
             raise ConfigError(f"model directory '{path}' has no config.json: is it a Hugging Face checkpoint?")
+        check_checkpoint_config(name, json.loads((path / "config.json").read_text()))
         return ModelSpec(str(path.resolve()), revision=f"sha256:{fingerprint_directory(path)}", dtype=dtype, local=True)
     if name.startswith((".", "/", "~")) or name.count("/") != 1:
         raise ConfigError(
@@ -271,12 +273,13 @@ def _check_hub_model(repo_id: str, revision: str) -> None:
     from huggingface_hub import hf_hub_download
 
     try:
-        hf_hub_download(repo_id, "config.json", revision=revision)
+        config_path = hf_hub_download(repo_id, "config.json", revision=revision)
     except Exception as error:  # offline, unknown repo, gated: all mean the same to the user
         raise ConfigError(
             f"model '{repo_id}' (revision {revision}) is not in the local Hugging Face cache and could not be "
             f"fetched ({type(error).__name__}). Download it first or pass a local checkpoint directory."
         ) from error
+    check_checkpoint_config(repo_id, json.loads(Path(config_path).read_text()))
 
 
 # files that document a checkpoint without changing what it computes: editing a model card must not

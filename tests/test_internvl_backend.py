@@ -5,8 +5,10 @@ paper, prefix reuse is token-identical to a full prefill, attention capture equa
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
+import pytest
 import torch
 from mai.storage.paths import Home
 
@@ -142,3 +144,70 @@ def test_internvl_attention_capture_equals_eager_attention(home: Path) -> None:
             got = batched[(request.capture_id, layer)]
             assert len(got.weights) == end - begin == len(request.reasoning_ids)
             assert torch.allclose(torch.tensor(got.weights), expected.mean(dim=0), atol=1e-5)
+
+
+def build_tiny_llava(directory: Path) -> Path:
+    """A LLaVA-architecture checkpoint (CLIP vision tower, Qwen2 language model, random weights): a family that is
+    neither Qwen-VL nor InternVL, with its own processor, image token and chat template."""
+    from transformers import LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
+    from transformers.models.llava.image_processing_pil_llava import LlavaImageProcessorPil
+
+    from mai.backends.tiny_models import build_tokenizer
+
+    base = build_tokenizer(directory / "tokenizer")
+    base.add_special_tokens({"additional_special_tokens": ["<image>"]})
+    template = ("{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' }}"
+                "{% for part in message['content'] %}{% if part['type'] == 'image' %}{{ '<image>\\n' }}"
+                "{% else %}{{ part['text'] }}{% endif %}{% endfor %}{{ '<|im_end|>\\n' }}{% endfor %}"
+                "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+    tokenizer = type(base)(tokenizer_object=base._tokenizer, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                           bos_token=None, extra_special_tokens={"image_token": "<image>"}, chat_template=template)
+    processor = LlavaProcessor(image_processor=LlavaImageProcessorPil(size={"shortest_edge": 32},
+                                                                      crop_size={"height": 32, "width": 32}),
+                               tokenizer=tokenizer, patch_size=8, vision_feature_select_strategy="full",
+                               num_additional_image_tokens=1, chat_template=template)
+    eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    config = LlavaConfig(
+        vision_config={"model_type": "clip_vision_model", "hidden_size": 32, "intermediate_size": 64,
+                       "num_hidden_layers": 2, "num_attention_heads": 2, "image_size": 32, "patch_size": 8},
+        text_config={"model_type": "qwen2", "vocab_size": len(tokenizer), "hidden_size": 64, "intermediate_size": 128,
+                     "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                     "pad_token_id": tokenizer.pad_token_id, "eos_token_id": eos},
+        image_token_id=tokenizer.convert_tokens_to_ids("<image>"), vision_feature_select_strategy="full",
+        vision_feature_layer=-1, projector_hidden_act="gelu")
+    torch.manual_seed(0)
+    model = LlavaForConditionalGeneration(config).eval()
+    model.generation_config.pad_token_id, model.generation_config.eos_token_id = tokenizer.pad_token_id, eos
+    checkpoint = directory / "tiny-llava"
+    model.save_pretrained(checkpoint)
+    processor.save_pretrained(checkpoint)
+    return checkpoint
+
+
+def test_an_untested_family_beside_internvl_runs_through_the_auto_classes_with_a_warning(
+    home: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    checkpoint = build_tiny_llava(tmp_path)
+    spec = resolve_model(str(checkpoint), "main", "float32", Home.at(home).models)
+    engine = get_engine(spec, "transformers")
+    batch = demo_requests(home, Decoding(max_new_tokens=6))
+    with caplog.at_level(logging.WARNING, logger="mai"):
+        batched = engine.generate(batch, batch_size=len(batch))
+    assert engine.load().family.name == "untested"  # type: ignore[attr-defined]
+    assert any("untested family" in r.getMessage() and "'llava'" in r.getMessage() for r in caplog.records)
+    single = [engine.generate([r], batch_size=1)[0] for r in batch]
+    assert [r.token_ids for r in batched] == [r.token_ids for r in single]
+    assert all(r.prompt_tokens > 17 for r in batched)  # 16 patches + CLS per image, then the text
+    assert not any(r.cached_prompt_tokens for r in single)  # prefix reuse is off for an untested family
+
+
+def test_an_original_internvl_chat_checkpoint_is_refused_before_anything_loads(tmp_path: Path) -> None:
+    """InternVL's original repositories (custom code, model_type internvl_chat) fail at validation with the fix."""
+    from mai.errors import ConfigError
+
+    original = tmp_path / "InternVL3_5-1B"
+    original.mkdir()
+    (original / "config.json").write_text(json.dumps({"model_type": "internvl_chat",
+                                                      "architectures": ["InternVLChatModel"]}))
+    with pytest.raises(ConfigError, match="-HF"):
+        resolve_model(str(original), "main", "float32", tmp_path)

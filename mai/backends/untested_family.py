@@ -11,6 +11,7 @@ interface. Tested families: Qwen-VL (qwen_vl.py) and InternVL (internvl.py).
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from mai.backends.model_family import ModelInputs
@@ -69,6 +70,23 @@ class UntestedFamily:
     def image_tokens(self, processor: Any, inputs: ModelInputs) -> int:
         image_id = getattr(processor, "image_token_id", None)
         return 0 if image_id is None else int((inputs["input_ids"][0] == int(image_id)).sum())
+
+
+# checkpoints whose config.json names a model that transformers runs only with the repository's own code
+# (trust_remote_code), with what to use instead
+REMOTE_CODE_LAYOUTS = {
+    "internvl_chat": "InternVL's original repositories (InternVLChatModel) need their own code: use the "
+                     "Hugging Face-format repository of the same model (its name ends in -HF, e.g. "
+                     "OpenGVLab/InternVL3_5-8B-HF), which transformers loads as InternVLForConditionalGeneration",
+}
+
+
+def check_checkpoint_config(name: str, config: Mapping[str, object]) -> None:
+    """Refuse, before anything loads, a checkpoint whose config.json transformers cannot run without remote code."""
+    model_type = str(config.get("model_type", ""))
+    if model_type in REMOTE_CODE_LAYOUTS:
+        raise ConfigError(f"model '{name}' (model_type {model_type!r}) is not supported: "
+                          f"{REMOTE_CODE_LAYOUTS[model_type]}")
 
 
 def _model_type(path: str, revision: str | None) -> str:
