@@ -19,7 +19,8 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
 from mai.dashboards.render import format_rows, render_summary
 from mai.flows.api import run as execute  # the name the training scripts (and tests) imported
-from mai.flows.cli import assets, latency, parity, report, runs, store
+from mai.flows.cli import assets, latency, parity, report, runs, server, store
+from mai.flows.local_server import use_running_server
 
 from mai import stop
 from mai.errors import ConfigError
@@ -29,7 +30,7 @@ __all__ = ["execute", "format_rows", "main", "render_summary"]
 # `mai --help` lists the commands in this order (the order they were introduced), across the groups
 ORDER = ("demo", "run", "sql", "sweep", "speculative", "score", "rescore", "profile", "import-profile", "estimate",
          "build-models", "build-shapes", "build-demo", "serve", "regress", "baseline", "catalog", "compare",
-         "policies", "report", "parity")
+         "policies", "report", "parity", "server")
 
 
 # the exit status of a command stopped by SIGTERM (128 + the signal's number, as a shell reports it)
@@ -38,6 +39,7 @@ EXIT_STOPPED = 128 + signal.SIGTERM
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    use_running_server()  # the persistent local Prefect server, when one runs and no PREFECT_API_URL is set
     try:
         with stop.on_sigterm(then_raise=True):
             result: int = args.handler(args)
@@ -58,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mai", description=__doc__)
     parser.add_argument("--home", default=None, help="store root (default: $MAI_HOME or ~/.mai)")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
-    for group in (runs, store, latency, assets, report, parity):
+    for group in (runs, store, latency, assets, report, parity, server):
         group.register(commands)
     _in_order(commands)
     return parser

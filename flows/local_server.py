@@ -1,0 +1,162 @@
+"""Where a `mai` command's Prefect API comes from.
+
+1. A configured server (`PREFECT_API_URL`, e.g. the cluster's): used as it is.
+2. Else the persistent local server, when one runs: `mai server start` starts `prefect server start` on 127.0.0.1
+   in a session of its own, and every later `mai` command of this user uses it. It is meant to outlive commands
+   (that is what saves their start-up: a command against it skips starting a temporary API server, about half
+   of a cached run's wall time; docs/benchmarks.md, "Startup"), so a killed command leaves nothing behind that was
+   not already running; `mai server stop` ends it.
+3. Else Prefect's temporary server for the one command (what a fresh machine gets: no process is left running on
+   purpose, and nothing to set up).
+
+A running server is not started implicitly: a background process that a command leaves behind should be one the
+user asked for. Its state (URL, process id, log, database) lives in `MAI_PREFECT_SERVER_DIR` (default
+`~/.mai-prefect-server`), shared by every store of the user.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import tomllib
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+START_TIMEOUT_S = 180.0
+
+
+@dataclass(frozen=True)
+class LocalServer:
+    url: str     # the API's base URL (PREFECT_API_URL), e.g. http://127.0.0.1:4201/api
+    pid: int     # the `prefect server start` process, leader of its own session
+    log: str
+
+
+def server_dir() -> Path:
+    return Path(os.environ.get("MAI_PREFECT_SERVER_DIR") or Path.home() / ".mai-prefect-server")
+
+
+def _state_file() -> Path:
+    return server_dir() / "server.json"
+
+
+def healthy(url: str, timeout_s: float = 1.0) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=timeout_s) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def running_server() -> LocalServer | None:
+    """The recorded local server, when its process lives and its API answers."""
+    try:
+        server = LocalServer(**json.loads(_state_file().read_text()))
+        os.kill(server.pid, 0)
+    except (OSError, ValueError, TypeError):
+        return None
+    return server if healthy(server.url) else None
+
+
+def use_running_server() -> str | None:
+    """For this process: the local server's URL as PREFECT_API_URL, unless one is configured or none runs."""
+    # Prefect reads its settings once per process: switching after it was imported (a notebook, a test harness)
+    # would send a run's flow and its tasks to different servers
+    if os.environ.get("PREFECT_API_URL") or "prefect" in sys.modules or _url_in_prefect_profile():
+        return None
+    server = running_server()
+    if server is None:
+        return None
+    os.environ["PREFECT_API_URL"] = server.url
+    return server.url
+
+
+def _url_in_prefect_profile() -> bool:
+    """Whether the active Prefect profile sets PREFECT_API_URL (`prefect config set ...`): read from its file, so
+    that finding out costs no Prefect import."""
+    home = Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect")
+    path = Path(os.environ.get("PREFECT_PROFILES_PATH") or home / "profiles.toml")
+    try:
+        profiles = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        return False
+    active = os.environ.get("PREFECT_PROFILE") or profiles.get("active") or "ephemeral"
+    return bool(profiles.get("profiles", {}).get(active, {}).get("PREFECT_API_URL"))
+
+
+def start_server(port: int | None = None) -> LocalServer:
+    """Start the local server (or return the one that runs) and wait until its API answers."""
+    server = running_server()
+    if server is not None:
+        return server
+    directory = server_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    port = port or _free_port()
+    log = directory / "server.log"
+    env = {**os.environ, "PREFECT_HOME": str(directory / "prefect"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    env.pop("PREFECT_API_URL", None)
+    with open(log, "ab") as output:
+        process = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
+                                    "--port", str(port)], env=env, stdout=output, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)
+    server = LocalServer(url=f"http://127.0.0.1:{port}/api", pid=process.pid, log=str(log))
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not healthy(server.url):
+        if process.poll() is not None or time.monotonic() > deadline:
+            _end(process.pid)
+            raise RuntimeError(f"the Prefect server did not start (see {log})")
+        time.sleep(0.5)
+    _state_file().write_text(json.dumps(asdict(server)) + "\n")
+    return server
+
+
+def stop_server() -> LocalServer | None:
+    """Stop the recorded local server (its whole session); returns what was stopped, None when none ran."""
+    try:
+        server = LocalServer(**json.loads(_state_file().read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+    _end(server.pid)
+    _state_file().unlink(missing_ok=True)
+    return server
+
+
+def _end(pid: int, timeout_s: float = 30.0) -> None:
+    """SIGTERM to the server's session (uvicorn and its workers), SIGKILL if it is still there after `timeout_s`."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not _alive(pid):
+                return
+            time.sleep(0.2)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        reaped, _ = os.waitpid(pid, os.WNOHANG)  # our own child when this process started it
+        if reaped:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
