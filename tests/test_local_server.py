@@ -47,3 +47,42 @@ def test_commands_use_the_local_server_until_it_stops(tmp_path: Path) -> None:
     assert stopped.returncode == 0 and state["url"] in stopped.stdout
     assert not alive(state["pid"])
     assert mai(env, "server", "status").returncode == 1
+
+
+def session_processes(session: int) -> list[int]:
+    """Processes whose session id is `session` (field 6 of /proc/PID/stat)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == session:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_a_killed_run_leaves_no_process_behind(tmp_path: Path) -> None:
+    """SIGKILL of `mai run` while it generates: the temporary Prefect server it started dies with it."""
+    import signal
+    import time
+
+    env = {key: value for key, value in os.environ.items() if key != "PREFECT_API_URL"}
+    env.update(MAI_PREFECT_SERVER_DIR=str(tmp_path / "no-server"), HF_HUB_OFFLINE="1",
+               PREFECT_LOGGING_LEVEL="WARNING")
+    home = tmp_path / "store"
+    with open(tmp_path / "run.log", "wb") as log:
+        run = subprocess.Popen([sys.executable, "-m", "mai.flows.cli", "--home", str(home), "run", "--limit", "24",
+                                "--shards", "1", "--max-new-tokens", "R=64"], cwd=REPO, env=env, stdout=log,
+                               stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while not list(home.glob("store/generations/*/S/*.parquet")) and time.monotonic() < deadline:
+        assert run.poll() is None, (tmp_path / "run.log").read_text()[-2000:]
+        time.sleep(0.2)
+    assert len(session_processes(run.pid)) >= 2, "the run had not started its temporary server"
+    os.kill(run.pid, signal.SIGKILL)
+    run.wait()
+    deadline = time.monotonic() + 20
+    while session_processes(run.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert session_processes(run.pid) == []

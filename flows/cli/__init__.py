@@ -20,7 +20,7 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 from mai.dashboards.render import format_rows, render_summary
 from mai.flows.api import run as execute  # the name the training scripts (and tests) imported
 from mai.flows.cli import assets, latency, parity, report, runs, server, store
-from mai.flows.local_server import use_running_server
+from mai.flows.local_server import provide_api
 
 from mai import stop
 from mai.errors import ConfigError
@@ -33,13 +33,16 @@ ORDER = ("demo", "run", "sql", "sweep", "speculative", "score", "rescore", "prof
          "policies", "report", "parity", "server")
 
 
+# the commands whose work runs as Prefect flows (the others read the store, or serve, and need no Prefect API)
+FLOW_COMMANDS = frozenset({"demo", "run", "sweep", "speculative", "regress", "rescore", "profile", "estimate"})
+
 # the exit status of a command stopped by SIGTERM (128 + the signal's number, as a shell reports it)
 EXIT_STOPPED = 128 + signal.SIGTERM
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    use_running_server()  # the persistent local Prefect server, when one runs and no PREFECT_API_URL is set
+    provide_api(runs_flows=args.command in FLOW_COMMANDS)  # mai/flows/local_server.py: which Prefect API, and why
     try:
         with stop.on_sigterm(then_raise=True):
             result: int = args.handler(args)
@@ -59,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mai", description=__doc__)
     parser.add_argument("--home", default=None, help="store root (default: $MAI_HOME or ~/.mai)")
-    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(required=True, metavar="COMMAND", dest="command")
     for group in (runs, store, latency, assets, report, parity, server):
         group.register(commands)
     _in_order(commands)
