@@ -34,13 +34,21 @@ class Section:
     tables: list[Table] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     html: str = ""  # a section's own markup (the trace browser)
+    # the paper items it reproduces, each a subsection headed "Figure N" / "Table N" (rendered after its own parts)
+    children: list[Section] = field(default_factory=list)
+
+    def child(self, key: str, title: str, intro: str = "") -> Section:
+        """A new subsection, headed by the paper item it reproduces ("Table 11 · ...")."""
+        self.children.append(Section(key, title, intro))
+        return self.children[-1]
 
 
 # plotly_white's look in a few keys: assigning the named template deep-copies ~6 KB per figure (~30 ms each)
 _AXIS = {"gridcolor": "#ebf0f8", "zerolinecolor": "#ebf0f8", "linecolor": "#ebf0f8", "automargin": True}
+PALETTE = ("#636efa", "#EF553B", "#00cc96", "#ab63fa", "#FFA15A", "#19d3f3", "#FF6692", "#B6E880", "#FF97FF",
+           "#FECB52")
 TEMPLATE = go.layout.Template(layout={
-    "colorway": ["#636efa", "#EF553B", "#00cc96", "#ab63fa", "#FFA15A", "#19d3f3", "#FF6692", "#B6E880",
-                 "#FF97FF", "#FECB52"],
+    "colorway": list(PALETTE),
     "font": {"color": "#2a3f5f"}, "paper_bgcolor": "white", "plot_bgcolor": "white", "xaxis": _AXIS,
     "yaxis": _AXIS, "hovermode": "closest", "title": {"x": 0.05}})
 
@@ -56,7 +64,7 @@ def subplots(**options: Any) -> go.Figure:
 
 def layout(fig: go.Figure, title: str, **extra: Any) -> go.Figure:
     fig.update_layout(title=title, height=extra.pop("height", 420),
-                      margin={"l": 60, "r": 20, "t": 60, "b": 50}, **extra)
+                      margin=extra.pop("margin", {"l": 60, "r": 20, "t": 60, "b": 50}), **extra)
     return fig
 
 
@@ -88,3 +96,15 @@ def short(run_id: str) -> str:
 
 def num(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
+
+
+def score_range(percents: Sequence[float]) -> list[float] | None:
+    """A bar chart's score axis: from a little under the lowest bar when the bars differ by a few points (from 0
+    they would look equal), else plotly's own range (None). The axis then does not start at 0: its ticks say so."""
+    if not percents:
+        return None
+    low, high = min(percents), max(percents)
+    if low < 20 or high - low > 0.5 * high:
+        return None
+    pad = max(2.0, 0.25 * (high - low))
+    return [max(0.0, low - 2 * pad), min(100.0, high + pad)]

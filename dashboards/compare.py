@@ -5,14 +5,16 @@ item in both runs' data (same content hash in `samples`: sample ids are row posi
 are never paired by id alone). For the pairs, overall and per category: each run's mean score, the samples B
 does better and worse on, the two-sided exact test on those (McNemar's for 0/1 scores, the sign test for graded
 ones) and a bootstrap 95 % interval of the difference (`mai.paired`); then output tokens of the generations each
-run used on the paired samples, and the estimated time of each run where both hold an estimate of the same name
-(equation 27; an estimate covers the run's samples, which are the paired ones unless `unpaired` says otherwise).
+run used on the paired samples, and the estimated time of each run under estimates that price the models they
+share with the same latency profiles, whatever their names (equation 27; an estimate covers the run's samples,
+which are the paired ones unless `unpaired` says otherwise); and what each run was made with (its provenance).
 """
 
 from __future__ import annotations
 
 from typing import TypedDict
 
+from mai.dashboards.provenance import Provenance, pair_estimates, read_estimates
 from mai.dashboards.rows import RunRow
 from mai.dashboards.views import USED_GENERATIONS, default_profile, fetch, run_label, run_models, session
 from mai.storage.paths import Home
@@ -34,7 +36,6 @@ TOKENS = f"""
     FROM ({USED_GENERATIONS}) u JOIN generations g ON g.gen_id = u.gen_id
     WHERE u.run_id = ? GROUP BY u.sample_id
 """
-ESTIMATES = "SELECT estimate_name, total_s FROM estimates WHERE run_id = ? AND stage = 'total'"
 
 
 class ScoredRow(TypedDict):
@@ -51,10 +52,6 @@ class TokensRow(TypedDict):
     calls: int
 
 
-class EstimateTotalRow(TypedDict):
-    estimate_name: str
-    total_s: float
-
 
 # --- the result: JSON-ready records (`mai compare --json`, mai.flows.api.compare) ------------------------------
 
@@ -66,6 +63,7 @@ class RunDescription(TypedDict):
     run_name: str | None
     benchmark: str
     n_samples: int
+    provenance: str
 
 
 class Unpaired(TypedDict):
@@ -106,7 +104,11 @@ class ChangedSample(TypedDict):
 
 
 class EstimatePair(TypedDict):
+    """Run A's estimate `estimate_name` and run B's `estimate_b`, pricing their shared models alike (`prices`)."""
+
     estimate_name: str
+    estimate_b: str
+    prices: str
     seconds_a: float
     seconds_b: float
     difference_s: float
@@ -200,7 +202,7 @@ def _subset(result: PairedResult) -> SubsetComparison:
 
 def _describe(run: RunRow) -> RunDescription:
     return {"run_id": run["run_id"], "label": run_label(run), "models": run_models(run), "run_name": run["run_name"],
-            "benchmark": run["benchmark"], "n_samples": run["n_samples"]}
+            "benchmark": run["benchmark"], "n_samples": run["n_samples"], "provenance": Provenance.of(run).line()}
 
 
 def _costs(home: Home, run_a: str, run_b: str, paired: list[str]) -> Cost:
@@ -210,13 +212,11 @@ def _costs(home: Home, run_a: str, run_b: str, paired: list[str]) -> Cost:
         used = [row for row in fetch(home, TokensRow, TOKENS, [run_id]) if row["sample_id"] in keep]
         tokens.append((sum(int(r["output_tokens"]) for r in used), sum(int(r["calls"]) for r in used)))
     (tokens_a, calls_a), (tokens_b, calls_b) = tokens
-    estimates_a = {r["estimate_name"]: r["total_s"] for r in fetch(home, EstimateTotalRow, ESTIMATES, [run_a])}
-    estimates_b = {r["estimate_name"]: r["total_s"] for r in fetch(home, EstimateTotalRow, ESTIMATES, [run_b])}
     estimates: list[EstimatePair] = [
-        {"estimate_name": name, "seconds_a": estimates_a[name], "seconds_b": estimates_b[name],
-         "difference_s": estimates_b[name] - estimates_a[name],
-         "ratio": estimates_b[name] / estimates_a[name] if estimates_a[name] else None}
-        for name in sorted(estimates_a.keys() & estimates_b.keys())]
+        {"estimate_name": a.name, "estimate_b": b.name, "prices": ", ".join(sorted({a.priced, b.priced})),
+         "seconds_a": a.total_s, "seconds_b": b.total_s, "difference_s": b.total_s - a.total_s,
+         "ratio": b.total_s / a.total_s if a.total_s else None}
+        for a, b in pair_estimates(read_estimates(home, [run_a]), read_estimates(home, [run_b]))]
     n = len(paired)
     return {"output_tokens_a": tokens_a, "output_tokens_b": tokens_b, "output_tokens_difference": tokens_b - tokens_a,
             "mean_output_tokens_a": tokens_a / n, "mean_output_tokens_b": tokens_b / n,
@@ -226,7 +226,8 @@ def _costs(home: Home, run_a: str, run_b: str, paired: list[str]) -> Cost:
 def render_text(result: Comparison) -> str:
     """The comparison as the few lines and the table `mai compare` prints."""
     a, b = result["run_a"], result["run_b"]
-    lines = [f"A = {a['run_id']} ({a['label']}, {a['models']})", f"B = {b['run_id']} ({b['label']}, {b['models']})",
+    lines = [f"A = {a['run_id']} ({a['label']}, {a['models']})", f"    {a['provenance']}",
+             f"B = {b['run_id']} ({b['label']}, {b['models']})", f"    {b['provenance']}",
              (f"{result['paired']} paired samples (scorer profile {result['scorer_profile']}); not paired: "
              f"{result['unpaired']['only_a']} only in A, {result['unpaired']['only_b']} only in B, "
              f"{result['unpaired']['other_items']} other items under the same id"), "",
@@ -241,6 +242,9 @@ def render_text(result: Comparison) -> str:
     lines += ["", (f"output tokens on the paired samples: A {cost['output_tokens_a']} "
                   f"({cost['mean_output_tokens_a']:.1f}/sample, {cost['calls_a']} calls), B {cost['output_tokens_b']} "
                   f"({cost['mean_output_tokens_b']:.1f}/sample, {cost['calls_b']} calls)")]
-    lines += [f"estimated time ({e['estimate_name']}): A {e['seconds_a']:.2f} s, B {e['seconds_b']:.2f} s "
-              f"({e['difference_s']:+.2f} s)" for e in cost["estimates"]]
+    lines += [f"estimated time (A {e['estimate_name']}, B {e['estimate_b']}: {e['prices']}): A {e['seconds_a']:.2f} s, "
+              f"B {e['seconds_b']:.2f} s ({e['difference_s']:+.2f} s)" for e in cost["estimates"]]
+    if not cost["estimates"]:
+        lines.append("estimated time: no pair of estimates prices the runs' shared models with the same profiles "
+                     "(`mai estimate RUN --small-profile P --large-profile Q` for each run)")
     return "\n".join(lines)

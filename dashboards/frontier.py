@@ -1,7 +1,11 @@
 """The policy lab's cost-quality summary (RouteLLM's APGR): the Pareto frontier of the policies, each policy's
 performance gap recovered (PGR) between a weak and a strong policy, and the area under the best PGR reachable
-within a budget, the budget normalised from the cheapest to the dearest policy (a step function over the
-frontier: no mixing of policies is assumed)."""
+within a budget (a step function over the frontier: no mixing of policies is assumed).
+
+The budget axis is fixed by definition, from the cost of one named policy to another's (the lab: small S alone to
+large R alone), never by the cheapest and dearest policies present, so adding or dropping a policy moves the area
+only through that policy's own PGR. A policy cheaper than the low end is reachable from budget 0; one dearer than
+the high end is out of range. Without both ends there is no area."""
 
 from __future__ import annotations
 
@@ -34,6 +38,7 @@ class Frontier:
     apgr: float | None               # the area over every policy but the oracle
     apgr_baselines: float | None     # ... over the single-output baselines only
     oracle_pgr: float | None
+    budget: tuple[float, float] | None  # the budget axis's ends (the costs of the two policies that define it)
 
 
 @dataclass(frozen=True)
@@ -44,8 +49,10 @@ class _Usable:
     baseline: bool
 
 
-def frontier(points: Sequence[PolicyPoint], axis: CostAxis, weak: str, strong: str, oracle: str) -> Frontier:
-    """The frontier of the available policies, the oracle aside, and the areas (module docstring)."""
+def frontier(points: Sequence[PolicyPoint], axis: CostAxis, weak: str, strong: str, oracle: str,
+             budget: tuple[str, str]) -> Frontier:
+    """The frontier of the available policies, the oracle aside, and the areas over the budget from the cost of
+    `budget[0]` to that of `budget[1]` (module docstring)."""
     usable = [_Usable(p.name, cost, p.mean_score, p.baseline) for p in points
               if p.available and p.name != oracle and p.mean_score is not None and (cost := p.cost(axis)) is not None]
     names: list[str] = []
@@ -60,18 +67,20 @@ def frontier(points: Sequence[PolicyPoint], axis: CostAxis, weak: str, strong: s
     pgr = {p.name: (p.mean_score - low.score) / gap if gap and low and p.mean_score is not None else None
            for p in points}
     found_oracle = next((p for p in points if p.name == oracle and p.available), None)
-    return Frontier(names, pgr, _area(usable, pgr) if gap else None,
-                    _area([p for p in usable if p.baseline], pgr) if gap else None,
-                    pgr[found_oracle.name] if found_oracle else None)
+    ends = (by_name.get(budget[0]), by_name.get(budget[1]))
+    span = (ends[0].cost, ends[1].cost) if ends[0] and ends[1] and ends[1].cost > ends[0].cost else None
+    return Frontier(names, pgr, _area(usable, pgr, span) if gap and span else None,
+                    _area([p for p in usable if p.baseline], pgr, span) if gap and span else None,
+                    pgr[found_oracle.name] if found_oracle else None, span)
 
 
-def _area(policies: list[_Usable], pgr: dict[str, float | None]) -> float | None:
+def _area(policies: list[_Usable], pgr: dict[str, float | None], span: tuple[float, float]) -> float | None:
     """Area under the best PGR reachable at a normalised budget x in [0, 1] (a step function)."""
-    if not policies:
+    low, high = span
+    points = sorted((max(0.0, (p.cost - low) / (high - low)), pgr[p.name] or 0.0) for p in policies
+                    if p.cost <= high)
+    if not points:
         return None
-    costs = [p.cost for p in policies]
-    low, high = min(costs), max(costs)
-    points = sorted(((p.cost - low) / (high - low) if high > low else 0.0, pgr[p.name] or 0.0) for p in policies)
     area, best = 0.0, None
     for (x, gained), following in zip(points, [x for x, _ in points[1:]] + [1.0]):
         best = gained if best is None else max(best, gained)

@@ -19,8 +19,9 @@ RT (the large model reading the small model's full reasoning), E where stored (t
 A policy needing an output that is not stored for every sample is listed as missing, with the `mai run`
 command that computes it. The cost-quality summary follows RouteLLM's APGR: quality as the performance gap
 recovered between the small model's and the large model's S answers, PGR = (q - q(small S)) / (q(large S) -
-q(small S)), and the area under the best PGR reachable within a budget, the budget normalised from the cheapest
-to the dearest policy (a step function over the Pareto frontier: no mixing of policies is assumed).
+q(small S)), and the area under the best PGR reachable within a budget (a step function over the Pareto frontier:
+no mixing of policies is assumed), the budget axis fixed by definition from the cost of small S alone to that of
+large R alone (`BUDGET`), so the area does not move when a policy outside the frontier comes or goes.
 """
 
 from __future__ import annotations
@@ -188,6 +189,8 @@ def alone_name(kind: OutputKind) -> str:
 
 
 WEAK, STRONG = alone_name(OUTPUT_KINDS[SMALL_S]), alone_name(OUTPUT_KINDS[LARGE_S])
+# the APGR-style area's budget axis, by definition: from the small model's S answers to the large model's R
+BUDGET = (WEAK, alone_name(OUTPUT_KINDS["large R"]))
 
 
 def _describe(kind: OutputKind) -> str:
@@ -243,6 +246,8 @@ class SummaryRecord(TypedDict):
     apgr: float | None
     apgr_baselines: float | None
     oracle_pgr: float | None
+    budget: list[str]                 # the two policies whose costs are the budget axis's ends
+    budget_range: list[float] | None  # their costs (None where either is not stored)
 
 
 class RunRef(TypedDict):
@@ -300,7 +305,7 @@ def policy_lab(home: Home, group: Group, profile: str | None = None, small_profi
     points = [_point(named, evaluate(named.decide, samples, outputs, benchmark), len(samples), benchmark, chosen,
                      by_seconds) for named in named_policies(kinds, cost)]
     cost_axis: CostAxis = "seconds" if by_seconds else "mean_output_tokens"
-    found = frontier([p.point for p in points], cost_axis, WEAK, STRONG, ORACLE)
+    found = frontier([p.point for p in points], cost_axis, WEAK, STRONG, ORACLE, BUDGET)
     return {"benchmark": group.benchmark, "dataset_fingerprint": group.dataset_fingerprint,
             "small_model": group.small_model, "large_model": group.large_model, "dtype": group.dtype,
             "budgets": dict(group.budgets), "scorer_profile": chosen,
@@ -310,7 +315,8 @@ def policy_lab(home: Home, group: Group, profile: str | None = None, small_profi
             "latency_profile_choices": latency.choices or None, "cost_axis": cost_axis,
             "policies": [_record(point, group, found) for point in points],
             "summary": {"frontier": found.names, "weak": WEAK, "strong": STRONG, "apgr": found.apgr,
-                        "apgr_baselines": found.apgr_baselines, "oracle_pgr": found.oracle_pgr}}
+                        "apgr_baselines": found.apgr_baselines, "oracle_pgr": found.oracle_pgr,
+                        "budget": list(BUDGET), "budget_range": list(found.budget) if found.budget else None}}
 
 
 @dataclass(frozen=True)
@@ -400,7 +406,11 @@ def render_text(lab: LabRecord) -> str:
     if summary["apgr"] is not None:
         lines += ["", (f"APGR-style area ({summary['weak']} -> {summary['strong']}): all policies "
                       f"{summary['apgr']:.3f}, single-output baselines {_fixed(summary['apgr_baselines'], 3)}; "
-                      f"oracle PGR {_fixed(summary['oracle_pgr'], 2)}")]
+                      f"oracle PGR {_fixed(summary['oracle_pgr'], 2)}; budget from {summary['budget'][0]} to "
+                      f"{summary['budget'][1]}")]
+    elif summary["budget_range"] is None:
+        lines += ["", (f"no APGR-style area: its budget runs from {summary['budget'][0]} to "
+                       f"{summary['budget'][1]}, and the lab needs both")]
     missing = [p for p in lab["policies"] if not p["available"]]
     for p in missing:
         lines.append(f"not stored for {p['missing_samples']} samples: {p['name']} (needs "

@@ -27,7 +27,14 @@ from importlib import resources
 from pathlib import Path
 
 import plotly.io as pio
-from mai.dashboards import latency_section, result_sections, sections
+from mai.dashboards import (
+    figure_one,
+    latency_section,
+    paper_tables,
+    result_sections,
+    sections,
+    transfer_section,
+)
 from mai.dashboards.charts import Section, Table
 from mai.dashboards.traces import DEFAULT_LIMIT, trace_section
 from mai.dashboards.views import session
@@ -72,8 +79,9 @@ def _build(home: Home, run_ids: Sequence[str] | None, trace_samples: int, compar
             raise ConfigError(f"no completed run {', '.join(repr(u) for u in unknown)} in {home.root}")
     if not store.runs:
         raise ConfigError(f"no completed run in {home.root}: nothing to report (`mai run` stores one)")
-    parts = [sections.figure_one(store), sections.routing_funnel(store), sections.s2_toggle(store),
-             sections.layer_sweep(store), latency_section.latency(store), result_sections.policy_lab(store)]
+    parts = [figure_one.figure_one(store), paper_tables.tokens_and_scores(store), sections.routing_funnel(store),
+             sections.s2_toggle(store), transfer_section.transfer(store), latency_section.latency(store),
+             result_sections.policy_lab(store), paper_tables.runs_record(store)]
     if pair:
         parts.append(result_sections.comparison(store, pair[0], pair[1]))
     traces, trace_json = trace_section(store, trace_samples, pair)
@@ -95,13 +103,7 @@ def render_page(home: Home, store: sections.Store, parts: list[Section], trace_j
     from plotly.offline import get_plotlyjs
 
     figures: dict[str, object] = {}  # chart id -> the figure as plotly.js reads it (JSON)
-    bodies = []
-    for part in parts:
-        ids = []
-        for number, figure in enumerate(part.figures):
-            ids.append(f"{part.key}-chart-{number}")
-            figures[ids[-1]] = json.loads(pio.to_json(figure, validate=False))
-        bodies.append(_section_html(part, ids))
+    bodies = [_section_html(part, figures) for part in parts]
     nav = " ".join(f'<a href="#{p.key}">{html.escape(p.title.split(" (")[0])}</a>' for p in parts)
     created = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     benchmarks = ", ".join(sorted({r["benchmark"] for r in store.runs}))
@@ -124,7 +126,8 @@ script is in this file (it opens offline).</p><nav>{nav}</nav></header>
 """
 
 
-# draws every chart; `data-drawn` says how many marks (points, bars, boxes) it drew, for tests and for readers
+# draws every chart; `data-drawn` says how many marks (points, bars, boxes, lines, heatmaps) it drew, for tests and
+# for readers
 _CHARTS = """
 (function () {
   const figures = JSON.parse(document.getElementById("chart-data").textContent);
@@ -132,19 +135,27 @@ _CHARTS = """
     const element = document.getElementById(id);
     Plotly.newPlot(element, figure.data, figure.layout, {displaylogo: false, responsive: true}).then(() => {
       element.dataset.drawn = String(element.querySelectorAll(
-        ".scatterlayer .point, .barlayer .point, .boxlayer .box, .scatterlayer .js-line").length);
+        ".scatterlayer .point, .barlayer .point, .boxlayer .box, .scatterlayer .js-line, .heatmaplayer .hm").length);
     });
   }
 })();
 """
 
 
-def _section_html(part: Section, chart_ids: list[str]) -> str:
-    charts = "".join(f'<div class="chart" id="{i}"></div>' for i in chart_ids)
+def _section_html(part: Section, figures: dict[str, object], level: int = 2) -> str:
+    """A section (h2) or a paper item inside one (h3), its charts' figures added to `figures` by chart id."""
+    ids = []
+    for number, chart in enumerate(part.figures):
+        ids.append(f"{part.key}-chart-{number}")
+        figures[ids[-1]] = json.loads(pio.to_json(chart, validate=False))
+    charts = "".join(f'<div class="chart" id="{i}"></div>' for i in ids)
     notes = "".join(f'<p class="note">{note}</p>' for note in part.notes)
     tables = "".join(_table_html(t) for t in part.tables)
-    return (f'<section id="{part.key}"><h2>{html.escape(part.title)}</h2><p class="intro">{html.escape(part.intro)}'
-            f"</p>{notes}{charts}{part.html}{tables}</section>\n")
+    intro = f'<p class="intro">{html.escape(part.intro)}</p>' if part.intro else ""
+    children = "".join(_section_html(child, figures, 3) for child in part.children)
+    tag = "section" if level == 2 else "div"
+    return (f'<{tag} id="{part.key}" class="level-{level}"><h{level}>{html.escape(part.title)}</h{level}>{intro}'
+            f"{notes}{charts}{part.html}{tables}{children}</{tag}>\n")
 
 
 def _table_html(table: Table) -> str:

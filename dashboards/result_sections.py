@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 from mai.dashboards.charts import Cell, Section, Table, figure, layout, merged_labels, num, short
 from mai.dashboards.compare import compare_runs
 from mai.dashboards.frontier import CostAxis
-from mai.dashboards.policies import ORACLE, LabRecord, PolicyRecord, policy_labs
+from mai.dashboards.policies import BUDGET, ORACLE, LabRecord, PolicyRecord, policy_labs
 from mai.dashboards.sections import Store
 
 from mai import cascade
@@ -23,13 +23,15 @@ _LAB_OUTPUTS = ", ".join(stage.label for stage in (
 
 
 def policy_lab(store: Store) -> Section:
-    section = Section("policy-lab", "Routing-policy lab (no model runs)",
+    section = Section("policy-lab", "Routing-policy lab (no model runs; beyond the paper)",
                       f"Every stored per-sample output of a model pair on a split ({_LAB_OUTPUTS}) combined offline "
                       "into routing policies, each scored and priced (equation-27 seconds under the pair's latency "
                       "profiles when an estimate is stored, else output tokens). The oracle takes per sample the "
                       "cheapest stored answer that is right. The line is the Pareto frontier; APGR-style area: the "
                       f"best performance gap recovered between {cascade.S_SMALL.label} and {cascade.S_LARGE.label} "
-                      "reachable within a budget, averaged over the budget range.")
+                      "reachable within a budget, averaged over the budget range, which is fixed by definition: from "
+                      f"the cost of {BUDGET[0]} to that of {BUDGET[1]} (shaded), so adding or dropping a policy "
+                      "does not move its ends.")
     try:
         labs = [lab for lab in policy_labs(store.home)
                 if {r["run_id"] for r in lab["runs"]} & set(store.run_ids)]
@@ -105,6 +107,10 @@ def _lab_figure(lab: LabRecord, usable: list[_Plotted]) -> go.Figure:
             fig.add_trace(go.Scatter(x=[u.cost], y=[100 * u.score], mode="markers+text", text=["oracle"],
                                      textposition="bottom center", name="oracle",
                                      marker={"symbol": "star", "size": 16, "color": "#2a9d8f"}))
+    span = lab["summary"]["budget_range"]
+    if span:
+        fig.add_vrect(x0=span[0], x1=span[1], fillcolor="#e9c46a", opacity=0.12, line_width=0,
+                      annotation_text="APGR budget range", annotation_position="top left")
     title = f"{lab['benchmark']}: {lab['small_model']} + {lab['large_model']} ({lab['samples']} samples)"
     return layout(fig, title, xaxis={"title": unit}, yaxis={"title": "mean score (%)"})
 
@@ -136,8 +142,11 @@ def comparison(store: Store, run_a: str, run_b: str) -> Section:
     cost = result["cost"]
     section.notes.append("; ".join([(f"Output tokens on the paired samples: A {cost['output_tokens_a']}, B "
                                     f"{cost['output_tokens_b']} ({cost['output_tokens_difference']:+d})")]
-                                   + [f"estimate {html.escape(e['estimate_name'])}: A {e['seconds_a']:.2f} s, "
+                                   + [f"estimated ({html.escape(e['prices'])}): A {e['seconds_a']:.2f} s, "
                                       f"B {e['seconds_b']:.2f} s" for e in cost["estimates"]]))
+    section.tables.append(Table(["run", "setting", "provenance"], [[a["run_id"], a["label"], a["provenance"]],
+                                                                   [b["run_id"], b["label"], b["provenance"]]],
+                                "Provenance", wrap=("provenance",)))
     section.tables.append(Table(["sample", "category", "score A", "score B", "route A", "route B"],
                                 [[c["sample_id"], c["category"], c["score_a"], c["score_b"], c["route_a"],
                                   c["route_b"]] for c in result["changed"]],

@@ -152,22 +152,27 @@ class SweepRow(TypedDict):
     run_id: str
 
 
-class AttentionLayerRow(TypedDict):
-    """attention_by_layer.sql."""
+class AttentionPairRow(TypedDict):
+    """transfer_section.PER_LAYER: one layer of a large model reading another model's reasoning."""
 
     model: str
+    reasoning_model: str
     layer: int
     prefills: int
-    mean_attention_on_reasoning: float
-    mean_reasoning_tokens: float
-    mean_head_share_for_80: float
-    head_spread_of_attention: float | None
+    attention: float
+    share_for_80: float
+    reasoning_tokens: float
 
 
-class HeadShareRow(TypedDict):
+class HeadCellRow(TypedDict):
+    """transfer_section.PER_HEAD: one head of one layer, mean over the captures."""
+
     model: str
+    reasoning_model: str
     layer: int
-    share: float
+    head: int
+    attention: float
+    share_for_80: float
 
 
 class TopTokenRow(TypedDict):
@@ -187,6 +192,7 @@ class LatencyPointRow(TypedDict):
     profile_name: str
     model: str
     input_tokens: int
+    query_tokens: int | None
     output_tokens: int | None
     image_resolution: int | None
     ttft_ms: float | None
@@ -210,20 +216,55 @@ class SpeculativeRow(TypedDict):
 
 
 class SpeedupRow(TypedDict):
-    """speedup.sql: a run's estimated and measured time against the large model's R run on the same samples."""
+    """speedup.sql: a run's estimated and measured time against the large model's R run and Full RT on the same
+    samples; `prices` is what the estimate prices ('model=profile, ...')."""
 
     benchmark: str
     estimate_name: str | None
+    prices: str | None
     setting: str
     output_tokens: int
     estimated_s: float | None
     measured_s: float | None
     estimated_speedup_vs_large_r: float | None
     measured_speedup_vs_large_r: float | None
+    estimated_speedup_vs_full_rt: float | None
+    measured_speedup_vs_full_rt: float | None
     run_id: str
     large_r_run_id: str | None
+    large_r_estimate: str | None
+    full_rt_run_id: str | None
+    full_rt_estimate: str | None
     n_samples: int
 
 
 class RunIdRow(TypedDict):
     run_id: str
+
+
+class EstimatePriceRow(TypedDict):
+    """provenance.ESTIMATE_PRICES: an estimate's total and its 'model=profile' entries."""
+
+    run_id: str
+    estimate_name: str
+    total_s: float
+    prices: list[str]
+
+
+class TokensByKindRow(TypedDict):
+    """paper_tables.TOKENS_BY_KIND: mean output tokens of one model and prompt kind on one benchmark."""
+
+    model: str
+    benchmark: str
+    prompt_kind: PromptKind
+    generations: int
+    mean_output_tokens: float
+
+
+class StageParseRow(TypedDict):
+    """paper_tables.STAGE_PARSE: a run's answers at one stage and how many no parser read."""
+
+    run_id: str
+    stage: str
+    outputs: int
+    unparsed: int

@@ -10,20 +10,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
-from mai.dashboards.charts import COLORS, Section, Table, figure, layout, merged_labels, num, short, subplots
+from mai.dashboards.charts import COLORS, Section, Table, figure, layout, score_range, short, subplots
 from mai.dashboards.outputs import OUTPUT_KINDS, OutputKind
 from mai.dashboards.rows import (
-    AttentionLayerRow,
     HeadlineRow,
-    HeadShareRow,
     RouteCountRow,
     RunRow,
     RunTokensRow,
     S2ChangedRow,
     S2PairRow,
     ScoreRow,
-    SweepRow,
-    TopTokenRow,
 )
 from mai.dashboards.saved import load_saved
 from mai.dashboards.views import (
@@ -34,7 +30,6 @@ from mai.dashboards.views import (
     read_runs,
     role_model,
     run_label,
-    run_models,
 )
 from mai.storage.paths import Home
 
@@ -77,58 +72,6 @@ def _named(run: RunRow) -> str:
     return f"{run_label(run)} ({short(run['run_id'])})"
 
 
-# --- 1. figure 1 ---------------------------------------------------------------------------------------------
-
-
-def figure_one(store: Store) -> Section:
-    section = Section("figure-1", "Accuracy vs output tokens (paper figure 1)",
-                      "One point per stored run: the headline metric (F1 for POPE, else the benchmark's accuracy "
-                      "or ANLS, default scorer profile) against the mean output tokens per sample of every "
-                      "generation the run used. Colour: the model or pair; label: the setting (model, prompt "
-                      "kind, S2, cascade variant).")
-    rows = [_RunPoint(run["benchmark"], run_models(run), run_label(run), *store.headline[run["run_id"]],
-                      store.tokens.get(run["run_id"], 0) / run["n_valid"], run["run_id"])
-            for run in store.runs if run["run_id"] in store.headline and run["n_valid"]]
-    for benchmark in sorted({r.benchmark for r in rows}):
-        fig = figure()
-        mine = sorted((r for r in rows if r.benchmark == benchmark), key=lambda r: r.models)
-        texts = dict(zip((r.run_id for r in mine), merged_labels([r.tokens for r in mine], [r.percent for r in mine],
-                                                                 [r.setting for r in mine], log_x=True)))
-        for models in sorted({r.models for r in mine}):
-            points = [r for r in mine if r.models == models]
-            fig.add_trace(go.Scatter(x=[r.tokens for r in points], y=[r.percent for r in points],
-                                     mode="markers+text", name=models, text=[texts[r.run_id] for r in points],
-                                     textposition="top center", marker={"size": 11},
-                                     customdata=[[r.setting, r.run_id] for r in points],
-                                     hovertemplate="%{customdata[0]}: %{y:.1f} at %{x:.1f} tokens<br>"
-                                                   "%{customdata[1]}<extra></extra>"))
-        layout(fig, f"{benchmark}: {mine[0].metric} vs mean output tokens per sample",
-               xaxis={"title": "mean output tokens per sample (log)", "type": "log"},
-               yaxis={"title": f"{mine[0].metric} (%)"})
-        section.figures.append(fig)
-    section.tables.append(Table(["benchmark", "models", "setting", "metric", "value %", "tokens / sample", "run"],
-                                [[r.benchmark, r.models, r.setting, r.metric, f"{r.percent:.1f}", f"{r.tokens:.1f}",
-                                  r.run_id] for r in rows]))
-    return section
-
-
-@dataclass(frozen=True)
-class _RunPoint:
-    """A run on figure 1: its headline metric against its mean output tokens per sample."""
-
-    benchmark: str
-    models: str
-    setting: str
-    metric: str
-    value: float
-    tokens: float
-    run_id: str
-
-    @property
-    def percent(self) -> float:
-        return 100 * self.value
-
-
 # --- 2. table 10: routing funnel -------------------------------------------------------------------------------
 
 
@@ -148,7 +91,7 @@ ROUTE_COUNTS = "SELECT run_id, route, count(*) AS n FROM routes WHERE list_conta
 
 
 def routing_funnel(store: Store) -> Section:
-    section = Section("routing-funnel", "Routing funnel (paper table 10)",
+    section = Section("routing-funnel", "Table 10 · Routing funnel: samples decided by MV1, MV2 and RT",
                       "Per cascade run: how many samples mutual verification 1 (small S = large S), mutual "
                       "verification 2 (small R = large S) and reasoning transfer decided, and the final score, next "
                       "to the baselines scored over the same samples (the latest stored run of each setting on the "
@@ -192,7 +135,9 @@ def routing_funnel(store: Store) -> Section:
     for name, values in bars.items():
         compared.add_trace(go.Bar(x=names, y=values, name=name))
     section.figures.append(layout(compared, "Final score vs the baselines on the same samples", barmode="group",
-                                  yaxis={"title": "mean score (%)"}))
+                                  yaxis={"title": "mean score (%)", "range": score_range(
+                                      [v for values in bars.values() for v in values if v is not None])},
+                                  xaxis={"title": "cascade run"}))
     section.tables.append(table)
     return section
 
@@ -224,31 +169,31 @@ _S2_PATTERN = {"without_s2": "", "with_s2": "/"}  # bars with S2 hatched
 
 
 def s2_toggle(store: Store) -> Section:
-    section = Section("s2", "S2 vs non-S2 on the same samples (paper tables 6 and 15)",
+    section = Section("s2", "S2 vs non-S2 on the same samples (tables 6, 15)",
                       "Pairs of runs that differ only in the S2 stage (the small model re-answers after its own "
                       "reasoning): single-model runs (table 6) and cascades (table 15, where S2 changes how often "
                       "MV2 settles a sample and how often RT is needed), with every sample whose answer changed.")
     pairs = [p for p in fetch(store.home, S2PairRow, load_saved("s2_vs_non_s2"))
              if p["run_without_s2"] in store.run_ids or p["run_with_s2"] in store.run_ids]
-    if not pairs:
-        section.notes.append("No pair of runs differing only in S2: store one with `mai run ... --s2` next to the "
-                             "same run without it.")
-        return section
-    fig = subplots(rows=1, cols=2, subplot_titles=("MV2 and RT counts", "score (%)"))
-    labels = [f"{p['mode']} {short(p['run_without_s2'])} / {short(p['run_with_s2'])}" for p in pairs]
-    counts = {("MV2", "without_s2"): [p["mv2_without_s2"] for p in pairs],
-              ("MV2", "with_s2"): [p["mv2_with_s2"] for p in pairs],
-              ("RT", "without_s2"): [p["rt_without_s2"] for p in pairs],
-              ("RT", "with_s2"): [p["rt_with_s2"] for p in pairs]}
-    for (name, suffix), values in counts.items():
-        fig.add_trace(go.Bar(x=labels, y=values, name=f"{name} {suffix}", marker_color=COLORS[name],
-                             marker_pattern_shape=_S2_PATTERN[suffix]), row=1, col=1)
-    scores = {"without_s2": [100 * p["accuracy_without_s2"] for p in pairs],
-              "with_s2": [100 * p["accuracy_with_s2"] for p in pairs]}
-    for suffix, percents in scores.items():
-        fig.add_trace(go.Bar(x=labels, y=percents, name=f"score {suffix}", marker_color="#457b9d",
-                             marker_pattern_shape=_S2_PATTERN[suffix]), row=1, col=2)
-    section.figures.append(layout(fig, "S2 toggled: routing and score", barmode="group"))
+    if pairs:
+        section.figures.append(_s2_figure(pairs))
+    children = {"single": section.child("table-6", "Table 6 · S2 for single models: the small model re-answers "
+                                                   "after its own reasoning"),
+                "cascade": section.child("table-15", "Table 15 · S2 in the cascade: MV2 and RT counts without "
+                                                     "and with S2")}
+    for mode, part in children.items():
+        mine = [p for p in pairs if (p["mode"] == "single") == (mode == "single")]
+        if not mine:
+            part.notes.append("No such pair in this report: " + (
+                "<code>mai run --mode single --single-model small --single-prompt R --s2</code> next to the same run "
+                "without <code>--s2</code>" if mode == "single" else
+                "<code>mai run --s2</code> next to the same cascade without it") + ".")
+            continue
+        _s2_tables(store, part, mine)
+    return section
+
+
+def _s2_tables(store: Store, section: Section, pairs: list[S2PairRow]) -> None:
     section.tables.append(Table(
         ["mode", "without S2", "with S2", "samples", "score without %", "score with %", "MV2 without", "MV2 with",
          "RT without", "RT with", "answers changed"],
@@ -263,94 +208,22 @@ def s2_toggle(store: Store) -> Section:
             [[c["sample_id"], c["category"], c["without_s2"], c["with_s2"], c["reference"], c["score_without"],
               c["score_with"], c["route_without"], c["route_with"]] for c in changed],
             f"Answers changed by S2: {p['run_without_s2']} -> {p['run_with_s2']} ({len(changed)})"))
-    return section
 
 
-# --- 4. table 9, figures 3-5, table 16: sparse transfer ---------------------------------------------------------
-
-
-def layer_sweep(store: Store) -> Section:
-    section = Section("layer-sweep", "Sparse reasoning transfer: layer sweep and attention (paper table 9, "
-                      "figures 3-5, table 16)",
-                      "Sparse RT transfers only the reasoning tokens the large model attends to at layer L (those "
-                      "covering delta of the attention). Per layer: the score and the transferred tokens next to full "
-                      "RT and the large model's S answers; the attention the last prompt position pays to the small "
-                      "model's reasoning, the share of reasoning tokens each head needs for 80 % of it (head-wise "
-                      "sparsity: small = sparse), and the most attended reasoning tokens.")
-    sweep = [r for r in fetch(store.home, SweepRow, load_saved("transfer_layer_sweep"))
-             if r["run_id"] in store.run_ids]
-    sparse = [_SparseRun(layer, delta, r) for r in sweep if r["setting"] == "sparse RT"
-              and (layer := r["layer"]) is not None and (delta := r["delta"]) is not None]
-    if sparse:
-        fig = subplots(rows=1, cols=2, subplot_titles=("score by transfer layer", "tokens transferred"))
-        for delta in sorted({s.delta for s in sparse}):
-            points = sorted((s for s in sparse if s.delta == delta), key=lambda s: s.layer)
-            layers = [s.layer for s in points]
-            fig.add_trace(go.Scatter(x=layers, y=[100 * s.row["value"] for s in points],
-                                     mode="lines+markers", name=f"sparse RT, delta {delta:g}"), row=1, col=1)
-            fig.add_trace(go.Scatter(x=layers, y=[s.row["mean_transferred_tokens"] for s in points],
-                                     mode="lines+markers", name=f"transferred tokens, delta {delta:g}"), row=1, col=2)
-            fig.add_trace(go.Scatter(x=layers, y=[s.row["mean_reasoning_tokens"] for s in points],
-                                     mode="lines", line={"dash": "dot"}, name="reasoning tokens"), row=1, col=2)
-        layers = [s.layer for s in sparse]
-        for r in sweep:
-            if r["setting"] != "sparse RT":
-                fig.add_trace(go.Scatter(x=[min(layers), max(layers)], y=[100 * r["value"]] * 2, mode="lines",
-                                         line={"dash": "dash"}, name=f"{r['setting']} ({r['mode']}, "
-                                                                     f"{short(r['run_id'])})"), row=1, col=1)
-        fig.update_xaxes(title_text="layer (0-based)", dtick=1)
-        section.figures.append(layout(fig, "Transfer-layer sweep"))
-    else:
-        section.notes.append("No sparse-RT run in this report: `mai sweep --layers 4,8,12` stores a sweep.")
-    section.tables.append(Table(["setting", "layer", "delta", "mode", "RT samples", "reasoning tokens",
-                                 "transferred tokens", "share kept", "metric", "value %", "run"],
-                                [[r["setting"], r["layer"], r["delta"], r["mode"], r["rt_samples"],
-                                  num(r["mean_reasoning_tokens"]), num(r["mean_transferred_tokens"]),
-                                  num(r["mean_share_selected"]), r["metric"], f"{100 * r['value']:.1f}", r["run_id"]]
-                                 for r in sweep]))
-    _attention(store, section)
-    return section
-
-
-@dataclass(frozen=True)
-class _SparseRun:
-    layer: int
-    delta: float
-    row: SweepRow
-
-
-HEAD_SHARES = ("SELECT model, layer, unnest(head_tokens_for_80) / n_reasoning_tokens AS share "
-               "FROM attention WHERE n_reasoning_tokens > 0 AND list_contains(?, model)")
-
-
-def _attention(store: Store, section: Section) -> None:
-    models = sorted({r["large_model"] for r in store.runs if r["large_model"]})
-    per_layer = [r for r in fetch(store.home, AttentionLayerRow, load_saved("attention_by_layer"))
-                 if r["model"] in models]
-    if not per_layer:
-        section.notes.append("No attention captured for this report's large models (sparse RT captures it).")
-        return
-    fig = subplots(rows=1, cols=2, subplot_titles=("attention on the reasoning (mean over heads)",
-                                                   "share of reasoning tokens per head for 80 % of it"))
-    for model in models:
-        mine = [r for r in per_layer if r["model"] == model]
-        fig.add_trace(go.Scatter(x=[r["layer"] for r in mine], y=[r["mean_attention_on_reasoning"] for r in mine],
-                                 mode="lines+markers", name=f"{model}: attention mass"), row=1, col=1)
-    heads = fetch(store.home, HeadShareRow, HEAD_SHARES, [models])
-    for model in models:
-        shares = [r for r in heads if r["model"] == model]
-        fig.add_trace(go.Box(x=[r["layer"] for r in shares], y=[r["share"] for r in shares], name=f"{model}: heads",
-                             boxpoints="outliers"), row=1, col=2)
-    fig.update_xaxes(title_text="layer (0-based)", dtick=1)
-    section.figures.append(layout(fig, "Attention on the small model's reasoning, per layer (figures 3-5)"))
-    top = [r for r in fetch(store.home, TopTokenRow, load_saved("top_reasoning_tokens"))
-           if r["model"] in models and r["rank"] <= 10]
-    layers = sorted({r["layer"] for r in top})
-    tokens = subplots(rows=1, cols=len(layers), subplot_titles=[f"layer {layer}" for layer in layers])
-    for i, layer in enumerate(layers, start=1):
-        ranked = sorted((r for r in top if r["layer"] == layer), key=lambda r: -r["rank"])
-        tokens.add_trace(go.Bar(x=[100 * r["share"] for r in ranked], y=[repr(r["token"]) for r in ranked],
-                                orientation="h", name=f"layer {layer}", showlegend=False), row=1, col=i)
-    tokens.update_xaxes(title_text="% of the layer's attention on reasoning")
-    section.figures.append(layout(tokens, "Most attended reasoning tokens (table 16)", height=460))
-
+def _s2_figure(pairs: list[S2PairRow]) -> go.Figure:
+    fig = subplots(rows=1, cols=2, subplot_titles=("MV2 and RT counts", "score (%)"))
+    labels = [f"{p['mode']} {short(p['run_without_s2'])} / {short(p['run_with_s2'])}" for p in pairs]
+    counts = {("MV2", "without_s2"): [p["mv2_without_s2"] for p in pairs],
+              ("MV2", "with_s2"): [p["mv2_with_s2"] for p in pairs],
+              ("RT", "without_s2"): [p["rt_without_s2"] for p in pairs],
+              ("RT", "with_s2"): [p["rt_with_s2"] for p in pairs]}
+    for (name, suffix), values in counts.items():
+        fig.add_trace(go.Bar(x=labels, y=values, name=f"{name} {suffix}", marker_color=COLORS[name],
+                             marker_pattern_shape=_S2_PATTERN[suffix]), row=1, col=1)
+    scores = {"without_s2": [100 * p["accuracy_without_s2"] for p in pairs],
+              "with_s2": [100 * p["accuracy_with_s2"] for p in pairs]}
+    for suffix, percents in scores.items():
+        fig.add_trace(go.Bar(x=labels, y=percents, name=f"score {suffix}", marker_color="#457b9d",
+                             marker_pattern_shape=_S2_PATTERN[suffix]), row=1, col=2)
+    return layout(fig, "S2 toggled: routing and score", barmode="group", yaxis={"title": "samples"},
+                  yaxis2={"title": "score (%)"})

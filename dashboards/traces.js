@@ -1,7 +1,9 @@
 // The report's trace browser (mai.dashboards.traces): filters and pages the JSON document #trace-data.
 // A sample: {id, category, question, options, reference, error, image (index into data.images),
 // o: {runIndex: [route, score, final, [[stage, genIndex], ...], error]}};
-// a generation: [model, kind, text, prompt tokens, output tokens, seconds, finish].
+// a generation: [model, kind, text, prompt tokens, output tokens, seconds, finish]; a sparse-RT selection:
+// [layer and delta, "selection", transferred text, reasoning tokens, tokens transferred, null, tokens kept].
+// The filters and the open sample live in the URL fragment (#traces?run=ID&route=RT&sample=ID), so a view links.
 (function () {
   "use strict";
   const data = JSON.parse(document.getElementById("trace-data").textContent);
@@ -12,6 +14,11 @@
   const controls = ["tf-run", "tf-route", "tf-category", "tf-correct", "tf-changed", "tf-a", "tf-b", "tf-search"];
   let page = 0;
   let matches = [];
+  let opened = "";  // the sample the fragment names
+  // fragment key -> [control, how the value is stored]: runs by id (indices change between reports)
+  const STATE = {run: "tf-run", route: "tf-route", category: "tf-category", correct: "tf-correct", changed: "tf-changed",
+    a: "tf-a", b: "tf-b", q: "tf-search"};
+  const RUN_CONTROLS = new Set(["tf-run", "tf-a", "tf-b"]);
 
   function option(select, value, text) {
     const o = document.createElement("option");
@@ -40,12 +47,44 @@
     [...new Set(data.samples.map((s) => s.category))].sort().forEach((c) => option($("tf-category"), c, c));
     controls.forEach((id) => $(id).addEventListener(id === "tf-search" ? "input" : "change", () => {
       page = 0;
+      opened = "";
       update();
+      saveState();
     }));
     $("tf-prev").addEventListener("click", () => { if (page > 0) { page -= 1; render(); } });
     $("tf-next").addEventListener("click", () => {
       if ((page + 1) * PAGE < matches.length) { page += 1; render(); }
     });
+  }
+
+  function stateParams(sample) {
+    const params = new URLSearchParams();
+    for (const [key, id] of Object.entries(STATE)) {
+      const control = $(id);
+      let value = control.type === "checkbox" ? (control.checked ? "1" : "") : control.value;
+      if (value !== "" && RUN_CONTROLS.has(id)) value = data.runs[Number(value)].id;
+      if (value !== "") params.set(key, value);
+    }
+    if (sample) params.set("sample", sample);
+    return params;
+  }
+
+  function saveState() {
+    history.replaceState(null, "", "#traces?" + stateParams(opened).toString());
+  }
+
+  function loadState() {
+    if (!location.hash.startsWith("#traces?")) return;
+    const params = new URLSearchParams(location.hash.slice("#traces?".length));
+    for (const [key, id] of Object.entries(STATE)) {
+      if (!params.has(key)) continue;
+      const control = $(id);
+      let value = params.get(key);
+      if (RUN_CONTROLS.has(id)) value = String(data.runs.findIndex((r) => r.id === value));
+      if (control.type === "checkbox") control.checked = value === "1";
+      else control.value = value;
+    }
+    opened = params.get("sample") || "";
   }
 
   function outcomes(sample, run) {
@@ -85,8 +124,9 @@
     const g = data.gens[step[1]];
     const block = element("div", "stage");
     const facts = [g[0], g[1]];
-    if (g[3] !== null) facts.push(g[3] + " prompt tokens");
-    if (g[4] !== null) facts.push(g[4] + " output tokens");
+    const selection = g[1] === "selection";
+    if (g[3] !== null) facts.push(g[3] + (selection ? " reasoning tokens" : " prompt tokens"));
+    if (g[4] !== null) facts.push(g[4] + (selection ? " tokens transferred" : " output tokens"));
     if (g[5] !== null) facts.push(g[5].toFixed(3) + " s");
     if (g[6]) facts.push(g[6]);
     block.appendChild(element("div", "stage-head", (STAGES[step[0]] || step[0]) + ": " + facts.join(", ")));
@@ -106,7 +146,17 @@
       head.appendChild(img);
     }
     const text = element("div", "trace-question");
-    text.appendChild(element("div", "trace-id", sample.id + " \u00b7 " + sample.category));
+    const id = element("div", "trace-id", sample.id + " \u00b7 " + sample.category + " ");
+    const link = element("a", "permalink", "link");
+    link.href = "#traces?" + stateParams(sample.id).toString();
+    link.addEventListener("click", (event) => {
+      event.preventDefault();
+      opened = sample.id;
+      saveState();
+      render();
+    });
+    id.appendChild(link);
+    text.appendChild(id);
     text.appendChild(element("div", "", sample.question));
     sample.options.forEach((o, i) => text.appendChild(element("div", "option",
       String.fromCharCode(65 + i) + ". " + o)));
@@ -120,7 +170,7 @@
       if (!o) return;
       const r = data.runs[Number(i)];
       const details = document.createElement("details");
-      details.open = run !== "";
+      details.open = run !== "" || sample.id === opened;
       const score = o[1] === null ? "-" : o[1];
       const summary = element("summary", o[1] !== null && o[1] >= 0.5 ? "right" : "wrong",
         r.label + " (" + r.short + "): " + o[0] + ", answer " + (o[2] === null ? "(none)" : o[2]) +
@@ -137,8 +187,19 @@
     list.replaceChildren(...matches.slice(page * PAGE, (page + 1) * PAGE).map(card));
     $("tf-page").textContent = String(page + 1);
     $("tf-pages").textContent = String(Math.max(1, Math.ceil(matches.length / PAGE)));
+    const linked = opened && list.querySelector('[data-sample="' + CSS.escape(opened) + '"]');
+    if (linked) {
+      linked.classList.add("linked");
+      linked.scrollIntoView({block: "start"});
+    }
   }
 
   setUp();
-  update();
+  loadState();
+  matches = data.samples.filter(keep);
+  const at = matches.findIndex((s) => s.id === opened);
+  page = at >= 0 ? Math.floor(at / PAGE) : 0;
+  $("trace-count").textContent = String(matches.length);
+  $("trace-count").dataset.count = String(matches.length);
+  render();
 })();

@@ -1,7 +1,9 @@
 """One real store for the dashboard tests (compare, policy lab, report), built once per test session through the
 real pipeline: the trained shapes pair's cascade, its baselines (small S, small R, small R+S2, large S, large R,
-Full RT), an S2 toggle, a 2-layer sparse-RT sweep, two published latency profiles, one measured on this CPU, and
-an estimate of every run.
+Full RT), an S2 toggle, a 2-layer sparse-RT sweep in cascade mode and one in Full-RT mode, two published latency
+profiles, one measured on this CPU, and an estimate of every run as the README makes them (`mai estimate RUN
+--small-profile h100-2b --large-profile h100-8b`: named after the profiles each used, 'h100-2b+h100-8b' for a
+pair's run, 'h100-8b' for the large model's).
 The tests only read it."""
 
 from __future__ import annotations
@@ -56,11 +58,13 @@ def _build(root: Path, assets_home: Path) -> Store:
             "full_rt": run(mode="full_rt")}
     for layer, manifest in zip(LAYERS, mai_sweep(shapes_pair_config(home=str(root), limit=LIMIT), list(LAYERS))):
         runs[f"sparse_l{layer}"] = str(manifest["run_id"])
+    full_rt_sweep = mai_sweep(shapes_pair_config(home=str(root), limit=LIMIT, mode="full_rt"), list(LAYERS))
+    for layer, manifest in zip(LAYERS, full_rt_sweep):
+        runs[f"full_rt_sparse_l{layer}"] = str(manifest["run_id"])
     csv = REPO / "docs" / "paper_latency_h100.csv"
     api.import_profile(csv, "h100-2b", model="Qwen3-VL-2B", home=root)
     api.import_profile(csv, "h100-8b", model="Qwen3-VL-8B", home=root)
     api.profile("mai-shapes-small", "shapes-small-cpu", [128, 256], [16], [8, 32], repeats=2, home=root)
     for run_id in runs.values():
-        api.estimate(run_id, {"mai-shapes-small": "h100-2b", "mai-shapes-large": "h100-8b"}, name="h100",
-                     home=root)
+        api.estimate(run_id, small_profile="h100-2b", large_profile="h100-8b", home=root)
     return Store(root, runs)

@@ -96,11 +96,21 @@ def test_compare_two_real_runs_against_the_stored_files(store: Store, capsys: py
     for routes, key in ((a, "output_tokens_a"), (b, "output_tokens_b")):
         used = sum(tokens[r[f"gen_{stage}"]] for r in routes.values() for stage in stages if r[f"gen_{stage}"])
         assert result["cost"][key] == used
-    assert [e["estimate_name"] for e in result["cost"]["estimates"]] == ["h100"]
+    # estimates are named after their profiles ('h100-2b' for the small model's run, 'h100-2b+h100-8b' for the
+    # cascade's) and pair by the models they price: A's small model with h100-2b in both
+    estimates = [(e["estimate_name"], e["estimate_b"]) for e in result["cost"]["estimates"]]
+    assert estimates == [("h100-2b", "h100-2b+h100-8b")]
+    totals = {name: next(r["total_s"] for r in pq.read_table(
+        store.home / "store" / "estimates" / run / f"{name}.parquet").to_pylist() if r["stage"] == "total")
+        for run, name in ((run_a, "h100-2b"), (run_b, "h100-2b+h100-8b"))}
+    assert result["cost"]["estimates"][0]["seconds_a"] == pytest.approx(totals["h100-2b"])
+    assert result["cost"]["estimates"][0]["seconds_b"] == pytest.approx(totals["h100-2b+h100-8b"])
+    assert "S=12" in result["run_a"]["provenance"] and "scorer profile" in result["run_b"]["provenance"]
 
     assert main(["--home", str(store.home), "compare", run_a, run_b]) == 0
     text = capsys.readouterr().out
     assert f"{overall['p_value']:.3g}" in text and "16 paired samples" in text
+    assert "estimated time (A h100-2b, B h100-2b+h100-8b" in text and "float32, transformers" in text
 
 
 def test_compare_refuses_unknown_runs(store: Store) -> None:

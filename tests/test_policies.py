@@ -36,7 +36,8 @@ def _generations(home: Path) -> dict[str, dict[str, Any]]:
 def _stored_run(home: Path, run_id: str, generations: dict[str, dict[str, Any]]) -> dict[str, Any]:
     routes = pq.read_table(home / "store" / "routes" / run_id / "routes.parquet").to_pylist()
     used = [generations[r[f"gen_{s}"]] for r in routes for s in STAGES if r[f"gen_{s}"]]
-    estimate = pq.read_table(home / "store" / "estimates" / run_id / "h100.parquet").to_pylist()
+    (path,) = (home / "store" / "estimates" / run_id).glob("*.parquet")  # one estimate per run
+    estimate = pq.read_table(path).to_pylist()
     return {"mean_score": sum(r["score"] for r in routes) / len(routes),
             "output_tokens": sum(g["output_tokens"] for g in used),
             "small_calls": sum(g["model"] == "mai-shapes-small" for g in used),
@@ -126,3 +127,24 @@ def test_output_kinds_follow_the_stage_table() -> None:
                                                       "--single-prompt", "E", "--s2"]
     # a sparse run's RT reads a layer's selection: not one output the lab can combine across runs
     assert not {cascade.SELECT_RT.label, cascade.RT_LARGE_SPARSE.label} & set(OUTPUT_KINDS)
+
+
+def test_the_budget_axis_is_fixed_by_definition() -> None:
+    from mai.dashboards.frontier import PolicyPoint, frontier
+
+    def point(name: str, cost: float, score: float) -> PolicyPoint:
+        return PolicyPoint(name, True, True, score, cost, cost)
+
+    points = [point("small S", 1.0, 0.5), point("cascade", 1.5, 0.85), point("large S", 2.0, 0.9),
+              point("large R", 5.0, 0.95)]
+    found = frontier(points, "seconds", "small S", "large S", "oracle", ("small S", "large R"))
+    # budgets 0 .. 1 from small S (1 s) to large R (5 s): PGR 0 until 0.125, 0.875 until 0.25, then 1.0 (large R's
+    # 1.125 only at the very end)
+    assert found.budget == (1.0, 5.0)
+    assert found.apgr == pytest.approx(0.875 * 0.125 + 1.0 * 0.75)
+    # a policy dearer than large R, or one in range below the frontier, leaves the axis and the area where they are
+    more = frontier([*points, point("dear", 10.0, 1.0), point("poor", 3.0, 0.6)], "seconds", "small S", "large S",
+                    "oracle", ("small S", "large R"))
+    assert (more.budget, more.apgr) == (found.budget, found.apgr)
+    # without an end of the axis there is no area
+    assert frontier(points[:3], "seconds", "small S", "large S", "oracle", ("small S", "large R")).apgr is None

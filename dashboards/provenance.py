@@ -1,0 +1,104 @@
+"""What a run was made with (its provenance) and what an estimate prices, for the report and `mai compare`.
+
+Provenance: the token budgets, dtype, backend, scorer profile, model revisions and code version a run recorded
+(the `runs` view's config and versions). Estimates: `mai estimate` names an estimate after the profiles it used
+('h100-2b+h100-8b' for a pair, 'h100-8b' for the large model alone), so two runs' estimates are paired by the
+models they price and the profile of each, never by name: they pair when they price their shared models with
+the same profiles."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from mai.dashboards.rows import EstimatePriceRow, RunRow
+from mai.dashboards.views import default_profile, fetch
+from mai.storage.paths import Home
+
+# per (run, estimate): its total and 'model=profile' for every stage it priced (the model from the generations
+# the stage used)
+ESTIMATE_PRICES = """
+    WITH stage_models AS (
+        SELECT u.run_id, replace(u.stage, 'gen_', '') AS stage, any_value(g.model) AS model
+        FROM (UNPIVOT (SELECT run_id, sample_id, gen_s_large, gen_s_small, gen_r_small, gen_s2_small, gen_rt_large,
+                              gen_single, gen_single_s2 FROM routes WHERE list_contains(?, run_id))
+              ON gen_s_large, gen_s_small, gen_r_small, gen_s2_small, gen_rt_large, gen_single, gen_single_s2
+              INTO NAME stage VALUE gen_id) u
+        JOIN generations g USING (gen_id) GROUP BY ALL
+    )
+    SELECT e.run_id, e.estimate_name, any_value(t.total_s) AS total_s,
+           list_sort(list(DISTINCT m.model || '=' || e.profile_name)) AS prices
+    FROM estimates e
+    JOIN stage_models m ON m.run_id = e.run_id AND m.stage = e.stage
+    JOIN estimates t ON t.run_id = e.run_id AND t.estimate_name = e.estimate_name AND t.stage = 'total'
+    WHERE e.stage <> 'total'
+    GROUP BY e.run_id, e.estimate_name ORDER BY e.run_id, e.estimate_name
+"""
+
+
+@dataclass(frozen=True)
+class Priced:
+    """One stored estimate of a run: its total seconds and the profile it priced each model with."""
+
+    run_id: str
+    name: str
+    total_s: float
+    prices: dict[str, str]  # model -> profile
+
+    def pairs_with(self, other: Priced) -> bool:
+        """Both price at least one model in common, and every shared model with the same profile."""
+        shared = self.prices.keys() & other.prices.keys()
+        return bool(shared) and all(self.prices[m] == other.prices[m] for m in shared)
+
+    @property
+    def priced(self) -> str:
+        return ", ".join(f"{model}={profile}" for model, profile in sorted(self.prices.items()))
+
+
+def read_estimates(home: Home, run_ids: list[str]) -> list[Priced]:
+    return [Priced(r["run_id"], r["estimate_name"], float(r["total_s"]),
+                   dict(p.split("=", 1) for p in r["prices"]))
+            for r in fetch(home, EstimatePriceRow, ESTIMATE_PRICES, [run_ids])]
+
+
+def pair_estimates(mine: list[Priced], theirs: list[Priced]) -> list[tuple[Priced, Priced]]:
+    """Each of `mine` with the first of `theirs` that prices the same models the same way (one of the same name
+    first)."""
+    pairs = []
+    for estimate in mine:
+        matching = sorted((t for t in theirs if estimate.pairs_with(t)), key=lambda t: (t.name != estimate.name, t.name))
+        if matching:
+            pairs.append((estimate, matching[0]))
+    return pairs
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What a run was made with, as recorded with it."""
+
+    run_id: str
+    budgets: str
+    dtype: str
+    backend: str
+    scorer_profile: str
+    revisions: str
+    code: str
+    packages: str
+
+    @classmethod
+    def of(cls, run: RunRow) -> Provenance:
+        config = json.loads(run["config_json"] or "{}")
+        versions = json.loads(run["versions_json"] or "{}")
+        budgets = " ".join(f"{k}={v}" for k, v in (config.get("max_new_tokens") or {}).items())
+        models = [(run["small_model"], config.get("small_revision")), (run["large_model"], config.get("large_revision"))]
+        revisions = ", ".join(f"{model}@{revision or '?'}" for model, revision in models if model)
+        commit = run["git_commit"] or ""
+        short_commit = commit[:12] + ("+dirty" if commit.endswith("+dirty") else "")
+        code = f"mai {versions.get('mai', '?')}" + (f", commit {short_commit}" if commit else "")
+        packages = ", ".join(f"{name} {versions[name]}" for name in ("torch", "transformers") if name in versions)
+        return cls(run["run_id"], budgets, str(config.get("dtype", "?")), run["backend"],
+                   default_profile(run["benchmark"]), revisions, code, packages)
+
+    def line(self) -> str:
+        return (f"budgets {self.budgets}; {self.dtype}, {self.backend}; scorer profile {self.scorer_profile}; "
+                f"models {self.revisions}; {self.code}; {self.packages}")
