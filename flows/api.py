@@ -325,10 +325,21 @@ def _run_models(home: Home, run_id: str) -> tuple[object, ...]:
 # --- catalog ------------------------------------------------------------------------------------------------
 
 
-def query(home: str | Path | None, sql: str) -> Rows:
-    """(columns, rows) of SQL over the catalog views: samples, generations, routes, runs, metrics, ..."""
+# what one query over the store may take by default (`mai sql --timeout/--memory-limit`): a cross join or a
+# huge string otherwise runs for minutes and takes gigabytes
+QUERY_TIMEOUT_S = 60.0
+QUERY_MEMORY_LIMIT = "4GB"
+
+
+def query(home: str | Path | None, sql: str, timeout_s: float | None = QUERY_TIMEOUT_S,
+          memory_limit: str | None = QUERY_MEMORY_LIMIT) -> Rows:
+    """(columns, rows) of SQL over the catalog views: samples, generations, routes, runs, metrics, ...; stopped
+    with a ConfigError after `timeout_s` seconds or past `memory_limit` (None: no limit)."""
+    from mai.storage.catalog import QueryLimits
     from mai.storage.catalog import query as run_query
-    return run_query(Home.at(home), sql)
+    if timeout_s is not None and timeout_s <= 0:
+        raise ConfigError(f"the query timeout must be positive, got {timeout_s:g} s")
+    return run_query(Home.at(home), sql, QueryLimits(timeout_s, memory_limit))
 
 
 def saved_queries() -> list[tuple[str, str]]:
@@ -391,11 +402,16 @@ def store_stats(home: str | Path | None = None) -> list[TableStats]:
     return stats(Home.at(home))
 
 
-def store_verify(home: str | Path | None = None) -> VerificationRecord:
-    """Schemas, unique identities, manifests consistent with files, no orphan temp files or versions."""
-    from mai.storage.maintenance import verify_store
+def store_verify(home: str | Path | None = None, repair: bool = False) -> VerificationRecord:
+    """Schemas, unique identities, manifests consistent with files, no orphan temp files or versions; `repair`
+    first removes the orphan temp files (a note says how many)."""
+    from mai.storage.maintenance import remove_orphan_temp_files, verify_store
 
-    return verify_store(Home.at(home)).as_dict()
+    removed = remove_orphan_temp_files(Home.at(home)) if repair else []
+    report = verify_store(Home.at(home))
+    if removed:
+        report.notes.append(f"removed {len(removed)} orphan temp files")
+    return report.as_dict()
 
 
 # --- reading results: compare, policy lab, report ------------------------------------------------------------
@@ -436,8 +452,14 @@ def report(run_ids: list[str] | None = None, out: str | Path = "report.html", tr
     `compare` = [run A, run B] adds run vs run (two `run_ids` alone compare those). Returns its path, size in
     bytes, build seconds, runs and sections."""
     from mai.dashboards.report import build_report
+    from mai.flows.output_file import checked_output, temp_beside
     if trace_samples < 1:
         raise ConfigError("--trace-samples must be at least 1")
-    built = build_report(Home.at(home), run_ids, Path(out), trace_samples, compare or [])
+    store = Home.at(home)
+    target = checked_output(store, Path(out), ".html")
+    try:
+        built = build_report(store, run_ids, target, trace_samples, compare or [])
+    finally:  # on every way out: written and renamed (nothing left), or failed (a full disk, Ctrl-C)
+        temp_beside(target).unlink(missing_ok=True)
     return {"path": str(built.path), "bytes": built.bytes, "seconds": built.seconds, "runs": built.runs,
             "sections": list(built.sections), "trace_samples": built.trace_samples}

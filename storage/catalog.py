@@ -19,20 +19,30 @@ Queries are read-only over the store (`connect`, `query`), in two layers:
 
 from __future__ import annotations
 
-import glob
+import hashlib
 import os
+import shutil
+import tempfile
+import threading
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
-from mai.storage.partitions import partitions
+from mai.storage.partitions import table_files
 from mai.storage.paths import Home
 from mai.storage.tables import TABLES, Table
 
 from mai.errors import ConfigError
 
 VIEW_NAMES = tuple(t.name for t in TABLES)  # one view per table, named after it
+# The catalog file is written in the storage format of DuckDB 1.4 (the LTS release), which DuckDB 1.4, 1.5 and
+# 2.x read; DuckDB writes its own newest format by default, which older clients refuse ("database file with
+# version number 69, but we can only read versions between 64 and 68").
+CATALOG_STORAGE_VERSION = "v1.4.0"
+_STORAGE_CONFIG: dict[str, str | bool | int | float | list[str]] = {
+    "storage_compatibility_version": CATALOG_STORAGE_VERSION}
 
 
 def _duckdb_type(arrow_type: pa.DataType) -> str:
@@ -50,30 +60,33 @@ def _empty_relation(schema: pa.Schema) -> str:
     return f"SELECT {columns} WHERE false"
 
 
-def _over_files(pattern: Path, schema: pa.Schema) -> str:
-    """`union_by_name` keeps old files readable when a later version adds columns."""
-    if not glob.glob(str(pattern)):
+def _over_listed(files: list[Path], schema: pa.Schema) -> str:
+    """The files by their exact paths, listed here (never a glob: a store under a directory named `a[1]` or
+    `x*` would match other files or none), each a quoted SQL string. `union_by_name` keeps old files readable
+    when a later version adds columns."""
+    if not files:
         return _empty_relation(schema)
-    return f"SELECT * FROM read_parquet('{pattern.as_posix()}', union_by_name = true)"
-
-
-def _over_partitions(home: Home, table: Table) -> str:
-    """The published version of each partition, by its version directory (storage/partitions.py): a view keeps
-    reading the version it was made over even when a compaction publishes the next one meanwhile."""
-    patterns = [(p.current() or p.path) / "*.parquet" for p in partitions(home, table) if p.files()]
-    if not patterns:
-        return _empty_relation(table.schema)
-    listed = ", ".join("'" + pattern.as_posix().replace("'", "''") + "'" for pattern in patterns)
+    listed = ", ".join(_sql_string(_glob_literal(f.as_posix())) for f in files)
     return f"SELECT * FROM read_parquet([{listed}], union_by_name = true)"
 
 
-def view_definition(home: Home, table: Table) -> str:
+def _glob_literal(path: str) -> str:
+    """DuckDB expands `*`, `?` and `[` in every name given to read_parquet, a list of files included: each is
+    written as a one-character class, which matches only itself. (DuckDB's globbing has no escape for a
+    backslash: a path that holds a backslash and one of these characters cannot be read.)"""
+    return "".join(f"[{char}]" if char in "*?[" else char for char in path)
+
+
+def view_definition(home: Home, table: Table, read_root: Path | None = None) -> str:
     """A content-addressed table is read plainly (a query reads only the columns it touches): identities are
-    claimed, so each is written once, and compaction removes the duplicates of older stores."""
-    if table.content_addressed:
-        relation = _over_partitions(home, table)
-    else:
-        relation = _over_files(home.table_dir(table.name) / table.files, table.schema)
+    claimed, so each is written once, and compaction removes the duplicates of older stores. `read_root` names
+    the store directory by another path (`_plain_alias`)."""
+    files = table_files(home, table)
+    if read_root is not None:
+        files = [read_root / _inside(f, home.store) for f in files]
+    # the published version of each partition, by its version directory (storage/partitions.py): a view keeps
+    # reading the version it was made over even when a compaction publishes the next one meanwhile
+    relation = _over_listed(files, table.schema)
     if table.full_schema_view:  # BY NAME over the full schema: columns added later are NULL in older files
         relation = f"SELECT * FROM ({_empty_relation(table.schema)} UNION ALL BY NAME {relation})"
     if table.keep_first_by:
@@ -85,14 +98,42 @@ def view_definition(home: Home, table: Table) -> str:
     return relation
 
 
-def view_definitions(home: Home) -> dict[str, str]:
+def _inside(path: Path, store: Path) -> Path:
+    """`path` relative to the store directory (a partition's files are named by their resolved version path)."""
+    try:
+        return path.relative_to(store)
+    except ValueError:
+        return path.relative_to(store.resolve())
+
+
+def view_definitions(home: Home, read_root: Path | None = None) -> dict[str, str]:
     """Each table's view, in the registry's order (a view is created after the views it reads)."""
-    return {table.name: view_definition(home, table) for table in TABLES}
+    return {table.name: view_definition(home, table, read_root) for table in TABLES}
 
 
-def _create_views(connection: duckdb.DuckDBPyConnection, home: Home) -> None:
-    for name, query in view_definitions(home).items():
+def _create_views(connection: duckdb.DuckDBPyConnection, home: Home, read_root: Path | None = None) -> None:
+    for name, query in view_definitions(home, read_root).items():
         connection.execute(f"CREATE OR REPLACE VIEW {name} AS {query}")
+
+
+def _plain_alias(store: Path) -> Path:
+    """A path to the store directory without `*`, `?`, `[` or a backslash. DuckDB checks `allowed_directories`
+    against a name before it expands globs in it, so under such a directory a file can be named neither plainly
+    (it is globbed: `a[1]` means `a1`) nor escaped (`a[[]1]` is not inside the allowed directory). The alias is a
+    symbolic link in a directory of this user's under the temp directory, one per store, made atomically."""
+    if not any(char in store.as_posix() for char in "*?[\\"):
+        return store
+    links = Path(tempfile.gettempdir()) / f"mai-sql-{os.getuid()}"
+    links.mkdir(mode=0o700, exist_ok=True)
+    if links.is_symlink() or links.stat().st_uid != os.getuid():
+        raise ConfigError(f"{links} is not a directory of this user's: remove it, or set TMPDIR elsewhere")
+    target = store.absolute()
+    alias = links / hashlib.sha256(target.as_posix().encode()).hexdigest()[:24]
+    if not (alias.is_symlink() and Path(os.readlink(alias)) == target):
+        temp = links / f".tmp-{uuid.uuid4().hex}"
+        os.symlink(target, temp)
+        os.replace(temp, alias)
+    return alias
 
 
 def build_catalog(home: Home) -> Path:
@@ -103,30 +144,56 @@ def build_catalog(home: Home) -> Path:
     home.root.mkdir(parents=True, exist_ok=True)
     temp = home.catalog.with_name(f".tmp-{uuid.uuid4().hex}-{home.catalog.name}")
     try:
-        with duckdb.connect(str(temp)) as connection:
-            _create_views(connection, home)
+        with tempfile.TemporaryDirectory(prefix="mai-catalog-") as scratch:
+            # DuckDB reads a '?' in a database file's path as the start of URI options (it then writes its WAL
+            # elsewhere and fails), so the file is made under a plain temp name and copied into place
+            built = Path(scratch) / "catalog.duckdb"
+            with duckdb.connect(str(built), config=_STORAGE_CONFIG) as connection:
+                _create_views(connection, home)
+            shutil.copyfile(built, temp)
         os.replace(temp, home.catalog)
     finally:
         temp.unlink(missing_ok=True)
-        temp.with_name(temp.name + ".wal").unlink(missing_ok=True)
     return home.catalog
 
 
-def connect(home: Home) -> duckdb.DuckDBPyConnection:
+@dataclass(frozen=True)
+class QueryLimits:
+    """What one `mai sql` query may take: wall time (the connection is interrupted after it) and DuckDB's
+    memory limit (a size such as '2GB'; DuckDB spills what it can to its temp directory, then fails the query).
+    `memory_limit` None keeps DuckDB's default (80 % of RAM)."""
+
+    timeout_s: float | None = None
+    memory_limit: str | None = None
+
+
+def connect(home: Home, limits: QueryLimits = QueryLimits()) -> duckdb.DuckDBPyConnection:
     """An in-memory connection with the catalog's views, for queries; it can read only the store's files and its
     settings are locked (module docstring)."""
     connection = duckdb.connect(":memory:")
-    _create_views(connection, home)
-    _restrict(connection, home.root / "store")
+    store = _plain_alias(home.store)
+    _create_views(connection, home, store)
+    _restrict(connection, store, limits)
     return connection
 
 
-def _restrict(connection: duckdb.DuckDBPyConnection, store: Path) -> None:
+def _restrict(connection: duckdb.DuckDBPyConnection, store: Path, limits: QueryLimits) -> None:
     allowed = _sql_string(store.as_posix().rstrip("/") + "/")  # a directory prefix: not also store2/
-    for setting in (f"SET allowed_directories = [{allowed}]", "SET enable_external_access = false",
-                    "SET autoinstall_known_extensions = false", "SET autoload_known_extensions = false",
-                    "SET lock_configuration = true"):
-        connection.execute(setting)
+    # DuckDB allows its temp directory too (for spilling); by default that is `.tmp` in the caller's working
+    # directory, which a query could then read (read_text('.tmp/...')): it spills into a directory of its own
+    spill = _sql_string((Path(tempfile.gettempdir()) / f"mai-sql-{os.getpid()}-{uuid.uuid4().hex}").as_posix())
+    settings = [f"SET temp_directory = {spill}"]
+    if limits.memory_limit is not None:
+        settings.append(f"SET memory_limit = {_sql_string(limits.memory_limit)}")
+    settings += [f"SET allowed_directories = [{allowed}]", "SET enable_external_access = false",
+                 "SET autoinstall_known_extensions = false", "SET autoload_known_extensions = false",
+                 "SET lock_configuration = true"]
+    for setting in settings:
+        try:
+            connection.execute(setting)
+        except duckdb.Error as error:  # only a user's value can fail here: the memory limit
+            raise ConfigError(f"memory limit '{limits.memory_limit}' is not a size DuckDB reads (such as 2GB, "
+                              f"512MB): {error}") from error
 
 
 def _sql_string(text: str) -> str:
@@ -136,17 +203,28 @@ def _sql_string(text: str) -> str:
 def read_only_statements(sql: str) -> list[duckdb.Statement]:
     """The statements of `sql`, each checked to be a SELECT; a ConfigError names the first that is not."""
     try:
+        sql.encode("utf-8")
+    except UnicodeEncodeError as error:  # bytes of a command line that are not UTF-8 (kept as lone surrogates)
+        raise ConfigError(f"the query is not valid UTF-8 text (at character {error.start})") from error
+    try:
         statements = duckdb.extract_statements(sql)
     except (duckdb.Error, ValueError) as error:  # ValueError: a statement type the Python API has no name for
         raise ConfigError(f"SQL error: {error}") from error
     if not statements:
         raise ConfigError("the query holds no SQL statement")
     for statement in statements:
-        if statement.type != duckdb.StatementType.SELECT:
-            kind = statement.type.name
-            raise ConfigError(f"only SELECT queries are allowed over the store (read-only); refused a {kind} "
-                              f"statement: {_excerpt(statement.query)}")
+        if _statement_kind(statement) != "SELECT":
+            raise ConfigError(f"only SELECT queries are allowed over the store (read-only); refused a "
+                              f"{_statement_kind(statement)} statement: {_excerpt(statement.query)}")
     return statements
+
+
+def _statement_kind(statement: duckdb.Statement) -> str:
+    """The statement type's name; a type the Python API has no name for (UPDATE EXTENSIONS) is never a SELECT."""
+    try:
+        return statement.type.name
+    except ValueError:
+        return "unnamed"
 
 
 def _excerpt(text: str, limit: int = 80) -> str:
@@ -154,18 +232,32 @@ def _excerpt(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def query(home: Home, sql: str) -> tuple[list[str], list[tuple[object, ...]]]:
+def query(home: Home, sql: str, limits: QueryLimits = QueryLimits()) -> tuple[list[str], list[tuple[object, ...]]]:
     """(columns, rows) of the last statement; `sql` holds SELECT statements only (module docstring). An error
-    DuckDB reports, such as a file outside the store, a missing column or a syntax error, is a ConfigError."""
+    DuckDB reports, such as a file outside the store, a missing column or a syntax error, is a ConfigError; so is
+    a query stopped by `limits`."""
     statements = read_only_statements(sql)
-    with connect(home) as connection:
+    with connect(home, limits) as connection:
+        timer = threading.Timer(limits.timeout_s, connection.interrupt) if limits.timeout_s else None
+        if timer is not None:
+            timer.daemon = True
+            timer.start()
         try:
             for statement in statements:
                 cursor = connection.execute(statement)
             columns = [d[0] for d in cursor.description] if cursor.description else []
             return columns, cursor.fetchall()
+        except duckdb.InterruptException as error:
+            raise ConfigError(f"the query was stopped after {limits.timeout_s:g} s (raise the limit with "
+                              f"--timeout)") from error
+        except duckdb.OutOfMemoryException as error:
+            raise ConfigError(f"the query needs more memory than its limit of {limits.memory_limit} (raise it "
+                              f"with --memory-limit): {error}") from error
         except duckdb.Error as error:
             raise ConfigError(f"SQL error: {error}") from error
+        finally:
+            if timer is not None:
+                timer.cancel()
 
 
 def final_generations(home: Home, run_id: str, scorer_profile: str) -> list[tuple[str, str, str, float]]:

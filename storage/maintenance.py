@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import stat
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -115,6 +116,7 @@ def verify_store(home: Home) -> Verification:
             report.problems += _orphan_versions(partition)
     report.problems += _run_problems(home, files)
     report.problems += _orphan_temp_files(home)
+    report.problems += _catalog_problem(home)
     stale = [p for p in home.claims.glob("*/*.claim")] if home.claims.exists() else []
     if stale:
         report.notes.append(f"{len(stale)} claim files (live runs, or dead ones that the next claim clears)")
@@ -173,6 +175,45 @@ def _run_problems(home: Home, files: dict[TableName, list[Path]]) -> list[str]:
 
 
 def _orphan_temp_files(home: Home) -> list[str]:
-    now = time.time()
-    temps = [p for p in home.store.rglob(".tmp-*") if p.is_file() and now - p.stat().st_mtime > TEMP_AGE_S]
-    return [f"{p}: a temp file its writer left (killed mid-write); safe to delete" for p in temps]
+    return [f"{p}: a temp file its writer left (killed mid-write, or the disk was full); `mai store verify "
+            f"--repair` removes it" for p in orphan_temp_files(home)]
+
+
+def orphan_temp_files(home: Home, age_s: float = TEMP_AGE_S) -> list[Path]:
+    """Temp files (`.tmp-*`: batch files, manifests, the catalog, partition links) anywhere under the store root
+    that no live writer can still own: older than `age_s` (a writer renames its temp file within seconds)."""
+    if not home.root.is_dir():
+        return []
+    now, found = time.time(), set()
+    for path in home.root.rglob(".tmp-*"):
+        try:
+            status = path.lstat()
+        except FileNotFoundError:  # renamed into place meanwhile
+            continue
+        if (stat.S_ISREG(status.st_mode) or stat.S_ISLNK(status.st_mode)) and now - status.st_mtime > age_s:
+            found.add(path)
+    return sorted(found)
+
+
+def remove_orphan_temp_files(home: Home, age_s: float = TEMP_AGE_S) -> list[Path]:
+    """Delete what `orphan_temp_files` finds (`mai store verify --repair`); returns what was removed."""
+    removed = []
+    for path in orphan_temp_files(home, age_s):
+        path.unlink(missing_ok=True)
+        removed.append(path)
+    return removed
+
+
+def _catalog_problem(home: Home) -> list[str]:
+    """The catalog file must be a DuckDB database (its header names it at bytes 8-12): anything else there (a
+    report written over it) breaks every notebook that opens it."""
+    if not home.catalog.exists():
+        return []
+    try:
+        with home.catalog.open("rb") as handle:
+            header = handle.read(12)
+    except OSError as error:
+        return [f"{home.catalog}: unreadable ({error.strerror or error}); `mai catalog` rebuilds it"]
+    if header[8:12] != b"DUCK":
+        return [f"{home.catalog}: not a DuckDB database; `mai catalog` rebuilds it"]
+    return []

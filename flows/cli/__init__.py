@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import signal
 import sys
@@ -46,10 +47,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with stop.on_sigterm(then_raise=True):
             result: int = args.handler(args)
+            sys.stdout.flush()  # here, where a closed pipe is caught, not at the interpreter's exit
         return result
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        return _reader_gone()
+    except OSError as error:
+        if stop.stop_requested():
+            raise
+        print(f"error: {_os_error_line(error)}", file=sys.stderr)
+        return 1
     except BaseException:
         if not stop.stop_requested():
             raise
@@ -57,6 +66,30 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {stop.reason()}: what the command stored is kept; run it again to complete it",
               file=sys.stderr)
         return EXIT_STOPPED
+
+
+# what to do about the expected failures of the file system, by errno
+_OS_HINTS = {errno.ENOSPC: "free some space", errno.EDQUOT: "free some space (disk quota)",
+             errno.EROFS: "the store is on a read-only file system: point --home (or MAI_HOME) at a writable one",
+             errno.EACCES: "check the permissions of the store (or of the file named)",
+             errno.EPERM: "check the permissions of the store (or of the file named)"}
+
+
+def _os_error_line(error: OSError) -> str:
+    """One line for a file-system failure (a read-only store, a full disk): what failed and what to do. What the
+    command stored before it is kept (every write is atomic), so running it again completes it."""
+    where = f": {error.filename}" if error.filename else ""
+    hint = _OS_HINTS.get(error.errno or 0, "check the store's disk and permissions")
+    return f"{error.strerror or error}{where}; {hint}, then run the command again (what it stored is kept)"
+
+
+def _reader_gone() -> int:
+    """The output's reader closed it (`mai store stats | head`): stop quietly, and point stdout at /dev/null so
+    that the interpreter's last flush does not fail again on its way out."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + signal.SIGPIPE
 
 
 def _parser() -> argparse.ArgumentParser:

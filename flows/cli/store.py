@@ -23,6 +23,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     sql.add_argument("--saved", help="run a saved query from mai.dashboards by name (see --list)")
     sql.add_argument("--list", action="store_true", help="list the saved queries")
     sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    sql.add_argument("--timeout", type=float, default=api.QUERY_TIMEOUT_S, metavar="SECONDS",
+                     help=f"stop the query after this long (default {api.QUERY_TIMEOUT_S:g})")
+    sql.add_argument("--memory-limit", default=api.QUERY_MEMORY_LIMIT, metavar="SIZE",
+                     help=f"DuckDB's memory limit for the query, such as 2GB (default {api.QUERY_MEMORY_LIMIT})")
     sql.set_defaults(handler=_sql)
 
     score = commands.add_parser("score", help="score a JSONL file of benchmark rows with predictions (no model)")
@@ -54,6 +58,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     stats.set_defaults(handler=_store_stats)
     verify = actions.add_parser("verify", help="check schemas, identities, manifests, temp files (exit 1 on a problem)")
     verify.add_argument("--json", action="store_true")
+    verify.add_argument("--repair", action="store_true",
+                        help="first remove the orphan temp files that killed writers or a full disk left")
     verify.set_defaults(handler=_store_verify)
 
 
@@ -65,7 +71,7 @@ def _sql(args: argparse.Namespace) -> int:
     sql = api.saved_query(args.saved) if args.saved else args.query
     if not sql:
         raise ConfigError("give a query, or --saved NAME (see `mai sql --list`)")
-    columns, rows = api.query(args.home, sql)
+    columns, rows = api.query(args.home, sql, args.timeout, args.memory_limit)
     print(format_rows(columns, rows, args.format))
     return 0
 
@@ -134,7 +140,7 @@ def _store_stats(args: argparse.Namespace) -> int:
 
 def _store_verify(args: argparse.Namespace) -> int:
     """Exit status 1 when the store has a problem (CI can gate on it)."""
-    report = api.store_verify(args.home)
+    report = api.store_verify(args.home, repair=args.repair)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
