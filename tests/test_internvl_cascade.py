@@ -83,3 +83,21 @@ def test_internvl_mixed_family_pairs_reuse_each_models_outputs(home: Path) -> No
     assert reverse["routes"]["RT"] > 0
     again = run(home, small_model=SMALL_BUILTIN, large_model=INTERNVL_LARGE_BUILTIN)
     assert again["counts"]["generations_computed"] == 0 and again["routes"] == reverse["routes"]
+
+
+def test_sparse_rt_on_an_internvl_large_model_behind_a_qwen_small_model(home: Path) -> None:
+    """Sparse RT with an InternVL large model: its language model's layers are captured (0-based decoder layers),
+    the selected tokens of the Qwen model's reasoning are transferred, and a second layer costs no new prefill."""
+    pair = {"small_model": SMALL_BUILTIN, "large_model": INTERNVL_LARGE_BUILTIN}
+    full = run(home, **pair)
+    rt_samples = full["routes"]["RT"]
+    assert rt_samples > 0
+    layer_3 = run(home, **pair, transfer="sparse", transfer_layer=3)
+    counts = layer_3["counts"]
+    assert counts["selections_computed"] == rt_samples and counts["attention_prefills"] == rt_samples
+    assert layer_3["routes"]["RT"] == rt_samples  # MV1 and MV2 outcomes are reused
+    computed = stored_generations(home, layer_3["run_id"])
+    assert {(r["model"], r["prompt_kind"]) for r in computed} == {(INTERNVL_LARGE_BUILTIN, "RT")}
+    layer_0 = run(home, **pair, transfer="sparse", transfer_layer=0)
+    assert layer_0["counts"]["selections_computed"] == rt_samples
+    assert layer_0["counts"]["attention_prefills"] == rt_samples  # a run captures only its own layer
