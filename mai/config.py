@@ -88,8 +88,11 @@ class RunConfig(BaseModel):
     transfer_delta: float = Field(0.8, gt=0.0, le=1.0, description="share of attention the selection covers")
     capture_layers: list[int] = Field(default_factory=list, description="more layers to capture in the same prefill")
     backend: str = Field("transformers", json_schema_extra={"enum": list(get_args(BackendName))})
+    # keys from closed sets carry `propertyNames` in the JSON schema: Prefect checks a deployment run's parameters
+    # against it when the run is created, so {"Q": 5} is refused there rather than on a worker
     vllm_urls: dict[str, str] = Field(default_factory=dict,
-                                      description="backend vllm: role -> base URL of a running server")
+                                      description="backend vllm: role -> base URL of a running server",
+                                      json_schema_extra={"propertyNames": {"enum": list(get_args(Role))}})
     vllm_env: str | None = Field(None, description="backend vllm: environment with vLLM (default $MAI_VLLM_ENV)")
     shards: int = Field(2, ge=1)
     workers: int = Field(0, ge=0, description="0: shards run in this process; N: fanned out as `mai-shard` flow "
@@ -97,8 +100,10 @@ class RunConfig(BaseModel):
     batch_size: int = Field(8, ge=1)
     batch_sizes: dict[str, int] = Field(default_factory=dict,
                                         description="per prompt kind, over batch_size, e.g. {\"S\": 32, \"R\": 64}; "
-                                                    "the shipped pair's tuned sizes unless either is given")
-    max_new_tokens: dict[str, int] = Field(default_factory=lambda: dict(DEFAULT_MAX_NEW_TOKENS))
+                                                    "the shipped pair's tuned sizes unless either is given",
+                                        json_schema_extra={"propertyNames": {"enum": list(get_args(PromptKind))}})
+    max_new_tokens: dict[str, int] = Field(default_factory=lambda: dict(DEFAULT_MAX_NEW_TOKENS),
+                                           json_schema_extra={"propertyNames": {"enum": list(get_args(PromptKind))}})
     max_image_pixels: int = Field(DEFAULT_MAX_IMAGE_PIXELS, ge=1,
                                   description="a sample whose image has more pixels is an error (read from the "
                                               "image's header, before decoding)")
