@@ -68,26 +68,57 @@ def layout(fig: go.Figure, title: str, **extra: Any) -> go.Figure:
     return fig
 
 
-def merged_labels(xs: Sequence[float], ys: Sequence[float], labels: Sequence[str], log_x: bool = False
-                  ) -> list[str]:
-    """Text labels for a scatter where points that (nearly) coincide share one label, stacked, on the first of
-    them: overlapping labels are unreadable. Closeness is measured on the axes' normalised ranges."""
-    def scale(values: Sequence[float], log: bool) -> list[float]:
-        points = [math.log10(max(v, 1e-9)) if log else v for v in values]
-        low, high = min(points, default=0.0), max(points, default=0.0)
-        return [(v - low) / (high - low) if high > low else 0.0 for v in points]
+# Scatter labels that never collide: the axes' ranges are set in Python (`axis_range`), so a label's box in pixels
+# is known before plotly.js draws it; each label takes the first position (above, below, right, left of its point)
+# that meets no placed label, no point and stays inside the plot, else it is left off (the point keeps its hover
+# label). The plot area assumed is the narrowest the report gives a chart.
+PLOT_WIDTH, PLOT_HEIGHT, HEIGHT, MARGIN = 860.0, 300.0, 500, {"l": 70, "r": 30, "t": 60, "b": 140}
+CHAR_PX, LINE_PX, MARKER_PX = 7.0, 15.0, 7.0
+POSITIONS = ("top center", "bottom center", "middle right", "middle left")
 
-    px, py = scale(xs, log_x), scale(ys, False)
-    texts = [""] * len(labels)
-    owner: list[int] = []
-    for i in range(len(labels)):
-        near = next((j for j in owner if abs(px[i] - px[j]) < 0.04 and abs(py[i] - py[j]) < 0.04), None)
-        if near is None:
-            owner.append(i)
-            texts[i] = labels[i]
-        else:
-            texts[near] += "<br>" + labels[i]
-    return texts
+
+def axis_range(values: Sequence[float], log: bool) -> tuple[float, float]:
+    points = [math.log10(max(v, 1e-3)) if log else v for v in values]
+    low, high = min(points), max(points)
+    pad = (high - low) * 0.08 or (0.3 if log else 2.0)
+    return low - pad, high + pad
+
+
+def place_labels(xs: Sequence[float], ys: Sequence[float], labels: Sequence[str], x_range: tuple[float, float],
+                 y_range: tuple[float, float], log_x: bool) -> list[tuple[str, str]]:
+    """(text, textposition) per point: the first position whose box meets no placed label, no point and stays
+    inside the plot, else no text."""
+    def pixel(x: float, y: float) -> tuple[float, float]:
+        u = math.log10(max(x, 1e-3)) if log_x else x
+        return ((u - x_range[0]) / (x_range[1] - x_range[0]) * PLOT_WIDTH,
+                (y_range[1] - y) / (y_range[1] - y_range[0]) * PLOT_HEIGHT)
+
+    points = [pixel(x, y) for x, y in zip(xs, ys)]
+    boxes = [(px - MARKER_PX, py - MARKER_PX, px + MARKER_PX, py + MARKER_PX) for px, py in points]
+    placed: list[tuple[str, str]] = []
+    for (px, py), label in zip(points, labels):
+        width, height = CHAR_PX * len(label) + 4, LINE_PX
+        candidates = {"top center": (px - width / 2, py - MARKER_PX - height, px + width / 2, py - MARKER_PX),
+                      "bottom center": (px - width / 2, py + MARKER_PX, px + width / 2, py + MARKER_PX + height),
+                      "middle right": (px + MARKER_PX, py - height / 2, px + MARKER_PX + width, py + height / 2),
+                      "middle left": (px - MARKER_PX - width, py - height / 2, px - MARKER_PX, py + height / 2)}
+        choice = next((p for p in POSITIONS if _inside(candidates[p]) and not any(
+            _overlap(candidates[p], b) for b in boxes if b != (px - MARKER_PX, py - MARKER_PX, px + MARKER_PX,
+                                                                 py + MARKER_PX))), None)
+        if choice is None:
+            placed.append(("", "top center"))
+            continue
+        boxes.append(candidates[choice])
+        placed.append((label, choice))
+    return placed
+
+
+def _inside(box: tuple[float, float, float, float]) -> bool:
+    return box[0] >= 0 and box[1] >= 0 and box[2] <= PLOT_WIDTH and box[3] <= PLOT_HEIGHT
+
+
+def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
 def short(run_id: str) -> str:

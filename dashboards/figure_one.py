@@ -2,28 +2,30 @@
 TTFT plus output tokens over the decoding speed), (b-d) each run's headline metric against its mean output tokens
 per sample, a model's single runs joined S -> E -> R.
 
-Readable at 20+ runs: the axes' ranges are set here, so a label's box in pixels is known before plotly.js draws
-it; labels are placed greedily (above, below, right, left of their point) where they collide with no other label,
-point or the plot's edge, and left off otherwise (every point keeps its hover label and its row in the table
-beside the chart)."""
+Readable at 20+ runs: labels are placed where they collide with nothing (`charts.place_labels`), and a point
+without room for its label keeps its hover label and its row in the table beside the chart."""
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
-from mai.dashboards.charts import PALETTE, Section, Table, figure, layout
+from mai.dashboards.charts import (
+    HEIGHT,
+    MARGIN,
+    PALETTE,
+    Section,
+    Table,
+    axis_range,
+    figure,
+    layout,
+    place_labels,
+)
 from mai.dashboards.rows import LatencyPointRow
 from mai.dashboards.sections import Store
 from mai.dashboards.views import fetch, run_label, run_models
 
-# the plot area the label placement assumes (pixels): the narrowest the report's layout gives a chart
-PLOT_WIDTH, PLOT_HEIGHT, HEIGHT, MARGIN = 860.0, 300.0, 500, {"l": 70, "r": 30, "t": 60, "b": 140}
-CHAR_PX, LINE_PX, MARKER_PX = 7.0, 15.0, 7.0
-POSITIONS = ("top center", "bottom center", "middle right", "middle left")
 PROMPT_ORDER = {"S": 0, "E": 1, "R": 2}
 OUTPUT_TOKENS = (1, 64, 128, 256, 512, 1024)
 SPEEDS = "SELECT profile_name, model, avg(tokens_per_s) AS tokens_per_s, arg_min(ttft_ms, input_tokens) AS ttft_ms " \
@@ -47,50 +49,6 @@ class RunPoint:
     @property
     def percent(self) -> float:
         return 100 * self.value
-
-
-def _range(values: Sequence[float], log: bool) -> tuple[float, float]:
-    points = [math.log10(max(v, 1e-3)) if log else v for v in values]
-    low, high = min(points), max(points)
-    pad = (high - low) * 0.08 or (0.3 if log else 2.0)
-    return low - pad, high + pad
-
-
-def place_labels(xs: Sequence[float], ys: Sequence[float], labels: Sequence[str], x_range: tuple[float, float],
-                 y_range: tuple[float, float], log_x: bool) -> list[tuple[str, str]]:
-    """(text, textposition) per point: the first position whose box meets no placed label, no point and stays
-    inside the plot, else no text."""
-    def pixel(x: float, y: float) -> tuple[float, float]:
-        u = math.log10(max(x, 1e-3)) if log_x else x
-        return ((u - x_range[0]) / (x_range[1] - x_range[0]) * PLOT_WIDTH,
-                (y_range[1] - y) / (y_range[1] - y_range[0]) * PLOT_HEIGHT)
-
-    points = [pixel(x, y) for x, y in zip(xs, ys)]
-    boxes = [(px - MARKER_PX, py - MARKER_PX, px + MARKER_PX, py + MARKER_PX) for px, py in points]
-    placed: list[tuple[str, str]] = []
-    for (px, py), label in zip(points, labels):
-        width, height = CHAR_PX * len(label) + 4, LINE_PX
-        candidates = {"top center": (px - width / 2, py - MARKER_PX - height, px + width / 2, py - MARKER_PX),
-                      "bottom center": (px - width / 2, py + MARKER_PX, px + width / 2, py + MARKER_PX + height),
-                      "middle right": (px + MARKER_PX, py - height / 2, px + MARKER_PX + width, py + height / 2),
-                      "middle left": (px - MARKER_PX - width, py - height / 2, px - MARKER_PX, py + height / 2)}
-        choice = next((p for p in POSITIONS if _inside(candidates[p]) and not any(
-            _overlap(candidates[p], b) for b in boxes if b != (px - MARKER_PX, py - MARKER_PX, px + MARKER_PX,
-                                                                 py + MARKER_PX))), None)
-        if choice is None:
-            placed.append(("", "top center"))
-            continue
-        boxes.append(candidates[choice])
-        placed.append((label, choice))
-    return placed
-
-
-def _inside(box: tuple[float, float, float, float]) -> bool:
-    return box[0] >= 0 and box[1] >= 0 and box[2] <= PLOT_WIDTH and box[3] <= PLOT_HEIGHT
-
-
-def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> bool:
-    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
 def figure_one(store: Store) -> Section:
@@ -132,7 +90,7 @@ def _latency_panel(store: Store, section: Section) -> None:
 
 
 def _accuracy_panel(mine: list[RunPoint]) -> go.Figure:
-    x_range, y_range = _range([r.tokens for r in mine], True), _range([r.percent for r in mine], False)
+    x_range, y_range = axis_range([r.tokens for r in mine], True), axis_range([r.percent for r in mine], False)
     placed = dict(zip((r.run_id for r in mine), place_labels([r.tokens for r in mine], [r.percent for r in mine],
                                                              [r.setting for r in mine], x_range, y_range, True)))
     fig = figure()

@@ -7,7 +7,19 @@ import html
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
-from mai.dashboards.charts import Cell, Section, Table, figure, layout, merged_labels, num, short
+from mai.dashboards.charts import (
+    HEIGHT,
+    MARGIN,
+    Cell,
+    Section,
+    Table,
+    axis_range,
+    figure,
+    layout,
+    num,
+    place_labels,
+    short,
+)
 from mai.dashboards.compare import compare_runs
 from mai.dashboards.frontier import CostAxis
 from mai.dashboards.policies import BUDGET, ORACLE, LabRecord, PolicyRecord, policy_labs
@@ -94,25 +106,27 @@ def _lab_figure(lab: LabRecord, usable: list[_Plotted]) -> go.Figure:
     unit = "estimated seconds" if lab["cost_axis"] == "seconds" else "mean output tokens per sample"
     fig = figure()
     plain = [u for u in usable if u.name != ORACLE]
-    fig.add_trace(go.Scatter(x=[u.cost for u in plain], y=[100 * u.score for u in plain],
-                             mode="markers+text", textposition="top center", hovertext=[u.name for u in plain],
-                             text=merged_labels([u.cost for u in plain], [u.score for u in plain],
-                                                [u.name for u in plain]),
+    costs, scores = [u.cost for u in usable], [100 * u.score for u in usable]
+    x_range, y_range = axis_range(costs or [0.0], False), axis_range(scores or [0.0], False)
+    placed = place_labels([u.cost for u in plain], [100 * u.score for u in plain], [u.name for u in plain], x_range,
+                          y_range, False)
+    fig.add_trace(go.Scatter(x=[u.cost for u in plain], y=[100 * u.score for u in plain], mode="markers+text",
+                             textposition=[p for _, p in placed], hovertext=[u.name for u in plain],
+                             text=[t for t, _ in placed], cliponaxis=False,
                              name="policies", marker={"size": 10, "color": "#457b9d"}))
     frontier = [u for name in lab["summary"]["frontier"] for u in plain if u.name == name]
     fig.add_trace(go.Scatter(x=[u.cost for u in frontier], y=[100 * u.score for u in frontier],
                              mode="lines", line={"shape": "hv", "color": "#e76f51"}, name="Pareto frontier"))
     for u in usable:
         if u.name == ORACLE:
-            fig.add_trace(go.Scatter(x=[u.cost], y=[100 * u.score], mode="markers+text", text=["oracle"],
-                                     textposition="bottom center", name="oracle",
+            fig.add_trace(go.Scatter(x=[u.cost], y=[100 * u.score], mode="markers", name="oracle",
                                      marker={"symbol": "star", "size": 16, "color": "#2a9d8f"}))
     span = lab["summary"]["budget_range"]
     if span:
-        fig.add_vrect(x0=span[0], x1=span[1], fillcolor="#e9c46a", opacity=0.12, line_width=0,
-                      annotation_text="APGR budget range", annotation_position="top left")
+        fig.add_vrect(x0=span[0], x1=span[1], fillcolor="#e9c46a", opacity=0.12, line_width=0)
     title = f"{lab['benchmark']}: {lab['small_model']} + {lab['large_model']} ({lab['samples']} samples)"
-    return layout(fig, title, xaxis={"title": unit}, yaxis={"title": "mean score (%)"})
+    return layout(fig, title, height=HEIGHT, margin=MARGIN, xaxis={"title": unit, "range": list(x_range)},
+                  yaxis={"title": "mean score (%)", "range": list(y_range)}, legend={"orientation": "h", "y": -0.25})
 
 
 # --- run vs run ----------------------------------------------------------------------------------------------

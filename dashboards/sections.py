@@ -226,4 +226,4 @@ def _s2_figure(pairs: list[S2PairRow]) -> go.Figure:
         fig.add_trace(go.Bar(x=labels, y=percents, name=f"score {suffix}", marker_color="#457b9d",
                              marker_pattern_shape=_S2_PATTERN[suffix]), row=1, col=2)
     return layout(fig, "S2 toggled: routing and score", barmode="group", yaxis={"title": "samples"},
-                  yaxis2={"title": "score (%)"})
+                  yaxis2={"title": "score (%)", "range": score_range([v for values in scores.values() for v in values])})
