@@ -21,7 +21,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from mai import cascade, progress, stop
 from mai.manifest import ShardOutcome, StageMaps
-from mai.plan import RunPlan
+from mai.plan import RunPlan, localize_models
 from mai.types import StageSpec
 
 
@@ -33,7 +33,7 @@ def mai_shard(plan: RunPlan, shard_path: str) -> ShardOutcome:
     """Runs the plan's steps over `shard_path` and returns (and stores) its outcome. On a worker the shard is its
     process's outermost flow: SIGTERM (a Prefect cancellation) stops it within a decoding step."""
     with stop.on_sigterm():
-        return _run_shard(plan, shard_path)
+        return _run_shard(localize_models(plan, Home.at(plan.home).models), shard_path)
 
 
 def _run_shard(plan: RunPlan, shard_path: str) -> ShardOutcome:

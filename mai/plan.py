@@ -9,6 +9,8 @@ the backend's setup, but knows nothing of Prefect or the store's layout.
 
 from __future__ import annotations
 
+import dataclasses
+import socket
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -18,7 +20,17 @@ from pydantic import BaseModel, ConfigDict
 
 from mai import cascade
 from mai.backends.base import EngineOptions
-from mai.config import GENERATED_BENCHMARKS, RunConfig, check_backend, check_transfer, resolve_model
+from mai.config import (
+    BUILTIN_MODELS,
+    GENERATED_BENCHMARKS,
+    SHIPPED_MODELS,
+    RunConfig,
+    check_backend,
+    check_transfer,
+    fingerprint_directory,
+    resolve_model,
+    shipped_models_dir,
+)
 from mai.errors import ConfigError
 from mai.evals.loading import DataSource, resolve_source
 from mai.evals.registry import get_entry
@@ -106,6 +118,37 @@ class RunPlan(BaseModel):
         """How a person finds the run among flow runs: benchmark, mode and the models it used."""
         models = [f"{role}:{Path(m.identity_name).name}" for role, m in sorted(self.models.items())]
         return ["mai", f"mai-run:{self.run_id}", f"benchmark:{self.benchmark}", f"mode:{self.mode}", *models]
+
+
+def localize_models(plan: RunPlan, models_dir: Path) -> RunPlan:
+    """The plan as the host that runs a shard sees it. The parent resolved local checkpoints to paths on its own
+    machine; a worker on another machine may have them elsewhere: a shipped model (`mai-shapes-*`) is taken from
+    the package installed on this host, a built-in one from `models_dir`; any local checkpoint must then have the
+    fingerprint the run planned (its identity), else the shard fails saying which path and which fingerprints."""
+    models = {role: _localize(spec, models_dir) for role, spec in plan.models.items()}
+    return plan if models == plan.models else plan.model_copy(update={"models": models})
+
+
+def _localize(spec: ModelSpec, models_dir: Path) -> ModelSpec:
+    if not spec.local:
+        return spec  # a hub id: the host's own cache resolves it
+    path, name, host = Path(spec.name_or_path), spec.identity_name, socket.gethostname()
+    if not path.is_dir():
+        if name in SHIPPED_MODELS:
+            path = shipped_models_dir() / name
+        elif name in BUILTIN_MODELS:
+            path = models_dir / name
+        else:
+            raise ConfigError(f"model directory {spec.name_or_path} does not exist on host {host}: every worker needs "
+                              "the checkpoint at the path the run was planned with (a shared filesystem)")
+    if not path.is_dir():
+        raise ConfigError(f"model '{name}' is not on host {host} (looked in {path}): install mai there, or build the "
+                          "built-in models in the shared store (`mai build-models`)")
+    found = f"sha256:{fingerprint_directory(path)}"
+    if found != spec.revision:
+        raise ConfigError(f"model directory {path} on host {host} has fingerprint {found}, but the run was planned with "
+                          f"{spec.revision} (another checkpoint or another version of it): put the same files there")
+    return dataclasses.replace(spec, name_or_path=str(path.resolve()))
 
 
 def new_run_id() -> str:

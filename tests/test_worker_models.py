@@ -1,0 +1,75 @@
+"""A shard on a worker whose machine has the models elsewhere than the parent's: shipped models come from the
+package installed there, and a local checkpoint must have the fingerprint the run was planned with (a clear error
+naming the path and both fingerprints otherwise, never an unrelated hub error)."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+
+import pytest
+from mai.flows import api
+from mai.flows.plan import prepare_run
+from mai.flows.shard import mai_shard
+from mai.storage.paths import Home
+
+from mai.config import RunConfig, shapes_pair_config, shipped_models_dir
+from mai.errors import ConfigError
+from mai.plan import RunPlan, localize_models
+
+DEPLOYER_CHECKOUT = "/home/someone-else/mai/mai/assets/models"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One store with the shapes data built (planning checks that the data exists)."""
+    root = tmp_path_factory.mktemp("store")
+    api.build_shapes(root)
+    return root
+
+
+def moved(plan: RunPlan, directory: str) -> RunPlan:
+    """The plan as a parent on another machine made it: its local models lie under `directory` there."""
+    models = {role: dataclasses.replace(spec, name_or_path=f"{directory}/{spec.identity_name}")
+              for role, spec in plan.models.items()}
+    return plan.model_copy(update={"models": models})
+
+
+def test_shipped_models_come_from_the_installed_package(store: Path) -> None:
+    plan = prepare_run(shapes_pair_config(home=str(store)), Home.at(store))
+    foreign = moved(plan, DEPLOYER_CHECKOUT)
+    assert not Path(foreign.models["large"].name_or_path).exists()
+    local = localize_models(foreign, Home.at(store).models)
+    assert local.models == plan.models  # the same path, revision (fingerprint) and dtype as planned here
+    assert localize_models(plan, Home.at(store).models) is plan  # nothing to change: the same plan
+
+
+def test_a_checkpoint_with_other_files_is_refused_naming_both_fingerprints(store: Path, tmp_path: Path) -> None:
+    checkpoint = tmp_path / "ckpt" / "my-small"
+    shutil.copytree(shipped_models_dir() / "mai-shapes-small", checkpoint)
+    plan = prepare_run(shapes_pair_config(home=str(store), small_model=str(checkpoint)), Home.at(store))
+    (checkpoint / "generation_config.json").write_text('{"do_sample": false, "max_length": 7}')  # the worker's copy
+    with pytest.raises(ConfigError, match=r"fingerprint sha256:\w+, but the run was planned with sha256:\w+") as error:
+        localize_models(plan, Home.at(store).models)
+    assert str(checkpoint) in str(error.value)
+
+
+def test_a_missing_checkpoint_names_its_path_and_the_host(store: Path, tmp_path: Path) -> None:
+    checkpoint = tmp_path / "ckpt" / "my-small"
+    shutil.copytree(shipped_models_dir() / "mai-shapes-small", checkpoint)
+    plan = prepare_run(shapes_pair_config(home=str(store), small_model=str(checkpoint)), Home.at(store))
+    shutil.rmtree(checkpoint)
+    with pytest.raises(ConfigError, match="does not exist on host"):
+        localize_models(plan, Home.at(store).models)
+
+
+def test_a_shard_planned_on_another_machine_runs_here(store: Path) -> None:
+    """The shard flow itself, given the deployer's paths, loads this host's copy of the models and computes."""
+    config = RunConfig(**{**shapes_pair_config().model_dump(), "home": str(store), "limit": 8, "shards": 1})
+    shard = api.run(config, progress=False)["shard_paths"][0]  # materialises the shard
+    longer = config.model_copy(update={"max_new_tokens": {**config.max_new_tokens, "R": 24}})  # new identities
+    plan = prepare_run(longer, Home.at(store))
+    outcome = mai_shard(moved(plan, DEPLOYER_CHECKOUT), shard)
+    assert outcome.tally.generations > 0  # generated with the models at their paths on this host
+    assert set(outcome.stage_maps) == {stage.name for stage in plan.stages}
