@@ -211,3 +211,14 @@ def test_an_original_internvl_chat_checkpoint_is_refused_before_anything_loads(t
                                                       "architectures": ["InternVLChatModel"]}))
     with pytest.raises(ConfigError, match="-HF"):
         resolve_model(str(original), "main", "float32", tmp_path)
+
+
+def test_internvl_latency_profile_counts_its_tiles_image_tokens(home: Path) -> None:
+    """`mai profile` on an InternVL model: the vision encoder is timed on its own, and a 64 px image is 4 tiles and a
+    thumbnail of TOKENS_PER_TILE tokens each; the generation is forced to the asked length."""
+    spec = resolve_model(INTERNVL_LARGE_BUILTIN, "main", "float32", Home.at(home).models)
+    point = get_engine(spec, "transformers").profile(resolution=64, query_tokens=16, output_tokens=4,  # type: ignore[attr-defined]
+                                                     repeats=1)
+    assert point.image_tokens == 5 * TOKENS_PER_TILE
+    assert point.output_tokens == 4 and point.input_tokens > point.image_tokens + 16
+    assert all(t > 0 for t in (*point.timings.vision, *point.timings.ttft, *point.timings.preprocess))
