@@ -41,7 +41,9 @@ Stored = Callable[[list[str]], set[str]]
 def _try_lock(path: Path) -> IO[bytes] | None:
     """An open, exclusively flocked handle of `path`, or None when a live process holds its lock."""
     try:
-        handle = open(path, "rb")  # noqa: SIM115  (returned open: the caller holds the lock)
+        # opened for writing: on NFS, Linux emulates flock with POSIX byte-range locks, and an exclusive one needs a
+        # file open for writing (EBADF otherwise); locally it changes nothing
+        handle = open(path, "r+b")  # noqa: SIM115  (returned open: the caller holds the lock)
     except FileNotFoundError:
         return None
     try:
