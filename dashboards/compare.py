@@ -104,7 +104,8 @@ class ChangedSample(TypedDict):
 
 
 class EstimatePair(TypedDict):
-    """Run A's estimate `estimate_name` and run B's `estimate_b`, pricing their shared models alike (`prices`)."""
+    """Run A's estimate `estimate_name` and run B's `estimate_b`, which price the models both runs used alike
+    (`prices`: those models and their profiles)."""
 
     estimate_name: str
     estimate_b: str
@@ -213,7 +214,7 @@ def _costs(home: Home, run_a: str, run_b: str, paired: list[str]) -> Cost:
         tokens.append((sum(int(r["output_tokens"]) for r in used), sum(int(r["calls"]) for r in used)))
     (tokens_a, calls_a), (tokens_b, calls_b) = tokens
     estimates: list[EstimatePair] = [
-        {"estimate_name": a.name, "estimate_b": b.name, "prices": ", ".join(sorted({a.priced, b.priced})),
+        {"estimate_name": a.name, "estimate_b": b.name, "prices": a.shared_with(b),
          "seconds_a": a.total_s, "seconds_b": b.total_s, "difference_s": b.total_s - a.total_s,
          "ratio": b.total_s / a.total_s if a.total_s else None}
         for a, b in pair_estimates(read_estimates(home, [run_a]), read_estimates(home, [run_b]))]

@@ -50,14 +50,14 @@ class Priced:
         shared = self.prices.keys() & other.prices.keys()
         return bool(shared) and all(self.prices[m] == other.prices[m] for m in shared)
 
-    @property
-    def priced(self) -> str:
-        return ", ".join(f"{model}={profile}" for model, profile in sorted(self.prices.items()))
+    def shared_with(self, other: Priced) -> str:
+        """The models both price, with their (common) profiles: 'model=profile, ...'."""
+        return ", ".join(f"{m}={self.prices[m]}" for m in sorted(self.prices.keys() & other.prices.keys()))
 
 
 def read_estimates(home: Home, run_ids: list[str]) -> list[Priced]:
     return [Priced(r["run_id"], r["estimate_name"], float(r["total_s"]),
-                   dict(p.split("=", 1) for p in r["prices"]))
+                   dict(p.rsplit("=", 1) for p in r["prices"]))  # profile names hold no "="
             for r in fetch(home, EstimatePriceRow, ESTIMATE_PRICES, [run_ids])]
 
 

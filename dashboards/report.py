@@ -1,9 +1,11 @@
 """`mai report`: the paper's figures and tables from the store, in one self-contained HTML file.
 
-Built only from the catalog views (`mai.dashboards.sections`, `mai.dashboards.policies`, `mai.dashboards.traces`):
-figure 1 (accuracy vs output tokens), the routing funnel (table 10), S2 vs non-S2 (tables 6, 15), the sparse
-transfer layer sweep and attention (table 9, figures 3-5, table 16), latency profiles, estimated and measured time
-and speed-up (tables 1-4, 11, 12), the routing-policy lab, the trace browser, and, for two runs, run vs run.
+Built only from the catalog views, one section module each: figure 1 (latency and accuracy against output tokens),
+tables 5, 7, 8, 13, 14 (tokens and scores per model and prompt), the routing funnel (table 10), S2 vs non-S2
+(tables 6, 15), the sparse transfer layer sweep and attention (table 9, figures 3-5, table 16), latency profiles,
+estimated and measured time and speed-ups (tables 1-4, 11, 12), the routing-policy lab, the runs' provenance and
+unparsed answers, the trace browser, and, for two runs, run vs run. Each paper item is a subsection headed
+"Figure N" / "Table N", with a note and the command that stores its runs where the report's runs cannot fill it.
 
 Why Plotly, with plotly.js inlined: the report must open offline (from a CI artifact, an e-mail, a laptop on a
 train), so every script is in the file and nothing is fetched. The `plotly` wheel ships plotly.js itself

@@ -1,7 +1,10 @@
-"""The report's sections over the paper's figures and tables: each reads the catalog views (through
-`mai.dashboards.views.fetch`, the saved queries of this folder where one exists) and returns a `Section`: its Plotly
-figures, its tables and its notes. The HTML around them is `mai.dashboards.report`'s; the latency section is
-`latency_section`, the policy lab and run vs run `result_sections`, the trace browser `traces`."""
+"""What every report section reads (`Store`) and the sections on routing: the routing funnel (table 10) and S2 vs
+non-S2 (tables 6, 15). Each section reads the catalog views (through `mai.dashboards.views.fetch`, the saved
+queries of this folder where one exists) and returns a `Section`: its Plotly figures, its tables, its notes and its
+paper items as subsections. The HTML around them is `mai.dashboards.report`'s; the other sections: figure 1
+`figure_one`, tables 5, 7, 8, 13, 14 and the runs' provenance `paper_tables`, table 9, figures 3-5 and table 16
+`transfer_section`, tables 1-4, 11, 12 `latency_section`, the policy lab and run vs run `result_sections`, the
+trace browser `traces`."""
 
 from __future__ import annotations
 

@@ -155,6 +155,11 @@ def _figure_3(section: Section, rows: list[AttentionPairRow]) -> None:
                                  mode="lines+markers", name=pair, legendgroup=pair), row=1, col=1)
         fig.add_trace(go.Scatter(x=[r["layer"] for r in mine], y=[r["share_for_80"] for r in mine],
                                  mode="lines+markers", name=pair, legendgroup=pair, showlegend=False), row=1, col=2)
+    if len({r["reasoning_model"] for r in rows}) == 1:
+        section.notes.append("The paper sets the large model reading the small model's reasoning against it reading "
+                             "its own (8B + 2B-R vs 8B + 8B-R); this report holds one reasoning model. A sweep of a "
+                             "pair whose small model is the large one stores the other: <code>mai sweep "
+                             "--small-model L --large-model L --layers 0,1,2</code>.")
     fig.update_xaxes(title_text="layer (0-based)", dtick=1)
     fig.update_yaxes(title_text="attention on the reasoning (mean over heads)", row=1, col=1)
     fig.update_yaxes(title_text="share of reasoning tokens", row=1, col=2)
