@@ -1,5 +1,6 @@
 """Chaos: random SIGKILLs and SIGTERMs across a run's stages and while it builds the built-in data, runs over bad
-rows, concurrent runs on one fresh store. Each trial runs `python -m mai.flows.cli` in its own process group on its
+rows (a megabyte question, text that is not UTF-8 among them), concurrent runs on one fresh store, runs on store
+roots with odd paths. Each trial runs `python -m mai.flows.cli` in its own process group on its
 own store and is judged against a clean reference run of the same configuration:
 
 - survived: the run (or, after a kill, the same command again) completed with exit status 0;
@@ -10,7 +11,7 @@ own store and is judged against a clean reference run of the same configuration:
 Also recorded: how long a SIGTERMed run took to exit (the goal is within a batch) and at which step a kill landed.
 
 Run: `.venv/bin/python benchmarks/chaos.py [--kills 12] [--data-kills 3] [--bad-rows 1] [--concurrent 2]
-[--limit 24] [--seed 0] [--json results.json]` (about a minute per kill trial on 2 CPU cores; a scratch directory
+[--odd-homes 4] [--limit 24] [--seed 0] [--json results.json]` (about a minute per kill trial on 2 CPU cores; a scratch directory
 under the system temp dir is removed at the end).
 """
 
@@ -47,9 +48,12 @@ def run_args(limit: int, data: Path | None = None) -> list[str]:
             *[f"--max-new-tokens={k}={v}" for k, v in BUDGET.items()], "--json"]
 
 
-def start(home: Path, args: list[str], log: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PREFECT_LOGGING_LEVEL": "ERROR", "HF_HUB_OFFLINE": "1",
-           "PREFECT_HOME": str(home / ".prefect")}  # a Prefect database per store: trials never share one
+def start(home: Path, args: list[str], log: Path, prefect_home: Path | None = None) -> subprocess.Popen[bytes]:
+    # a Prefect database per store: trials never share one (beside an odd store path: SQLite's URL would read a
+    # '?' in it as options)
+    prefect = prefect_home or home / ".prefect"
+    prefect.mkdir(parents=True, exist_ok=True)  # a temporary Prefect server opens its database there
+    env = {**os.environ, "PREFECT_LOGGING_LEVEL": "ERROR", "HF_HUB_OFFLINE": "1", "PREFECT_HOME": str(prefect)}
     with open(log, "ab") as handle:
         return subprocess.Popen([sys.executable, "-m", "mai.flows.cli", "--home", str(home), *args], cwd=REPO, env=env,
                                 stdout=subprocess.PIPE, stderr=handle, start_new_session=True)
@@ -263,6 +267,8 @@ def bad_rows_trial(trials: Trials, scratch: Path, base: Path, index: int, limit:
         lambda r: r.update(image=png((12000, 12000), "1")),
         lambda r: r.update(image={"bytes": b"\x89PNG\r\n\x1a\n not an image", "path": None}),
         lambda r: r.update(question=None),
+        lambda r: r.update(question="How many shapes? " + "x" * 1_000_000),  # a megabyte question
+        lambda r: r.update(question=NOT_UTF8),  # bytes that are not UTF-8, put in after writing (below)
     ]
     broken = sorted(rng.sample(range(limit), len(breakers)))
     for index_, breaker in zip(broken, breakers):
@@ -271,6 +277,7 @@ def bad_rows_trial(trials: Trials, scratch: Path, base: Path, index: int, limit:
     data.mkdir()
     features = datasets.Dataset.from_parquet(str(source)).features
     datasets.Dataset.from_list(rows, features=features).to_parquet(str(data / "test-00000-of-00001.parquet"))
+    with_raw_bytes(data / "test-00000-of-00001.parquet", "question", NOT_UTF8, b"Which \xff\xfe colour?")
     rc, manifest = complete(home, run_args(limit, data), scratch / f"bad-{index}.log")
     duplicated, problems = store_health(home)
     if rc != 0 or manifest is None:
@@ -284,6 +291,43 @@ def bad_rows_trial(trials: Trials, scratch: Path, base: Path, index: int, limit:
     errors = sum(r["route"] == "ERROR" for r in routes.values())
     trials.record("bad rows", True, same and neutralised_ran and errors == len(breakers) - 2,
                   len(routes) != limit or bool(problems), duplicated, errors=errors, broken_rows=broken)
+    shutil.rmtree(home, ignore_errors=True)
+
+
+NOT_UTF8 = "<not UTF-8>"
+
+
+def with_raw_bytes(path: Path, column: str, marker: str, raw: bytes) -> None:
+    """Rewrite the Parquet file with the cells of `column` that hold `marker` replaced by `raw`, bytes that need
+    not be UTF-8 (pyarrow checks text built from Python strings, not a column built from buffers)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    cells = [raw if value == marker else None if value is None else value.encode()
+             for value in table.column(column).to_pylist()]
+    binary = pa.array(cells, pa.binary())  # the layout of a string column (validity, offsets, data), unchecked
+    validity, offsets, data = binary.buffers()
+    array = pa.StringArray.from_buffers(len(binary), offsets, data, validity, binary.null_count)
+    position = table.schema.get_field_index(column)
+    pq.write_table(table.set_column(position, table.schema.field(column), array), path)
+
+
+# store roots a user may well have: quotes, brackets and glob characters, spaces, unicode, a semicolon
+ODD_HOMES = ["store'b", "a[1]", "x*y? b", "ünï ☃;--"]
+
+
+def odd_home_trial(trials: Trials, scratch: Path, base: Path, index: int, limit: int) -> None:
+    """A run on a store root whose path is ODD_HOMES[index]; then `mai sql` and `mai store verify` there."""
+    home = fresh(scratch / "odd" / ODD_HOMES[index % len(ODD_HOMES)], base, "home")
+    log = scratch / f"odd-{index}.log"
+    rc, manifest = finish(start(home, run_args(limit), log, prefect_home=scratch / f"odd-prefect-{index}"))
+    sql = subprocess.run([sys.executable, "-m", "mai.flows.cli", "--home", str(home), "sql", "--format", "csv",
+                          "SELECT count(*) AS n FROM routes"], cwd=REPO, capture_output=True, text=True, check=False)
+    if sql.stdout.split() != ["n", str(limit)]:
+        trials.record("odd store paths", rc == 0, False, True, 0, rc=sql.returncode, problems=[sql.stderr[-300:]])
+    else:
+        trials.judge("odd store paths", home, rc, manifest, limit)
     shutil.rmtree(home, ignore_errors=True)
 
 
@@ -304,6 +348,7 @@ def main() -> int:
     parser.add_argument("--data-kills", type=int, default=3, help="kills while the first run builds models and data")
     parser.add_argument("--bad-rows", type=int, default=1)
     parser.add_argument("--concurrent", type=int, default=2, help="pairs of concurrent first runs")
+    parser.add_argument("--odd-homes", type=int, default=len(ODD_HOMES), help="runs on store roots with odd paths")
     parser.add_argument("--limit", type=int, default=24)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="write every trial's details here")
@@ -314,7 +359,8 @@ def main() -> int:
         base = scratch / "base"
         rc, manifest = complete(base, run_args(args.limit), scratch / "reference.log")  # builds models and data
         if rc != 0 or manifest is None:
-            print(f"the reference run failed (exit {rc}); see {scratch / 'reference.log'}")
+            log = (scratch / "reference.log").read_text(errors="replace")
+            print(f"the reference run failed (exit {rc}); the end of its log:\n{log[-3000:]}")
             return 1
         reference = outcome(base, manifest)
         shutil.rmtree(base / "store")
@@ -334,6 +380,8 @@ def main() -> int:
             bad_rows_trial(trials, scratch, base, index, args.limit, rng)
         for index in range(args.concurrent):
             concurrent_trial(trials, scratch, base, index, args.limit)
+        for index in range(args.odd_homes):
+            odd_home_trial(trials, scratch, base, index, args.limit)
         print("\n" + trials.table())
         stops = [d["exit_s"] for d in trials.details if d.get("signal") == "SIGTERM"]
         if stops:

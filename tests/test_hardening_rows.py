@@ -28,7 +28,7 @@ def unchecked_strings(values: list[bytes]) -> pa.Array:
 
 def hostile_copy(home: Path, rows: int = 12) -> Path:
     """The demo's first rows with row 1's question a megabyte long and row 2's not UTF-8, schema and hub feature
-    metadata kept (the file loads through the same path as a real benchmark's copy)."""
+    metadata kept (the file loads through the same path as a real benchmark's copy), in a folder named `hostile [1]`."""
     source = Home.at(home).datasets / "demo" / "test-00000-of-00001.parquet"
     table = pq.read_table(source).slice(0, rows)
     questions = [q.encode() for q in table.column("question").to_pylist()]
@@ -36,8 +36,11 @@ def hostile_copy(home: Path, rows: int = 12) -> Path:
     questions[2] = b"Which colour \xff\xfe is it?"
     table = table.set_column(table.schema.get_field_index("question"), table.schema.field("question"),
                              unchecked_strings(questions))
-    target = home / "hostile" / "test-00000-of-00001.parquet"
+    # under a name `datasets` would read as a glob (`[1]` is the class of '1'), beside what that glob matches
+    target = home / "hostile [1]" / "test-00000-of-00001.parquet"
     target.parent.mkdir(parents=True)
+    (home / "hostile 1").mkdir()
+    pq.write_table(pq.read_table(source).slice(0, 2), home / "hostile 1" / "test-00000-of-00001.parquet")
     pq.write_table(table, target)
     return target.parent
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import io
 import re
@@ -174,7 +175,9 @@ def _open(source: DataSource) -> Any:
     # dot files are never data: a half-written temp file (`.tmp-...parquet`) left by a killed writer is skipped
     files = [path] if path.is_file() else sorted(f for f in path.rglob("*.parquet") if not f.name.startswith("."))
     in_split = [f for f in files if f.name.startswith(f"{source.split}-") or f.parent.name == source.split]
-    return datasets.load_dataset("parquet", data_files=[str(f) for f in (in_split or files)], split="train")
+    # `datasets` reads each data file as a glob pattern: escaped, a path under `a[1]` (or `x*`) names only itself
+    return datasets.load_dataset("parquet", data_files=[glob.escape(str(f)) for f in (in_split or files)],
+                                 split="train")
 
 
 def check_columns(benchmark: Benchmark, columns: list[str]) -> None:
