@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 from mai.flows.prefect_sync import synchronous
@@ -21,10 +22,15 @@ from mai.storage.claims import lease_is_held
 from mai.storage.paths import Home
 from mai.storage.runs import read_shard_outcome, shard_lease_path
 from mai.tasks.logs import run_logger
+from prefect.exceptions import TerminationSignal
 
+from mai import stop
 from mai.errors import ConfigError
 from mai.manifest import ShardOutcome
 from mai.plan import RunPlan
+
+if TYPE_CHECKING:
+    from prefect.client.orchestration import SyncPrefectClient
 
 SHARD_DEPLOYMENT = "mai-shard/shard"
 LEASE_GRACE_S = 10.0     # a Running shard whose lease stays free this long has lost its worker
@@ -90,13 +96,22 @@ def _run_in_process(plan: RunPlan, shard_paths: list[str], on_done: Callable[[in
 def _run_on_workers(plan: RunPlan, shard_paths: list[str], workers: int, on_done: Callable[[int], None]
                     ) -> dict[str, ShardOutcome]:
     outcomes: dict[str, ShardOutcome] = {}
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mai-shard") as pool:
-        # each thread carries the flow's context, so the shard flow runs appear under this run in the UI
-        futures = {pool.submit(contextvars.copy_context().run, _remote_shard, plan, shard): shard
-                   for shard in shard_paths}
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mai-shard")
+    # each thread carries the flow's context, so the shard flow runs appear under this run in the UI
+    futures = {pool.submit(contextvars.copy_context().run, _remote_shard, plan, shard): shard for shard in shard_paths}
+    try:
         for future in as_completed(futures):
             outcomes[futures[future]] = future.result()
             on_done(len(outcomes))
+    except (KeyboardInterrupt, stop.StopRequested, TerminationSignal):
+        # Ctrl-C or SIGTERM (a Prefect cancellation of this flow run too): no shard is submitted any more, and the
+        # watchers cancel theirs (they see the stop request within a poll); what the shards stored is kept
+        stop.request_stop("interrupted (Ctrl-C)")  # a SIGTERM's own reason, when it came first, is kept
+        run_logger().warning("run %s stopped: cancelling its shard flow runs; %d of %d shards had finished",
+                             plan.run_id, len(outcomes), len(shard_paths))
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     return {shard: outcomes[shard] for shard in shard_paths}
 
 
@@ -107,6 +122,7 @@ def _remote_shard(plan: RunPlan, shard_path: str) -> ShardOutcome:
     home = Home.at(plan.home)
     parameters = {"plan": plan.model_dump(mode="json"), "shard_path": shard_path}
     for attempt in range(1, MAX_ATTEMPTS + 1):
+        stop.check()  # after a stop request, no shard flow run is created any more
         name = shard_run_name(shard_path) + (f" (attempt {attempt})" if attempt > 1 else "")
         flow_run = synchronous(run_deployment(SHARD_DEPLOYMENT, parameters=parameters, flow_run_name=name,
                                               timeout=0, tags=plan.tags))
@@ -130,7 +146,8 @@ def _remote_shard(plan: RunPlan, shard_path: str) -> ShardOutcome:
 
 
 def _watch(flow_run_id: UUID, home: Home, run_id: str, shard_path: str) -> str:
-    """Waits for the shard's flow run to end; returns its final state type (CRASHED for a lost worker)."""
+    """Waits for the shard's flow run to end; returns its final state type (CRASHED for a lost worker). After a stop
+    request it cancels the flow run and raises StopRequested."""
     from prefect.client.orchestration import get_client
     from prefect.states import Crashed
 
@@ -141,6 +158,9 @@ def _watch(flow_run_id: UUID, home: Home, run_id: str, shard_path: str) -> str:
             state = client.read_flow_run(flow_run_id).state
             if state is not None and state.is_final():
                 return state.type.value
+            if stop.stop_requested():
+                _cancel(client, flow_run_id, state is not None and state.is_running())
+                raise stop.StopRequested(stop.reason())
             running = state is not None and state.is_running()
             if not running or lease_is_held(lease):
                 free_since = None
@@ -151,3 +171,13 @@ def _watch(flow_run_id: UUID, home: Home, run_id: str, shard_path: str) -> str:
                                                                        "store was released"), force=True)
                 return "CRASHED"
             time.sleep(POLL_S)
+
+
+def _cancel(client: SyncPrefectClient, flow_run_id: UUID, running: bool) -> None:
+    """A running shard is set Cancelling (its worker then stops the process: SIGTERM, which the shard turns into a
+    stop within a decoding step); one that no worker took yet is Cancelled at once, so no worker takes it later."""
+    from prefect.states import Cancelled, Cancelling
+
+    message = "the run that submitted this shard was stopped"
+    client.set_flow_run_state(flow_run_id, Cancelling(message=message) if running else Cancelled(message=message),
+                              force=True)

@@ -289,3 +289,39 @@ def parent_logs(flow_run_id: Any, containing: str, wait_s: float = 20.0) -> list
         if found or time.monotonic() > deadline:
             return found
         time.sleep(0.5)
+
+
+def test_sigterm_on_a_fanned_out_parent_cancels_its_shards(workers: Workers, home: Path, tmp_path: Path) -> None:
+    """The parent stops within seconds, with one line and no traceback; its shard flow runs end Cancelled (none is
+    left for a worker to take later); the same run again completes, computing each identity once."""
+    import shutil
+
+    other = tmp_path / "stopped"
+    shutil.copytree(home / "models", other / "models")
+    shutil.copytree(home / "datasets", other / "datasets")
+    args = ["--limit", "24", "--shards", "2", "--workers", "2", "--batch-size", "4", "--max-new-tokens", "R=160"]
+    parent = subprocess.Popen([sys.executable, "-m", "mai.flows.cli", "--home", str(other), "run", *args, "--name",
+                               "stop-me"], cwd=REPO, env=prefect_env(workers.api_url), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not any(
+            lease_is_held(lease) for lease in Home.at(other).runs.glob("*/shards/*.lease")):
+        assert parent.poll() is None, parent.communicate()[1].decode()[-2000:]
+        time.sleep(0.2)
+    time.sleep(2)  # the shards generate
+    started = time.monotonic()
+    parent.send_signal(signal.SIGTERM)
+    _, err = parent.communicate(timeout=60)
+    assert time.monotonic() - started < 10
+    assert parent.returncode == 128 + signal.SIGTERM and "Traceback" not in err.decode(), err.decode()[-3000:]
+    run_id = next(tag for tag in parent_flow_run("stop-me").tags if tag.startswith("mai-run:")).split(":", 1)[1]
+    deadline = time.monotonic() + 60  # a shard that finished before the signal stays Completed
+    while {r.state_type.value for r in shard_flow_runs(run_id)} - {"CANCELLED", "COMPLETED"} \
+            and time.monotonic() < deadline:
+        time.sleep(1)
+    states = [r.state_type.value for r in shard_flow_runs(run_id)]
+    assert "CANCELLED" in states and set(states) <= {"CANCELLED", "COMPLETED"}, states
+    manifest = run(other, limit=24, shards=2, batch_size=4, max_new_tokens={**BUDGET, "R": 160}, workers=2)
+    assert manifest["counts"]["valid"] == 24
+    ids = [r["gen_id"] for r in stored_rows(other)]
+    assert len(ids) == len(set(ids)), "an identity was generated twice"
