@@ -10,9 +10,11 @@ identities the store lacks. A shard that fails with an error is retried by Prefe
 from __future__ import annotations
 
 import contextvars
+import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from datetime import UTC, datetime, timedelta
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 from uuid import UUID
@@ -31,6 +33,7 @@ from mai.plan import RunPlan
 
 if TYPE_CHECKING:
     from prefect.client.orchestration import SyncPrefectClient
+    from prefect.client.schemas.objects import Worker
 
 SHARD_DEPLOYMENT = "mai-shard/shard"
 LEASE_GRACE_S = 10.0     # a Running shard whose lease stays free this long has lost its worker
@@ -38,8 +41,16 @@ POLL_S = 1.0
 MAX_ATTEMPTS = 3         # submissions of one shard whose worker died
 
 
+# a shard that no worker has taken for this long makes the parent ask whether any worker of the pool polls at all
+NO_WORKER_WAIT_S = float(os.environ.get("MAI_NO_WORKER_WAIT_S", "60"))
+
+
 class ShardFailed(RuntimeError):
     """A shard's flow run failed after its retries, or lost its worker MAX_ATTEMPTS times."""
+
+
+class NoWorker(ConfigError):
+    """No worker of the shard deployment's pool is polling: a set-up to fix, said in one line."""
 
 
 def shard_run_name(shard_path: str) -> str:
@@ -153,14 +164,20 @@ def _watch(flow_run_id: UUID, home: Home, run_id: str, shard_path: str) -> str:
 
     lease = shard_lease_path(home, run_id, shard_path)
     free_since: float | None = None
+    queued_since = time.monotonic()
     with get_client(sync_client=True) as client:
         while True:
-            state = client.read_flow_run(flow_run_id).state
+            flow_run = client.read_flow_run(flow_run_id)
+            state = flow_run.state
             if state is not None and state.is_final():
                 return state.type.value
             if stop.stop_requested():
                 _cancel(client, flow_run_id, state is not None and state.is_running())
                 raise stop.StopRequested(stop.reason())
+            queued = state is not None and (state.is_scheduled() or state.is_pending())
+            if queued and time.monotonic() - queued_since > NO_WORKER_WAIT_S:
+                _require_a_worker(client, flow_run_id, flow_run.work_pool_name, shard_path)
+                queued_since = time.monotonic()  # workers poll but are busy: ask again after another wait
             running = state is not None and state.is_running()
             if not running or lease_is_held(lease):
                 free_since = None
@@ -171,6 +188,28 @@ def _watch(flow_run_id: UUID, home: Home, run_id: str, shard_path: str) -> str:
                                                                        "store was released"), force=True)
                 return "CRASHED"
             time.sleep(POLL_S)
+
+
+def _require_a_worker(client: SyncPrefectClient, flow_run_id: UUID, pool: str | None, shard_path: str) -> None:
+    """Raises NoWorker (after cancelling the shard, so no worker takes it later) when no worker of `pool` has sent a
+    heartbeat lately; logs that the shard waits for a busy pool otherwise."""
+    workers = client.read_workers_for_work_pool(pool) if pool else []
+    if any(_heard_lately(worker) for worker in workers):
+        run_logger().info("shard %s waits for a free worker of pool %s", shard_path, pool)
+        return
+    _cancel(client, flow_run_id, running=False)
+    raise NoWorker(f"no worker of work pool '{pool}' is polling: shard {shard_path} waited {NO_WORKER_WAIT_S:.0f} s "
+                   f"(MAI_NO_WORKER_WAIT_S). Start one per GPU, e.g. `CUDA_VISIBLE_DEVICES=0 prefect worker start "
+                   f"--pool {pool} --limit 1`, and run again (what the run stored is kept)")
+
+
+def _heard_lately(worker: Worker) -> bool:
+    """A worker is polling when its last heartbeat is younger than three of its intervals (the rule by which the
+    server marks workers offline, applied here: a server may run that service late, or not at all)."""
+    if worker.last_heartbeat_time is None:
+        return False
+    interval = worker.heartbeat_interval_seconds or 30
+    return datetime.now(UTC) - worker.last_heartbeat_time < timedelta(seconds=3 * interval)
 
 
 def _cancel(client: SyncPrefectClient, flow_run_id: UUID, running: bool) -> None:

@@ -101,6 +101,8 @@ def start_temporary_server() -> subprocess.Popen[bytes]:
     for Prefect's own temporary server); PREFECT_API_URL points this process at it. Call from the main thread:
     the death signal follows the thread that started the server."""
     port = _free_port()
+    # the server keeps its database in PREFECT_HOME: the folder exists before the server starts
+    Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser().mkdir(parents=True, exist_ok=True)
     # the app and settings Prefect's own temporary server runs with (prefect.server.api.server.SubprocessASGIServer,
     # prefect 3.8-3.9): no UI, and the reduced set of background services of an ephemeral server
     env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",

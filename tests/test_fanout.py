@@ -34,6 +34,7 @@ POOL = "mai-fanout-test"
 def prefect_env(api_url: str, **extra: str) -> dict[str, str]:
     return {**os.environ, "PREFECT_API_URL": api_url, "PREFECT_LOGGING_LEVEL": "WARNING",
             "PREFECT_WORKER_QUERY_SECONDS": "1", "PREFECT_WORKER_PREFETCH_SECONDS": "0", "HF_HUB_OFFLINE": "1",
+            "PREFECT_WORKER_HEARTBEAT_SECONDS": "5",
             **extra}
 
 
@@ -325,3 +326,26 @@ def test_sigterm_on_a_fanned_out_parent_cancels_its_shards(workers: Workers, hom
     assert manifest["counts"]["valid"] == 24
     ids = [r["gen_id"] for r in stored_rows(other)]
     assert len(ids) == len(set(ids)), "an identity was generated twice"
+
+
+def test_with_no_worker_online_the_run_says_how_to_start_one(workers: Workers, home: Path, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Last in this module: it stops the workers. The parent waits MAI_NO_WORKER_WAIT_S for a worker to take a
+    shard, then fails in one line naming the pool and the command that starts a worker, and cancels its shards so
+    that a worker started later does not run them."""
+    import shutil
+
+    from mai.flows import fanout
+
+    workers.stop()
+    time.sleep(16)  # three of the test workers' 5 s heartbeat intervals: they no longer count as polling
+    monkeypatch.setattr(fanout, "NO_WORKER_WAIT_S", 3.0)
+    other = tmp_path / "no-worker"
+    shutil.copytree(home / "models", other / "models")
+    shutil.copytree(home / "datasets", other / "datasets")
+    from mai.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=rf"no worker of work pool '{POOL}' is polling.*prefect worker start --pool"):
+        run(other, limit=8, shards=2, workers=2, run_name="no-worker")
+    run_id = next(tag for tag in parent_flow_run("no-worker").tags if tag.startswith("mai-run:")).split(":", 1)[1]
+    assert {r.state_type.value for r in shard_flow_runs(run_id)} == {"CANCELLED"}

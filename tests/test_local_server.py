@@ -69,7 +69,7 @@ def test_a_killed_run_leaves_no_process_behind(tmp_path: Path) -> None:
 
     env = {key: value for key, value in os.environ.items() if key != "PREFECT_API_URL"}
     env.update(MAI_PREFECT_SERVER_DIR=str(tmp_path / "no-server"), HF_HUB_OFFLINE="1",
-               PREFECT_LOGGING_LEVEL="WARNING")
+               PREFECT_LOGGING_LEVEL="WARNING", PREFECT_HOME=str(tmp_path / "a-fresh-prefect-home"))  # not made yet
     home = tmp_path / "store"
     with open(tmp_path / "run.log", "wb") as log:
         run = subprocess.Popen([sys.executable, "-m", "mai.flows.cli", "--home", str(home), "run", "--limit", "24",
