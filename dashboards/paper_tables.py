@@ -14,6 +14,13 @@ from functools import cache
 from pathlib import Path
 
 from mai.dashboards.charts import Cell, Section, Table
+from mai.dashboards.paper_internvl import (
+    TABLE_13_TOKENS,
+    TABLE_14_SCORES,
+    PaperTable,
+    paper_value,
+    reference_table,
+)
 from mai.dashboards.provenance import Provenance
 from mai.dashboards.rows import RunRow, StageParseRow, TokensByKindRow
 from mai.dashboards.sections import Store
@@ -93,9 +100,12 @@ def tokens_and_scores(store: Store) -> Section:
     _transfer_table(store, section.child("table-8", "Table 8 · Reasoning transfer: large model + small model's "
                                                     "reasoning (%), change against the large model's S"))
     part = section.child("table-13", "Table 13 · Mean generated tokens per model and prompt (InternVL family)")
-    _tokens_table(part, internvl, INTERNVL_COMMAND)
+    _tokens_table(part, internvl, INTERNVL_COMMAND, TABLE_13_TOKENS)
+    part.tables.append(reference_table(TABLE_13_TOKENS, "mean generated tokens"))
     part = section.child("table-14", "Table 14 · Performance per model and prompt (InternVL family, %)")
-    _scores_table(store, part, [r for r in singles if _is_internvl(store, run_models(r))], INTERNVL_COMMAND)
+    _scores_table(store, part, [r for r in singles if _is_internvl(store, run_models(r))], INTERNVL_COMMAND,
+                  TABLE_14_SCORES)
+    part.tables.append(reference_table(TABLE_14_SCORES, "scores (%; MMMU E and R without its 2-stage strategy)"))
     return section
 
 
@@ -105,23 +115,33 @@ def _grid(rows: dict[str, dict[tuple[str, str], str]], benchmarks: list[str], fi
                  [[name, *(cells.get(c) for c in columns)] for name, cells in sorted(rows.items())])
 
 
-def _tokens_table(section: Section, tokens: list[TokensByKindRow], missing: str = "") -> None:
+def _with_paper(measured: float, paper: PaperTable | None, model: str, benchmark: str, prompt: str) -> str:
+    """A measured value, with the paper's beside it where the paper ran the same model on the same benchmark."""
+    reference = paper_value(paper, model, benchmark, prompt) if paper else None
+    return f"{measured:.1f}" + (f" (paper {reference:.1f})" if reference is not None else "")
+
+
+def _tokens_table(section: Section, tokens: list[TokensByKindRow], missing: str = "",
+                  paper: PaperTable | None = None) -> None:
     rows: dict[str, dict[tuple[str, str], str]] = defaultdict(dict)
     for t in tokens:
         if t["prompt_kind"] in PROMPTS:
-            rows[t["model"]][(t["benchmark"], t["prompt_kind"])] = f"{t['mean_output_tokens']:.1f}"
+            rows[t["model"]][(t["benchmark"], t["prompt_kind"])] = _with_paper(
+                t["mean_output_tokens"], paper, t["model"], t["benchmark"], t["prompt_kind"])
     if not rows:
         section.notes.append("No generations of these models in this report" + (f": {missing}." if missing else "."))
         return
     section.tables.append(_grid(rows, sorted({t["benchmark"] for t in tokens}), "model"))
 
 
-def _scores_table(store: Store, section: Section, singles: list[RunRow], missing: str = "") -> None:
+def _scores_table(store: Store, section: Section, singles: list[RunRow], missing: str = "",
+                  paper: PaperTable | None = None) -> None:
     rows: dict[str, dict[tuple[str, str], str]] = defaultdict(dict)
     for run in singles:  # oldest first: the latest run of a setting wins
-        prompt = run["single_prompt"] or ""
+        prompt, model = run["single_prompt"] or "", run_models(run)
         value = 100 * store.headline[run["run_id"]][1]
-        rows[run_models(run)][(run["benchmark"], prompt + (" +S2" if run["s2"] else ""))] = f"{value:.1f}"
+        rows[model][(run["benchmark"], prompt + (" +S2" if run["s2"] else ""))] = _with_paper(
+            value, None if run["s2"] else paper, model, run["benchmark"], prompt)
     if not rows:
         section.notes.append("No single-model run of these models in this report: " + (
             missing or "<code>mai run --mode single --single-model large --single-prompt S</code> (and E, R)") + ".")
