@@ -22,9 +22,10 @@ from mai.dashboards.paper_internvl import (
     reference_table,
 )
 from mai.dashboards.provenance import Provenance
-from mai.dashboards.rows import RunRow, StageParseRow, TokensByKindRow
+from mai.dashboards.rows import StageParseRow, TokensByKindRow
 from mai.dashboards.sections import Store
 from mai.dashboards.views import FULL_RT, USED_GENERATIONS, fetch, run_label, run_models
+from mai.storage.schemas import RunRow
 
 from mai.config import BUILTIN_MODELS, SHIPPED_MODELS, shipped_models_dir
 

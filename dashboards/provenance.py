@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from mai.dashboards.rows import EstimatePriceRow, RunRow
+from mai.dashboards.rows import EstimatePriceRow
 from mai.dashboards.views import default_profile, fetch
 from mai.storage.paths import Home
+from mai.storage.schemas import RunRow
 
 # per (run, estimate): its total and 'model=profile' for every stage it priced (the model from the generations
 # the stage used)

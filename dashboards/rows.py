@@ -4,49 +4,9 @@ to them; the SQL they describe sits next to the code that runs it."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Literal, TypedDict
+from typing import TypedDict
 
-from mai.types import PromptKind, Role, Route, RunMode
-
-
-class RunRow(TypedDict):
-    """A row of the `runs` view (`SELECT * FROM runs`): one completed run. A single-model run names only the
-    model it used; `single_*` are None outside single-model runs, `transfer_delta` outside sparse ones."""
-
-    run_id: str
-    run_name: str | None
-    config_key: str
-    started_at: datetime
-    finished_at: datetime
-    wall_s: float
-    engine_generate_s: float
-    model_load_s: float
-    mode: RunMode
-    benchmark: str
-    dataset_fingerprint: str
-    small_model: str | None
-    large_model: str | None
-    single_model: Role | None
-    single_prompt: PromptKind | None
-    s2: bool
-    transfer: Literal["full", "sparse"]
-    transfer_layer: int | None
-    transfer_delta: float | None
-    backend: str
-    n_shards: int
-    n_samples: int
-    n_valid: int
-    n_errors: int
-    n_generations_needed: int
-    n_generations_computed: int
-    n_generations_reused: int
-    routed_mv1: int
-    routed_mv2: int
-    routed_rt: int
-    git_commit: str | None
-    config_json: str
-    versions_json: str
+from mai.types import PromptKind, Route, RunMode
 
 
 class SampleRow(TypedDict):

@@ -18,7 +18,6 @@ from mai.dashboards.outputs import OUTPUT_KINDS, OutputKind
 from mai.dashboards.rows import (
     HeadlineRow,
     RouteCountRow,
-    RunRow,
     RunTokensRow,
     S2ChangedRow,
     S2PairRow,
@@ -35,6 +34,7 @@ from mai.dashboards.views import (
     run_label,
 )
 from mai.storage.paths import Home
+from mai.storage.schemas import RunRow
 
 from mai import cascade
 

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import TypeVar, cast
 
 import duckdb
-from mai.dashboards.rows import RunRow
 from mai.storage.catalog import connect
 from mai.storage.paths import Home
+from mai.storage.schemas import RunRow
 
 from mai.types import STAGE_NAMES, Role
 

@@ -8,7 +8,6 @@ import subprocess
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from typing import Any
 
 from mai.storage.attention import computed_by_run
 from mai.storage.generations import count_computed_by_run
@@ -41,18 +40,12 @@ def backend_report(backend: str, started_at: datetime) -> BackendReport:
     """Which servers the run's engines in this process used (URL, owner, log file) and what happened to them
     during the run (starts, restarts after a server died); empty lists for in-process backends."""
     engines = [e for e in loaded_engines() if e.backend == backend]
-    servers: list[ServerRecord] = [_server_record(server) for e in engines
+    servers: list[ServerRecord] = [server.record() for e in engines
                                    if (server := getattr(e, "server", None)) is not None]
     events: list[ServerEvent] = [event for e in engines for event in getattr(e, "events", [])
                                  if event["at"] >= started_at.isoformat()]
     return {"name": backend, "servers": servers, "events": events,
             "restarts": sum(event["event"] == "restarted" for event in events)}
-
-
-def _server_record(server: Any) -> ServerRecord:
-    """An engine's ServerInfo (the vLLM client's record; read by attribute, the engines are duck-typed)."""
-    return {"model": server.model, "url": server.url, "owner": server.owner, "log_path": server.log_path,
-            "pid": server.pid, "start_s": server.start_s, "started_at": server.started_at}
 
 
 def package_versions() -> dict[str, str]:

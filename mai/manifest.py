@@ -11,7 +11,7 @@ validates what it reads back.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import NotRequired, TypedDict
+from typing import Literal, NotRequired, TypedDict
 
 from pydantic import BaseModel, ConfigDict
 
@@ -84,7 +84,7 @@ class RunTimings(TypedDict):
 
 
 class ServerRecord(TypedDict):
-    """A vLLM server the run's engines used (mai.backends.vllm_server.ServerInfo as JSON)."""
+    """A vLLM server as JSON (mai.backends.vllm_server.ServerInfo): in the `mai serve` registry and in manifests."""
 
     model: str
     url: str
@@ -95,8 +95,13 @@ class ServerRecord(TypedDict):
     started_at: str | None
 
 
+ServerEventKind = Literal["started", "restarted", "adopted"]
+
+
 class ServerEvent(ServerRecord):
-    event: str   # "started", "restarted"
+    """A server an engine started, restarted or adopted during a run: the event, its time, and the server."""
+
+    event: ServerEventKind
     at: str      # ISO time
 
 

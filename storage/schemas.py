@@ -12,7 +12,7 @@ from typing import Literal, NotRequired, Required, TypedDict
 
 import pyarrow as pa
 
-from mai.types import STAGE_NAMES, AnswerStyle, FinishReason, PromptKind
+from mai.types import STAGE_NAMES, AnswerStyle, FinishReason, PromptKind, Role, RunMode
 
 STRING_LIST = pa.list_(pa.string())
 
@@ -362,25 +362,26 @@ RUNS = pa.schema([
 
 
 class RunRow(TypedDict):
-    """A row of `runs`: one completed run (written last; its existence means the run completed)."""
+    """A row of the `runs` view (`SELECT * FROM runs`): one completed run. A single-model run names only the
+    model it used; `single_*` are None outside single-model runs, `transfer_delta` outside sparse ones."""
 
     run_id: str
-    run_name: str
+    run_name: str | None
     config_key: str
     started_at: datetime
     finished_at: datetime
     wall_s: float
     engine_generate_s: float
     model_load_s: float
-    mode: str
+    mode: RunMode
     benchmark: str
     dataset_fingerprint: str
     small_model: str | None
     large_model: str | None
-    single_model: str | None
-    single_prompt: str | None
+    single_model: Role | None
+    single_prompt: PromptKind | None
     s2: bool
-    transfer: str
+    transfer: Literal["full", "sparse"]
     transfer_layer: int | None
     transfer_delta: float | None
     backend: str

@@ -19,7 +19,6 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
 
 import httpx
 
@@ -30,6 +29,7 @@ from mai.backends.vllm_model_files import load_detokenizer, stop_token_ids
 from mai.backends.vllm_protocol import ServerGone, StreamedCompletion, request_body, stream_chunks
 from mai.backends.vllm_server import CPU_HEAD_SIZES
 from mai.errors import ConfigError
+from mai.manifest import ServerEvent, ServerEventKind
 from mai.types import FinishReason, GenRequest, GenResult, ModelSpec, Role
 
 # tests and benchmarks skip models whose head size vLLM's CPU build cannot serve
@@ -39,17 +39,6 @@ MAX_RESTARTS = 3
 REQUEST_TIMEOUT_S = 600.0
 # what a dying server looks like from the client: refused connections, dropped streams, 5xx from a dead engine
 _SERVER_GONE = (httpx.TransportError, httpx.RemoteProtocolError)
-
-ServerEventKind = Literal["started", "restarted", "adopted"]
-
-
-class ServerEvent(servers.ServerRecord):
-    """A server this engine started, restarted or adopted, as run manifests record it: the event, its time, and
-    the server (its ServerInfo)."""
-
-    event: ServerEventKind
-    at: str
-
 
 def server_event(kind: ServerEventKind, info: servers.ServerInfo) -> ServerEvent:
     return {"event": kind, "at": datetime.now(UTC).isoformat(), **info.record()}

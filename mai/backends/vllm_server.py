@@ -32,10 +32,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypedDict
 
 from mai.backends.vllm_model_files import attention_head_dim
 from mai.errors import ConfigError
+from mai.manifest import ServerRecord
 from mai.types import ModelSpec
 
 ENV_VAR = "MAI_VLLM_ENV"
@@ -43,18 +43,6 @@ DEFAULT_ENV_NAME = ".venv-vllm"
 START_TIMEOUT_S = float(os.environ.get("MAI_VLLM_START_TIMEOUT", "600"))
 # vLLM's CPU attention kernels exist for these head sizes only (vllm/v1/attention/backends/cpu_attn.py)
 CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
-
-
-class ServerRecord(TypedDict):
-    """A ServerInfo as JSON: in the `mai serve` registry and in run manifests' server events."""
-
-    model: str
-    url: str
-    owner: str
-    log_path: str | None
-    pid: int | None
-    start_s: float | None
-    started_at: str | None
 
 
 @dataclass(frozen=True)
