@@ -10,7 +10,6 @@ the backend's setup, but knows nothing of Prefect or the store's layout.
 from __future__ import annotations
 
 import dataclasses
-import socket
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -34,6 +33,7 @@ from mai.config import (
 from mai.errors import ConfigError
 from mai.evals.loading import DataSource, resolve_source
 from mai.evals.registry import get_entry
+from mai.host import host_name
 from mai.identity import needs_backend
 from mai.types import Decoding, ModelSpec, PromptKind, Role, RunMode, StageName, StageSpec
 
@@ -132,7 +132,7 @@ def localize_models(plan: RunPlan, models_dir: Path) -> RunPlan:
 def _localize(spec: ModelSpec, models_dir: Path) -> ModelSpec:
     if not spec.local:
         return spec  # a hub id: the host's own cache resolves it
-    path, name, host = Path(spec.name_or_path), spec.identity_name, socket.gethostname()
+    path, name, host = Path(spec.name_or_path), spec.identity_name, host_name()
     if not path.is_dir():
         if name in SHIPPED_MODELS:
             path = shipped_models_dir() / name

@@ -19,7 +19,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import socket
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -31,6 +30,7 @@ from filelock import FileLock
 from mai.storage.paths import Home
 
 from mai import stop
+from mai.host import host_name
 from mai.identity import canonical_hash
 
 POLL_S = 0.25
@@ -183,7 +183,7 @@ class Lease:
         fcntl.flock(self._handle.fileno(), fcntl.LOCK_EX)
         # who holds it, for people and tests: host, process and its parent (a worker runs shards as children)
         self._handle.truncate(0)
-        self._handle.write(json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
+        self._handle.write(json.dumps({"host": host_name(), "pid": os.getpid(),
                                        "ppid": os.getppid()}).encode())
         self._handle.flush()
         return self

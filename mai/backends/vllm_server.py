@@ -5,7 +5,9 @@ is served by an OpenAI-compatible server started from the vLLM environment.
   process group: the API server and its engine-core child). Every server this process starts is stopped
   at interpreter exit (atexit), after Ctrl-C, and when its parent dies (PR_SET_PDEATHSIG via `setpriv`).
 - A small JSON registry under the store root (`servers/registry.json`) lists long-lived servers started
-  by `mai serve`, so runs in other processes find and reuse them.
+  by `mai serve`, so runs in other processes find and reuse them. It is keyed by host (mai/host.py) and model:
+  servers listen on 127.0.0.1, so a run uses only its own host's servers and never removes another host's
+  entries (many GPU hosts share one store).
 - Server logs live under the store root (`servers/logs/`); run manifests reference them.
 Only the standard library here (and the model's files, mai/backends/vllm_model_files.py): the backend's HTTP client
 is httpx, but starting and probing servers is also needed by `mai serve` and by validation, which must not load
@@ -35,6 +37,7 @@ from pathlib import Path
 
 from mai.backends.vllm_model_files import attention_head_dim
 from mai.errors import ConfigError
+from mai.host import host_name
 from mai.manifest import ServerRecord
 from mai.types import ModelSpec
 
@@ -303,8 +306,14 @@ def log_dir(home: Path) -> Path:
     return home / "servers" / "logs"
 
 
-def registry_key(model: ModelSpec) -> str:
-    return f"{model.identity_name}@{model.revision}-{model.dtype}"
+def registry_key(model: ModelSpec, host: str | None = None) -> str:
+    """`host/model@revision-dtype`: a host name never holds a slash, so the host is the key's first part. Keys of
+    registries written before hosts were recorded have no host part this host's name matches: never used."""
+    return f"{host or host_name()}/{model.identity_name}@{model.revision}-{model.dtype}"
+
+
+def registry_host(key: str) -> str:
+    return key.partition("/")[0]
 
 
 @contextmanager
@@ -317,7 +326,8 @@ def _locked_registry(home: Path) -> Iterator[dict[str, ServerRecord]]:
         before = json.dumps(entries, sort_keys=True)
         yield entries
         if json.dumps(entries, sort_keys=True) != before:
-            temporary = path.with_suffix(".tmp")
+            # one temp name per host and process: two hosts never write the same temp file
+            temporary = path.with_name(f".tmp-registry-{host_name()}-{os.getpid()}.json")
             temporary.write_text(json.dumps(entries, indent=2, sort_keys=True))
             os.replace(temporary, path)
 
@@ -328,6 +338,7 @@ def register(home: Path, model: ModelSpec, info: ServerInfo) -> None:
 
 
 def unregister(home: Path, model: ModelSpec, url: str) -> None:
+    """Removes this host's entry for `model` if it still names `url`; another host's entries are never touched."""
     with _locked_registry(home) as entries:
         entry = entries.get(registry_key(model))
         if entry is not None and entry["url"] == url:
@@ -335,17 +346,26 @@ def unregister(home: Path, model: ModelSpec, url: str) -> None:
 
 
 def lookup(home: Path, model: ModelSpec) -> ServerInfo | None:
-    """A registered server for exactly this model (name, revision, dtype) that answers its health check;
-    entries of dead servers are dropped."""
+    """A server registered on this host for exactly this model (name, revision, dtype) that answers its health
+    check; this host's entries of dead servers are dropped. Other hosts' servers (their 127.0.0.1 is not ours) are
+    neither used nor removed."""
     with _locked_registry(home) as entries:
-        entry = entries.get(registry_key(model))
+        key = registry_key(model)
+        entry = entries.get(key)
         if entry is None:
             return None
         info = ServerInfo(**entry)
         if health(info.url):
             return info
-        del entries[registry_key(model)]
+        del entries[key]
         return None
+
+
+def registered(home: Path) -> list[tuple[str, ServerInfo]]:
+    """Every registered server with its host, every host's (for people: `mai serve`'s listing)."""
+    path = registry_path(home)
+    entries: dict[str, ServerRecord] = json.loads(path.read_text()) if path.exists() else {}
+    return [(registry_host(key), ServerInfo(**entry)) for key, entry in sorted(entries.items())]
 
 
 def serve_forever(env: Path, models: list[ModelSpec], home: Path, on_ready: Callable[[str], object] = print
@@ -362,7 +382,8 @@ def serve_forever(env: Path, models: list[ModelSpec], home: Path, on_ready: Call
             infos = list(pool.map(lambda s: s.start(), servers))
         for model, info in zip(models, infos):
             register(home, model, info)
-            on_ready(f"{info.model}  {info.url}  (started in {info.start_s:.1f} s, log {info.log_path})")
+            on_ready(f"{info.model}  {info.url}  on host {host_name()}  (started in {info.start_s:.1f} s, "
+                     f"log {info.log_path})")
         while not stop.wait(1.0):
             for server in servers:
                 if not server.alive():
