@@ -46,6 +46,9 @@ class StoreLocations(BaseModel):
     root: Path
     models: Path     # the built-in models
     datasets: Path   # the generated benchmarks' data
+    # the store's stable id (storage/paths.store_id): hosts may mount the store at other paths, and find it by this
+    # id (storage/paths.locate_store); empty for a caller that has none
+    store_id: str = ""
 
 
 class RunPlan(BaseModel):
@@ -55,7 +58,8 @@ class RunPlan(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     run_id: str
-    home: str                                  # the store root, resolved
+    home: str                                  # the store root, resolved (on the host that planned the run)
+    store_id: str = ""                         # the store's id: another host may mount it at another path
     config: RunConfig
     models: dict[Role, ModelSpec]              # only the roles the run's stages use
     stages: list[StageSpec]                    # in order; sparse RT's token selection is one of them
@@ -169,7 +173,8 @@ def build_plan(config: RunConfig, store: StoreLocations, run_id: str | None = No
         from mai.backends.vllm_backend import check_setup  # the vLLM client's checks, only for vLLM runs
 
         check_setup(models, config.vllm_urls, config.vllm_env, store.root)
-    return RunPlan(run_id=run_id or new_run_id(), home=str(store.root), config=config, models=models,
+    return RunPlan(run_id=run_id or new_run_id(), home=str(store.root), store_id=store.store_id, config=config,
+                   models=models,
                    stages=stages, source=source,
                    decodings={stage.prompt_kind: config.decoding(stage.prompt_kind) for stage in stages},
                    backend_ids=_backend_ids(config, models, store.root))

@@ -1,11 +1,19 @@
-"""Where everything lives under the store root (`MAI_HOME`, default `~/.mai`). Works on a shared filesystem."""
+"""Where everything lives under the store root (`MAI_HOME`, default `~/.mai`). Works on a shared filesystem, which
+machines may mount at different paths: each store has a stable id (`store.json` at its root), and a worker finds
+the store a plan names by that id (`locate_store`)."""
 
 from __future__ import annotations
 
+import json
 import os
+import uuid
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from mai.errors import ConfigError
+from mai.host import host_name
 
 if TYPE_CHECKING:  # only the name: paths stay importable without pyarrow (tables.py holds the schemas)
     from mai.storage.tables import TableName
@@ -22,6 +30,11 @@ class Home:
     @classmethod
     def at(cls, root: str | Path | None = None) -> Home:
         return cls(Path(root).expanduser().resolve() if root else default_home().resolve())
+
+    @property
+    def id_file(self) -> Path:
+        """`store.json`: the store's id, written once when the store is first used, never changed."""
+        return self.root / "store.json"
 
     @property
     def models(self) -> Path:
@@ -105,3 +118,59 @@ class Home:
     @property
     def prefect_results(self) -> Path:
         return self.root / "prefect-results"
+
+
+def store_id(home: Home) -> str:
+    """The store's id, created on first use. Atomic and race-free across hosts: the id file is written whole under
+    a temp name, then hard-linked to `store.json`, which fails if another process created it first (then its id
+    wins); a reader never sees a partial file and the id never changes once visible."""
+    found = read_store_id(home.root)
+    if found is not None:
+        return found
+    home.root.mkdir(parents=True, exist_ok=True)
+    record = {"store_id": uuid.uuid4().hex, "created_at": datetime.now(UTC).isoformat(), "created_on": host_name()}
+    temp = home.root / f".tmp-store-{uuid.uuid4().hex}.json"
+    try:
+        with open(temp, "w") as handle:
+            handle.write(json.dumps(record, indent=2) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(temp, home.id_file)
+        except FileExistsError:
+            pass  # another process made the store's id first: it is the one
+    finally:
+        temp.unlink(missing_ok=True)
+    created = read_store_id(home.root)
+    assert created is not None  # just linked, or linked by the process that won
+    return created
+
+
+def read_store_id(root: Path) -> str | None:
+    """The id of the store at `root`, None when there is none (no store there, or one from before store ids)."""
+    try:
+        text = (root / "store.json").read_text()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    try:
+        found = json.loads(text)["store_id"]
+    except (ValueError, KeyError, TypeError):
+        raise ConfigError(f"{root / 'store.json'} is not a store's id file (JSON with 'store_id'): restore it from "
+                          "another host's copy of the store, or remove it if this is not a shared store") from None
+    return str(found)
+
+
+def locate_store(plan_home: str, planned_id: str) -> Home:
+    """The store a plan names, as this host mounts it: `plan_home` (the path the plan was made with) if it holds
+    the store `planned_id`, else `$MAI_HOME` (where this host mounts the store) if that does. Checking the id keeps
+    a worker from writing into another store that happens to sit at the planned path (a host's own local
+    `~/.mai`). A plan made without an id (before store ids) is taken at `plan_home`, as it always was."""
+    planned = Home.at(plan_home)
+    if not planned_id or read_store_id(planned.root) == planned_id:
+        return planned
+    mapped = os.environ.get("MAI_HOME")
+    if mapped and read_store_id(Home.at(mapped).root) == planned_id:
+        return Home.at(mapped)
+    raise ConfigError(f"store {planned_id} is not at {planned.root} (where the run was planned) on host {host_name()}, "
+                      f"nor at MAI_HOME={mapped or '(unset)'}: set MAI_HOME on this worker to the path where it "
+                      "mounts the run's store")
