@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 
 from rapidfuzz.distance import Levenshtein
@@ -115,6 +116,9 @@ _ANSWER_PHRASES = (
     "the choice is", "choice is", "the correct choice is", "correct choice is", "i choose", "i select", "i pick",
     "my answer is", "my choice is", "옵션", "정답은", "답은", "답:", "答案是", "答案为", "选", "答えは",
 )
+# one scan that says whether any phrase occurs: the common case (none) then costs one pass instead of one `find` per
+# phrase (28 passes; ~0.06 s on a megabyte of non-ASCII text)
+_ANY_PHRASE = re.compile("|".join(map(re.escape, _ANSWER_PHRASES)))
 _PRIORITY = {"start": 10, "end": 9, "phrase": 7, "(X)": 6, "X.": 5, "X:": 4, "X)": 3, "X ": 2, "fallback": 0}
 
 
@@ -135,7 +139,7 @@ def extract_mcq_answer(response: str, choices: tuple[str, ...] | list[str] | Non
             if written in text:
                 found.append((_PRIORITY[marker], text.rfind(written), letter))
     lowered = text.lower()
-    for phrase in _ANSWER_PHRASES:
+    for phrase in _ANSWER_PHRASES if _ANY_PHRASE.search(lowered) else ():
         at = lowered.find(phrase)
         if at != -1:
             found += [(_PRIORITY["phrase"], text.find(c, at + len(phrase)), c) for c in choices

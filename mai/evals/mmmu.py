@@ -262,10 +262,20 @@ def _numbers(key: str) -> list[str]:
             if needs is None or needs.search(key) is not None for number in pattern.findall(key)]
 
 
+# How much of an open answer is parsed: its last 8 Ki characters. MMMU's parse makes a candidate of every line's key
+# phrase and every number in it, each normalised (a float, a Decimal past the float range): the work grows with the
+# count of lines and numbers, ~0.8 s for a megabyte of `is 1\n` lines. An open answer is a short phrase (the `[[...]]`
+# span, or an S2/RT answer of at most a few dozen tokens; a whole R output without brackets is ~4 Ki characters at
+# the default 1024-token budget), so every real answer is parsed whole; a longer one is read from its end, where the
+# final answer stands.
+MAX_OPEN_ANSWER_CHARS = 8192
+
+
 def parse_open_response(response: str) -> list[str]:
     """MMMU's `parse_open_response`: key phrases after indicator words, plus every number, normalised.
-    Candidates are returned as strings (numbers keep their rounded float form, e.g. '0.5')."""
-    response = response.strip().strip(".").lower()
+    Candidates are returned as strings (numbers keep their rounded float form, e.g. '0.5'). Only the last
+    MAX_OPEN_ANSWER_CHARS characters of the response are read."""
+    response = response[-MAX_OPEN_ANSWER_CHARS:].strip().strip(".").lower()
     pieces = re.split(r"\.\s(?=[A-Z])|\n", response)
     keys = []
     for position, piece in enumerate(pieces):
