@@ -1,28 +1,31 @@
-"""Running a plan's shards: in the parent's process (embedded Prefect; `workers` 0), or fanned out as `mai-shard`
-flow runs of the deployment `mai-shard/shard` to the `mai-gpu` work pool, `workers` at a time.
+"""Running a plan's shards: in the parent's process (embedded Prefect; `workers` 0), or fanned out to the `mai-gpu`
+work pool as `workers` drains: `mai-drain` flow runs of the deployment `mai-drain/drain` (flows/drain.py).
 
-A shard on a worker holds a lease (a flock on a file in the shared store) while it runs. The parent watches each
-shard's flow run; one that Prefect still calls Running while its lease is free has lost its worker (SIGKILL, a
-lost machine): the parent marks it Crashed and submits the shard again, and the new flow run computes only the
-identities the store lacks. A shard that fails with an error is retried by Prefect itself (the flow's retries).
+A drain is one process on one worker that takes the run's shards until none is left, each as a `mai-shard` subflow
+run named after the shard (the UI's per-shard progress), so the process's engine registry loads each model once per
+run, not once per shard. The parent only watches: it reads the shards' outcomes from the store (the run's progress)
+and the drains' flow runs. A drain holds a lease (a flock on a file in the shared store) for as long as its process
+lives, and the lease of the shard it runs; one that Prefect still calls Running while its lease is free has lost its
+worker (SIGKILL, a lost machine): the parent marks it Crashed and submits a new drain in its slot. The shard it held
+is free again, so any drain takes it, and computes only the identities the store lacks. A shard that fails with an
+error is retried by Prefect itself (the shard flow's retries); a drain that then fails fails the run.
 """
 
 from __future__ import annotations
 
-import contextvars
 import os
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 from uuid import UUID
 
 from mai.flows.prefect_sync import synchronous
 from mai.storage.claims import lease_is_held
 from mai.storage.paths import Home
-from mai.storage.runs import read_shard_outcome, shard_lease_path
+from mai.storage.runs import read_shard_outcome
 from mai.tasks.logs import run_logger
 from prefect.exceptions import TerminationSignal
 
@@ -33,32 +36,38 @@ from mai.plan import RunPlan
 
 if TYPE_CHECKING:
     from prefect.client.orchestration import SyncPrefectClient
-    from prefect.client.schemas.objects import Worker
+    from prefect.client.schemas.objects import FlowRun, Worker
 
-SHARD_DEPLOYMENT = "mai-shard/shard"
-LEASE_GRACE_S = 10.0     # a Running shard whose lease stays free this long has lost its worker
+DRAIN_DEPLOYMENT = "mai-drain/drain"
+LEASE_GRACE_S = 10.0     # a Running drain whose lease stays free this long has lost its worker
 POLL_S = 1.0
-MAX_ATTEMPTS = 3         # submissions of one shard whose worker died
+MAX_ATTEMPTS = 3         # drains submitted in one slot (the first and its replacements after lost workers)
+DRAIN_END_WAIT_S = 30.0  # once every shard is done, how long the parent waits for its running drains to end
 
 
-# a shard that no worker has taken for this long makes the parent ask whether any worker of the pool polls at all
+# a drain that no worker has taken for this long makes the parent ask whether any worker of the pool polls at all
 NO_WORKER_WAIT_S = float(os.environ.get("MAI_NO_WORKER_WAIT_S", "60"))
 
 
 class ShardFailed(RuntimeError):
-    """A shard's flow run failed after its retries, or lost its worker MAX_ATTEMPTS times."""
+    """A shard failed after its retries (its drain failed), or a slot's drains lost their worker MAX_ATTEMPTS times."""
 
 
 class NoWorker(ConfigError):
-    """No worker of the shard deployment's pool is polling: a set-up to fix, said in one line."""
+    """No worker of the drain deployment's pool is polling: a set-up to fix, said in one line."""
 
 
 def shard_run_name(shard_path: str) -> str:
     return PurePosixPath(shard_path).stem
 
 
+def drain_lease_path(home: Home, run_id: str, drain_run_id: str) -> Path:
+    """Held by a drain's process for as long as it lives (the shard leases say which shard it runs)."""
+    return home.runs / run_id / "drains" / f"{drain_run_id}.lease"
+
+
 def check_fanout() -> None:
-    """Fan-out needs a Prefect server that the workers also reach, and the shard deployment on it."""
+    """Fan-out needs a Prefect server that the workers also reach, and the drain deployment on it."""
     from prefect.client.orchestration import get_client
     from prefect.exceptions import ObjectNotFound
     from prefect.settings import PREFECT_API_URL
@@ -69,9 +78,9 @@ def check_fanout() -> None:
                           "start`) and set PREFECT_API_URL (e.g. http://127.0.0.1:4200/api)")
     try:
         with get_client(sync_client=True) as client:
-            client.read_deployment_by_name(SHARD_DEPLOYMENT)
+            client.read_deployment_by_name(DRAIN_DEPLOYMENT)
     except ObjectNotFound as error:
-        raise ConfigError(f"the Prefect server at {url} has no deployment '{SHARD_DEPLOYMENT}': run `prefect deploy "
+        raise ConfigError(f"the Prefect server at {url} has no deployment '{DRAIN_DEPLOYMENT}': run `prefect deploy "
                           "--all` from the mai checkout, then start one worker per GPU: `CUDA_VISIBLE_DEVICES=0 "
                           "prefect worker start --pool mai-gpu --limit 1`") from error
     except Exception as error:  # connection refused, timeouts: the same for the user
@@ -104,101 +113,188 @@ def _run_in_process(plan: RunPlan, shard_paths: list[str], on_done: Callable[[in
     return outcomes
 
 
+@dataclass
+class _Drain:
+    """One slot's current drain flow run, as the parent watches it."""
+
+    slot: int
+    attempt: int
+    flow_run_id: UUID
+    name: str
+    queued_since: float                 # submitted, or last asked whether a worker polls
+    free_since: float | None = None     # Running while its lease in the store was free, since
+    lost: str | None = None             # why it counts as lost (its worker died), once it does
+
+
 def _run_on_workers(plan: RunPlan, shard_paths: list[str], workers: int, on_done: Callable[[int], None]
                     ) -> dict[str, ShardOutcome]:
+    from prefect.client.orchestration import get_client
+
+    home = Home.at(plan.home)
     outcomes: dict[str, ShardOutcome] = {}
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mai-shard")
-    # each thread carries the flow's context, so the shard flow runs appear under this run in the UI
-    futures = {pool.submit(contextvars.copy_context().run, _remote_shard, plan, shard): shard for shard in shard_paths}
-    try:
-        for future in as_completed(futures):
-            outcomes[futures[future]] = future.result()
-            on_done(len(outcomes))
-    except (KeyboardInterrupt, stop.StopRequested, TerminationSignal):
-        # Ctrl-C or SIGTERM (a Prefect cancellation of this flow run too): no shard is submitted any more, and the
-        # watchers cancel theirs (they see the stop request within a poll); what the shards stored is kept
-        stop.request_stop("interrupted (Ctrl-C)")  # a SIGTERM's own reason, when it came first, is kept
-        run_logger().warning("run %s stopped: cancelling its shard flow runs; %d of %d shards had finished",
-                             plan.run_id, len(outcomes), len(shard_paths))
-        raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+    drains: list[_Drain] = []
+    with get_client(sync_client=True) as client:
+        try:
+            for slot in range(1, min(workers, len(shard_paths)) + 1):
+                drains.append(_submit_drain(plan, shard_paths, slot, attempt=1))
+            while True:
+                stop.check()  # after a stop request, no drain is submitted any more
+                ended = _watch_drains(client, home, plan.run_id, drains)  # before the outcomes: see _replace
+                _collect(home, plan.run_id, shard_paths, outcomes, on_done)
+                if len(outcomes) == len(shard_paths):
+                    break
+                drains = _replace(plan, shard_paths, drains, ended)
+                time.sleep(POLL_S)
+        except (KeyboardInterrupt, stop.StopRequested, TerminationSignal):
+            # Ctrl-C or SIGTERM (a Prefect cancellation of this flow run too): the drains are cancelled, which stops
+            # their shards within a decoding step; what the shards stored is kept
+            stop.request_stop("interrupted (Ctrl-C)")  # a SIGTERM's own reason, when it came first, is kept
+            run_logger().warning("run %s stopped: cancelling its drains; %d of %d shards had finished",
+                                 plan.run_id, len(outcomes), len(shard_paths))
+            _cancel_drains(client, drains, "the run that submitted this drain was stopped")
+            raise
+        except (ShardFailed, NoWorker):
+            _cancel_drains(client, drains, "the run that submitted this drain failed")
+            raise
+        _end_drains(client, home, plan.run_id, drains)
     return {shard: outcomes[shard] for shard in shard_paths}
 
 
-def _remote_shard(plan: RunPlan, shard_path: str) -> ShardOutcome:
+def _submit_drain(plan: RunPlan, shard_paths: list[str], slot: int, attempt: int) -> _Drain:
     from prefect.deployments import run_deployment
 
-    log = run_logger()
-    home = Home.at(plan.home)
-    parameters = {"plan": plan.model_dump(mode="json"), "shard_path": shard_path}
-    for attempt in range(1, MAX_ATTEMPTS + 1):
-        stop.check()  # after a stop request, no shard flow run is created any more
-        name = shard_run_name(shard_path) + (f" (attempt {attempt})" if attempt > 1 else "")
-        flow_run = synchronous(run_deployment(SHARD_DEPLOYMENT, parameters=parameters, flow_run_name=name,
-                                              timeout=0, tags=plan.tags))
-        log.info("shard %s submitted to the shard deployment's work pool as flow run '%s' (%s)", shard_path, name,
-                 flow_run.id)
-        state = _watch(flow_run.id, home, plan.run_id, shard_path)
-        if state == "COMPLETED":
-            outcome = read_shard_outcome(home, plan.run_id, shard_path)
-            if outcome is None:
-                raise ShardFailed(f"shard {shard_path} completed without writing its outcome to the store")
-            log.info("shard %s completed on %s (pid %d) in %.1f s", shard_path, outcome.host, outcome.pid,
-                     outcome.wall_s)
-            return outcome
-        if state != "CRASHED":
-            log.error("shard %s: flow run '%s' ended %s", shard_path, name, state)
-            raise ShardFailed(f"shard {shard_path}: flow run '{name}' ended {state} (see it in the Prefect UI)")
-        log.warning("shard %s: flow run '%s' lost its worker (lease free for %.0f s): marked Crashed; %s",
-                    shard_path, name, LEASE_GRACE_S,
-                    "submitting it again" if attempt < MAX_ATTEMPTS else "giving up")
-    raise ShardFailed(f"shard {shard_path} lost its worker {MAX_ATTEMPTS} times")
+    name = f"drain-{slot}" + (f" (attempt {attempt})" if attempt > 1 else "")
+    parameters = {"plan": plan.model_dump(mode="json"), "shard_paths": shard_paths}
+    flow_run = synchronous(run_deployment(DRAIN_DEPLOYMENT, parameters=parameters, flow_run_name=name, timeout=0,
+                                          tags=plan.tags))
+    run_logger().info("drain %d submitted to the drain deployment's work pool as flow run '%s' (%s): it takes the "
+                      "run's shards until none is left", slot, name, flow_run.id)
+    return _Drain(slot=slot, attempt=attempt, flow_run_id=flow_run.id, name=name, queued_since=time.monotonic())
 
 
-def _watch(flow_run_id: UUID, home: Home, run_id: str, shard_path: str) -> str:
-    """Waits for the shard's flow run to end; returns its final state type (CRASHED for a lost worker). After a stop
-    request it cancels the flow run and raises StopRequested."""
-    from prefect.client.orchestration import get_client
+def _collect(home: Home, run_id: str, shard_paths: list[str], outcomes: dict[str, ShardOutcome],
+             on_done: Callable[[int], None]) -> None:
+    """Adds the outcomes that appeared in the store since the last look (a shard's outcome is written last)."""
+    for shard in shard_paths:
+        if shard in outcomes:
+            continue
+        outcome = read_shard_outcome(home, run_id, shard)
+        if outcome is not None:
+            outcomes[shard] = outcome
+            run_logger().info("shard %s completed on %s (pid %d) in %.1f s", shard, outcome.host, outcome.pid,
+                              outcome.wall_s)
+            on_done(len(outcomes))
+
+
+def _watch_drains(client: SyncPrefectClient, home: Home, run_id: str, drains: list[_Drain]) -> list[_Drain]:
+    """The drains that ended (Completed, or Crashed: marked so here when their worker died). Raises ShardFailed for
+    a drain that failed (a shard failed after its retries) or that someone else cancelled, NoWorker when one waits
+    for a worker while none polls."""
+    ended = []
+    for drain in drains:
+        flow_run = client.read_flow_run(drain.flow_run_id)
+        state = flow_run.state
+        if state is None:
+            continue
+        if state.is_final():
+            if state.is_failed() or state.is_cancelled():
+                run_logger().error("drain '%s' ended %s: %s", drain.name, state.type.value, state.message)
+                raise ShardFailed(f"drain '{drain.name}' of run {run_id} ended {state.type.value}: {state.message} "
+                                  "(see it in the Prefect UI; what the shards stored is kept)")
+            if state.is_crashed():
+                drain.lost = f"its flow run ended Crashed: {state.message}"
+            ended.append(drain)
+        elif state.is_scheduled() or state.is_pending():
+            if time.monotonic() - drain.queued_since > NO_WORKER_WAIT_S:
+                _require_a_worker(client, flow_run.work_pool_name, drain.name)
+                drain.queued_since = time.monotonic()  # workers poll but are busy: ask again after another wait
+        elif _lost_its_worker(client, drain, flow_run, drain_lease_path(home, run_id, str(drain.flow_run_id))):
+            ended.append(drain)
+    return ended
+
+
+def _lost_its_worker(client: SyncPrefectClient, drain: _Drain, flow_run: FlowRun, lease: Path) -> bool:
+    """A drain that Prefect calls Running while the lease its process holds stays free for LEASE_GRACE_S: its process
+    is gone without a word (SIGKILL, a lost machine). Marks it Crashed."""
     from prefect.states import Crashed
 
-    lease = shard_lease_path(home, run_id, shard_path)
-    free_since: float | None = None
-    queued_since = time.monotonic()
-    with get_client(sync_client=True) as client:
-        while True:
-            flow_run = client.read_flow_run(flow_run_id)
+    running = flow_run.state is not None and flow_run.state.is_running()
+    if not running or lease_is_held(lease):
+        drain.free_since = None
+        return False
+    if drain.free_since is None:
+        drain.free_since = time.monotonic()
+        return False
+    if time.monotonic() - drain.free_since <= LEASE_GRACE_S:
+        return False
+    client.set_flow_run_state(drain.flow_run_id, Crashed(message="its worker died: the drain's lease in the store "
+                                                                 "was released"), force=True)
+    drain.lost = f"its lease in the store free for {LEASE_GRACE_S:.0f} s"
+    return True
+
+
+def _replace(plan: RunPlan, shard_paths: list[str], drains: list[_Drain], ended: list[_Drain]) -> list[_Drain]:
+    """The drains to watch next: those that still run, and a new one in the slot of each that lost its worker.
+    Called after the outcomes were read, so a drain that ended because every shard was done is never replaced."""
+    live = [drain for drain in drains if drain not in ended]
+    for drain in ended:
+        if drain.lost is None:
+            continue  # it completed: there was nothing left for it to take
+        again = drain.attempt < MAX_ATTEMPTS
+        run_logger().warning("drain '%s' lost its worker (%s): marked Crashed; %s; the shard it ran is taken by the "
+                             "next drain to look", drain.name, drain.lost,
+                             "submitting it again" if again else "giving its slot up")
+        if again:
+            live.append(_submit_drain(plan, shard_paths, drain.slot, drain.attempt + 1))
+    if not live:
+        raise ShardFailed(f"run {plan.run_id}: no drain is left to run its shards (a slot gives up after its drains "
+                          f"lost their worker {MAX_ATTEMPTS} times)")
+    return live
+
+
+def _end_drains(client: SyncPrefectClient, home: Home, run_id: str, drains: list[_Drain]) -> None:
+    """Every shard is done: a drain that no worker took yet is Cancelled (none runs later); running ones end by
+    themselves within a poll (nothing is left to take) and are awaited, so that the UI shows them ended; one whose
+    worker died is marked Crashed, as during the run."""
+    deadline = time.monotonic() + DRAIN_END_WAIT_S
+    waiting = list(drains)
+    while waiting and time.monotonic() < deadline:
+        still = []
+        for drain in waiting:
+            flow_run = client.read_flow_run(drain.flow_run_id)
             state = flow_run.state
-            if state is not None and state.is_final():
-                return state.type.value
-            if stop.stop_requested():
-                _cancel(client, flow_run_id, state is not None and state.is_running())
-                raise stop.StopRequested(stop.reason())
-            queued = state is not None and (state.is_scheduled() or state.is_pending())
-            if queued and time.monotonic() - queued_since > NO_WORKER_WAIT_S:
-                _require_a_worker(client, flow_run_id, flow_run.work_pool_name, shard_path)
-                queued_since = time.monotonic()  # workers poll but are busy: ask again after another wait
-            running = state is not None and state.is_running()
-            if not running or lease_is_held(lease):
-                free_since = None
-            elif free_since is None:
-                free_since = time.monotonic()
-            elif time.monotonic() - free_since > LEASE_GRACE_S:
-                client.set_flow_run_state(flow_run_id, Crashed(message="its worker died: the shard's lease in the "
-                                                                       "store was released"), force=True)
-                return "CRASHED"
-            time.sleep(POLL_S)
+            if state is None or state.is_final():
+                continue
+            if state.is_scheduled() or state.is_pending():
+                _cancel(client, drain.flow_run_id, running=False, message="every shard of its run was done")
+            elif _lost_its_worker(client, drain, flow_run, drain_lease_path(home, run_id, str(drain.flow_run_id))):
+                run_logger().warning("drain '%s' lost its worker (%s): marked Crashed; every shard was done",
+                                     drain.name, drain.lost)
+            else:
+                still.append(drain)
+        waiting = still
+        if waiting:
+            time.sleep(POLL_S / 4)
+    if waiting:
+        run_logger().warning("drains %s still run %.0f s after the run's last shard", [d.name for d in waiting],
+                             DRAIN_END_WAIT_S)
 
 
-def _require_a_worker(client: SyncPrefectClient, flow_run_id: UUID, pool: str | None, shard_path: str) -> None:
-    """Raises NoWorker (after cancelling the shard, so no worker takes it later) when no worker of `pool` has sent a
-    heartbeat lately; logs that the shard waits for a busy pool otherwise."""
+def _cancel_drains(client: SyncPrefectClient, drains: list[_Drain], message: str) -> None:
+    for drain in drains:
+        state = client.read_flow_run(drain.flow_run_id).state
+        if state is not None and not state.is_final():
+            _cancel(client, drain.flow_run_id, running=state.is_running(), message=message)
+
+
+def _require_a_worker(client: SyncPrefectClient, pool: str | None, drain_name: str) -> None:
+    """Raises NoWorker when no worker of `pool` has sent a heartbeat lately (the caller cancels the drains, so no
+    worker takes them later); logs that the drain waits for a busy pool otherwise."""
     workers = client.read_workers_for_work_pool(pool) if pool else []
     if any(_heard_lately(worker) for worker in workers):
-        run_logger().info("shard %s waits for a free worker of pool %s", shard_path, pool)
+        run_logger().info("drain %s waits for a free worker of pool %s", drain_name, pool)
         return
-    _cancel(client, flow_run_id, running=False)
-    raise NoWorker(f"no worker of work pool '{pool}' is polling: shard {shard_path} waited {NO_WORKER_WAIT_S:.0f} s "
+    raise NoWorker(f"no worker of work pool '{pool}' is polling: drain {drain_name} waited {NO_WORKER_WAIT_S:.0f} s "
                    f"(MAI_NO_WORKER_WAIT_S). Start one per GPU, e.g. `CUDA_VISIBLE_DEVICES=0 prefect worker start "
                    f"--pool {pool} --limit 1`, and run again (what the run stored is kept)")
 
@@ -212,11 +308,10 @@ def _heard_lately(worker: Worker) -> bool:
     return datetime.now(UTC) - worker.last_heartbeat_time < timedelta(seconds=3 * interval)
 
 
-def _cancel(client: SyncPrefectClient, flow_run_id: UUID, running: bool) -> None:
-    """A running shard is set Cancelling (its worker then stops the process: SIGTERM, which the shard turns into a
-    stop within a decoding step); one that no worker took yet is Cancelled at once, so no worker takes it later."""
+def _cancel(client: SyncPrefectClient, flow_run_id: UUID, running: bool, message: str) -> None:
+    """A running drain is set Cancelling (its worker then stops the process: SIGTERM, which stops the shard it runs
+    within a decoding step); one that no worker took yet is Cancelled at once, so no worker takes it later."""
     from prefect.states import Cancelled, Cancelling
 
-    message = "the run that submitted this shard was stopped"
     client.set_flow_run_state(flow_run_id, Cancelling(message=message) if running else Cancelled(message=message),
                               force=True)

@@ -8,6 +8,9 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
 
 from mai.flows.prefect_progress import PrefectProgress
 from mai.storage.claims import Lease
@@ -20,9 +23,15 @@ from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from mai import cascade, progress, stop
+from mai.backends.registry import loaded_engines
 from mai.manifest import ShardOutcome, StageMaps
 from mai.plan import RunPlan, localize_models
 from mai.types import StageSpec
+
+# the shard leases this process holds already: a drain (flows/drain.py) takes a shard's lease without waiting, and
+# only then runs the shard here as a subflow, which must not lock the file again (a second flock of one file from
+# one process would wait for itself)
+_LEASED_HERE: set[Path] = set()
 
 
 # prefect types `task_runner` as TaskRunner[PrefectFuture[Any]], which no runner instance matches (the future
@@ -40,19 +49,43 @@ def _run_shard(plan: RunPlan, shard_path: str) -> ShardOutcome:
     started = time.perf_counter()
     home = Home.at(plan.home)
     groups = cascade.stage_groups(plan.stages)
-    with Lease(shard_lease_path(home, plan.run_id, shard_path)):  # first: the parent watches it
+    lease = shard_lease_path(home, plan.run_id, shard_path)
+    with nullcontext() if lease in _LEASED_HERE else Lease(lease):  # first: whoever watches the shard sees it run
         listener = PrefectProgress(f"{plan.run_id} {shard_path}", len(groups), key="mai-shard-progress")
         progress.add_listener(listener, run_id=plan.run_id)
+        loading_before = _seconds_loading()
         try:
             stage_maps = _run_steps(plan, shard_path, groups, listener)
             outcome = ShardOutcome(shard_path=shard_path, stage_maps=stage_maps,
                                    tally=progress.take_tally(ledger_key(plan.run_id, shard_path)),
+                                   loaded_models=_loaded_since(loading_before),
                                    host=socket.gethostname(), pid=os.getpid(), worker_pid=os.getppid(),
                                    wall_s=time.perf_counter() - started)
             write_shard_outcome(home, plan.run_id, shard_path, outcome)
         finally:
             progress.remove_listener(listener)
     return outcome
+
+
+@contextmanager
+def leased_here(lease: Path) -> Iterator[None]:
+    """While inside, the shard flow in this process runs under `lease`, which the caller holds, without locking it."""
+    _LEASED_HERE.add(lease)
+    try:
+        yield
+    finally:
+        _LEASED_HERE.discard(lease)
+
+
+def _seconds_loading() -> dict[int, float]:
+    """Each engine of this process (by object) -> the seconds it has spent loading its model (or server) so far."""
+    return {id(engine): engine.counters.load_s for engine in loaded_engines()}
+
+
+def _loaded_since(before: dict[int, float]) -> list[str]:
+    """The models this process loaded since `before` (a shard's loads: the registry keeps engines for later ones)."""
+    return sorted(engine.model.identity_name for engine in loaded_engines()
+                  if engine.counters.load_s > before.get(id(engine), 0.0))
 
 
 def _run_steps(plan: RunPlan, shard_path: str, groups: list[list[StageSpec]], listener: PrefectProgress

@@ -161,6 +161,9 @@ class ShardOutcome(BaseModel):
     shard_path: str
     stage_maps: StageMaps
     tally: Tally
+    # the models (identity names) that the shard's process loaded while it ran: the process keeps its engines, so
+    # a process that runs several shards of a run (a drain) loads each model for the first of them only
+    loaded_models: list[str] = []
     host: str
     pid: int
     worker_pid: int

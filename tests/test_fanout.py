@@ -1,8 +1,10 @@
 """One run over several GPU workers, and many runs on one store, with the real Prefect server of the session
 (on 127.0.0.1), real process workers started here, the real tiny models and real DuckDB.
 
-The workers serve a pool of their own (`mai-fanout-test`), on which the shard deployment of prefect.yaml is
-deployed, so flow runs that other tests schedule on `mai-gpu` never reach them."""
+The workers serve a pool of their own (`mai-fanout-test`), on which the drain deployment of prefect.yaml is
+deployed, so flow runs that other tests schedule on `mai-gpu` never reach them. A fanned-out run submits one drain
+per worker slot (`mai-drain`, one process that runs shards until none is left), and each shard is a `mai-shard`
+subflow run of the drain that ran it."""
 
 from __future__ import annotations
 
@@ -44,13 +46,13 @@ def prefect_cli(api_url: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def deploy_to_test_pool(api_url: str, directory: Path) -> None:
-    """prefect.yaml's shard deployment and its cascade deployment (as `cascade-test`), on the test pool."""
+    """prefect.yaml's drain deployment and its cascade deployment (as `cascade-test`), on the test pool."""
     spec = yaml.safe_load((REPO / "prefect.yaml").read_text())
     chosen = []
     for deployment in spec["deployments"]:
-        if deployment["name"] in ("shard", "cascade"):
+        if deployment["name"] in ("drain", "cascade"):
             deployment = {**deployment, "work_pool": {"name": POOL, "work_queue_name": "default"}}
-            deployment["name"] = "shard" if deployment["name"] == "shard" else "cascade-test"
+            deployment["name"] = "drain" if deployment["name"] == "drain" else "cascade-test"
             chosen.append(deployment)
     spec["deployments"] = chosen
     spec.pop("definitions", None)
@@ -122,15 +124,34 @@ def stored_rows(home: Path) -> list[dict[str, Any]]:
     return [r for f in files for r in pq.read_table(f, columns=["gen_id", "run_id"]).to_pylist()]
 
 
-def shard_flow_runs(run_id: str) -> list[Any]:
-    """The shard flow runs the parent created for `run_id` (tagged with it, as the parent itself is), as the
-    Prefect API has them."""
+def worker_flow_runs(run_id: str, kind: str) -> list[Any]:
+    """The `drain-*` or `shard-*` flow runs of `run_id` (tagged with it, as the parent itself is), as the Prefect
+    API has them."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterTags
 
     with get_client(sync_client=True) as client:
         tagged = client.read_flow_runs(flow_run_filter=FlowRunFilter(tags=FlowRunFilterTags(all_=[f"mai-run:{run_id}"])))
-    return [r for r in tagged if not r.name.startswith("mai-run/")]
+    return [r for r in tagged if r.name.startswith(f"{kind}-")]
+
+
+def parent_flow_run_id(subflow_run: Any) -> Any:
+    """The flow run that a subflow run ran in (a subflow hangs off a task run of its parent)."""
+    from prefect.client.orchestration import get_client
+
+    assert subflow_run.parent_task_run_id is not None, f"{subflow_run.name} is no subflow run"
+    with get_client(sync_client=True) as client:
+        return client.read_task_run(subflow_run.parent_task_run_id).flow_run_id
+
+
+def assert_each_model_loaded_once_per_process(outcomes: list[ShardOutcome], models: set[str]) -> None:
+    """Every worker process that ran shards of the run loaded each model once, in its first shard: never again."""
+    loads = Counter((o.pid, model) for o in outcomes for model in o.loaded_models)
+    assert loads and max(loads.values()) == 1, loads
+    shards_per_process = Counter(o.pid for o in outcomes)
+    for pid in shards_per_process:
+        assert {model for (p, model) in loads if p == pid} == models, (pid, loads)
+    assert max(shards_per_process.values()) >= 2, shards_per_process  # a process ran shards after its first
 
 
 def shard_outcomes(home: Path, run_id: str) -> list[ShardOutcome]:
@@ -151,15 +172,24 @@ def test_shards_fan_out_to_two_workers_with_the_in_process_results(
     assert comparable(read_routes(Home.at(other), fanned["run_id"])) == comparable(
         read_routes(Home.at(home), local["run_id"]))
     assert fanned["metrics"] == local["metrics"] and fanned["routes"] == local["routes"]
-    # one completed `mai-shard` flow run per shard, named by shard, on the test pool
-    shard_runs = shard_flow_runs(fanned["run_id"])
+    # two completed drains, and one completed `mai-shard` subflow run per shard, named by shard, each in a drain
+    parent = parent_flow_run(fanned["run_name"])
+    drains = worker_flow_runs(fanned["run_id"], "drain")
+    assert sorted(r.name for r in drains) == ["drain-1", "drain-2"]
+    assert {r.state_type.value for r in drains} == {"COMPLETED"}, [(r.name, r.state_type) for r in drains]
+    assert {parent_flow_run_id(r) for r in drains} == {parent.id}  # the UI shows them under the run
+    shard_runs = worker_flow_runs(fanned["run_id"], "shard")
     assert sorted(r.name for r in shard_runs) == [f"shard-{i:05d}" for i in range(4)]
-    assert parent_flow_run(fanned["run_name"]).state_type.value == "COMPLETED"
+    assert parent.state_type.value == "COMPLETED"
     assert {r.state_type.value for r in shard_runs} == {"COMPLETED"}  # type: ignore[union-attr]
-    # both workers took shards: each shard's flow run is a child process of the worker that ran it
-    ran_on = Counter(workers.pids().get(o.worker_pid) for o in shard_outcomes(other, fanned["run_id"]))
+    assert {parent_flow_run_id(r) for r in shard_runs} <= {r.id for r in drains}
+    # both workers took shards: each drain is a child process of the worker that runs it
+    outcomes = shard_outcomes(other, fanned["run_id"])
+    ran_on = Counter(workers.pids().get(o.worker_pid) for o in outcomes)
     assert set(ran_on) == {"worker-a", "worker-b"}, ran_on
     assert sum(ran_on.values()) == 4
+    # and each worker process loaded each model once for the run, not once per shard
+    assert_each_model_loaded_once_per_process(outcomes, {"mai-tiny-small", "mai-tiny-large"})
     # the parent's counts are the store's: every row this run wrote, each identity once
     rows = stored_rows(other)
     mine = [r["gen_id"] for r in rows if r["run_id"] == fanned["run_id"]]
@@ -223,6 +253,8 @@ def test_concurrent_runs_on_one_store_each_compute_only_their_own_identities(hom
 
 
 def test_a_killed_worker_loses_its_shard_to_the_other(workers: Workers, home: Path, tmp_path: Path) -> None:
+    """A lost machine: the worker and its drain die mid-shard. The other worker's drain takes the shard (its lease
+    is free and it has no outcome), computing only what the store lacks; the lost drain is marked Crashed."""
     import threading
 
     budget = {**BUDGET, "R": 160}  # long reasoning, so the kill lands inside a shard
@@ -236,7 +268,7 @@ def test_a_killed_worker_loses_its_shard_to_the_other(workers: Workers, home: Pa
     thread = threading.Thread(target=lambda: result.update(
         run(other, limit=24, shards=2, batch_size=4, max_new_tokens=budget, workers=2)))
     thread.start()
-    killed = None
+    killed, lost_shard = None, None
     deadline = time.monotonic() + 300
     while killed is None and time.monotonic() < deadline and thread.is_alive():
         for lease in (Home.at(other).runs).glob("*/shards/*.lease"):
@@ -244,7 +276,7 @@ def test_a_killed_worker_loses_its_shard_to_the_other(workers: Workers, home: Pa
             worker = workers.pids().get(int(holder.get("ppid", 0) or 0))  # type: ignore[call-overload]
             if worker and lease_is_held(lease) and list(Home.at(other).generations.glob("*/R/*.parquet")):
                 workers.kill(worker, int(holder["pid"]))  # type: ignore[call-overload]
-                killed = worker
+                killed, lost_shard = worker, lease.stem
                 break
         time.sleep(0.2)
     thread.join(timeout=600)
@@ -252,8 +284,10 @@ def test_a_killed_worker_loses_its_shard_to_the_other(workers: Workers, home: Pa
     manifest = result
     assert comparable(read_routes(Home.at(other), manifest["run_id"])) == comparable(
         read_routes(Home.at(home), reference["run_id"]))
-    survivors = {o.worker_pid for o in shard_outcomes(other, manifest["run_id"])}
-    assert {workers.pids().get(pid) for pid in survivors} == {"worker-a", "worker-b"} - {killed}
+    [rerun] = [o for o in shard_outcomes(other, manifest["run_id"]) if Path(o.shard_path).stem == lost_shard]
+    assert workers.pids().get(rerun.worker_pid) == ({"worker-a", "worker-b"} - {killed}).pop()
+    drains = {r.name: r.state_type.value for r in worker_flow_runs(manifest["run_id"], "drain")}
+    assert "CRASHED" in drains.values() and set(drains.values()) <= {"CRASHED", "COMPLETED", "CANCELLED"}, drains
     ids = [r["gen_id"] for r in stored_rows(other)]
     assert len(ids) == len(set(ids)), "an identity was generated twice"
     assert not any(lease_is_held(shard_lease_path(Home.at(other), manifest["run_id"], o.shard_path))
@@ -262,7 +296,9 @@ def test_a_killed_worker_loses_its_shard_to_the_other(workers: Workers, home: Pa
     parent = parent_flow_run(manifest["run_name"])
     assert {"mai", f"mai-run:{manifest['run_id']}", "benchmark:demo", "mode:cascade"} <= set(parent.tags)
     messages = parent_logs(parent.id, "lost its worker")
-    assert any("marked Crashed; submitting it again" in m for m in messages), messages
+    # submitted again when the parent saw it before the other drain had finished the lost shard
+    assert any("marked Crashed; submitting it again" in m or "marked Crashed; every shard was done" in m
+               for m in messages), messages
 
 
 def parent_flow_run(run_name: str) -> Any:
@@ -292,17 +328,20 @@ def parent_logs(flow_run_id: Any, containing: str, wait_s: float = 20.0) -> list
         time.sleep(0.5)
 
 
-def test_sigterm_on_a_fanned_out_parent_cancels_its_shards(workers: Workers, home: Path, tmp_path: Path) -> None:
-    """The parent stops within seconds, with one line and no traceback; its shard flow runs end Cancelled (none is
-    left for a worker to take later); the same run again completes, computing each identity once."""
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_stopping_a_fanned_out_parent_cancels_its_drains_and_shards(workers: Workers, home: Path, tmp_path: Path,
+                                                                    signum: int) -> None:
+    """The parent stops within seconds, with one line and no traceback; its drains and the shard it ran end Cancelled
+    (none is left for a worker to take later); the same run again completes, computing each identity once."""
     import shutil
 
     other = tmp_path / "stopped"
     shutil.copytree(home / "models", other / "models")
     shutil.copytree(home / "datasets", other / "datasets")
+    name = f"stop-me-{signal.Signals(signum).name}"
     args = ["--limit", "24", "--shards", "2", "--workers", "2", "--batch-size", "4", "--max-new-tokens", "R=160"]
     parent = subprocess.Popen([sys.executable, "-m", "mai.flows.cli", "--home", str(other), "run", *args, "--name",
-                               "stop-me"], cwd=REPO, env=prefect_env(workers.api_url), stdout=subprocess.PIPE,
+                               name], cwd=REPO, env=prefect_env(workers.api_url), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not any(
@@ -311,17 +350,20 @@ def test_sigterm_on_a_fanned_out_parent_cancels_its_shards(workers: Workers, hom
         time.sleep(0.2)
     time.sleep(2)  # the shards generate
     started = time.monotonic()
-    parent.send_signal(signal.SIGTERM)
+    parent.send_signal(signum)
     _, err = parent.communicate(timeout=60)
     assert time.monotonic() - started < 10
     assert parent.returncode == 128 + signal.SIGTERM and "Traceback" not in err.decode(), err.decode()[-3000:]
-    run_id = next(tag for tag in parent_flow_run("stop-me").tags if tag.startswith("mai-run:")).split(":", 1)[1]
+    run_id = next(tag for tag in parent_flow_run(name).tags if tag.startswith("mai-run:")).split(":", 1)[1]
     deadline = time.monotonic() + 60  # a shard that finished before the signal stays Completed
-    while {r.state_type.value for r in shard_flow_runs(run_id)} - {"CANCELLED", "COMPLETED"} \
-            and time.monotonic() < deadline:
+    while time.monotonic() < deadline and any(
+            r.state_type.value not in ("CANCELLED", "COMPLETED")
+            for kind in ("drain", "shard") for r in worker_flow_runs(run_id, kind)):
         time.sleep(1)
-    states = [r.state_type.value for r in shard_flow_runs(run_id)]
-    assert "CANCELLED" in states and set(states) <= {"CANCELLED", "COMPLETED"}, states
+    drains = [r.state_type.value for r in worker_flow_runs(run_id, "drain")]
+    shards = [r.state_type.value for r in worker_flow_runs(run_id, "shard")]
+    assert set(drains) == {"CANCELLED"}, drains
+    assert "CANCELLED" in shards and set(shards) <= {"CANCELLED", "COMPLETED"}, shards
     manifest = run(other, limit=24, shards=2, batch_size=4, max_new_tokens={**BUDGET, "R": 160}, workers=2)
     assert manifest["counts"]["valid"] == 24
     ids = [r["gen_id"] for r in stored_rows(other)]
@@ -331,7 +373,7 @@ def test_sigterm_on_a_fanned_out_parent_cancels_its_shards(workers: Workers, hom
 def test_with_no_worker_online_the_run_says_how_to_start_one(workers: Workers, home: Path, tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """Last in this module: it stops the workers. The parent waits MAI_NO_WORKER_WAIT_S for a worker to take a
-    shard, then fails in one line naming the pool and the command that starts a worker, and cancels its shards so
+    drain, then fails in one line naming the pool and the command that starts a worker, and cancels its drains so
     that a worker started later does not run them."""
     import shutil
 
@@ -348,4 +390,5 @@ def test_with_no_worker_online_the_run_says_how_to_start_one(workers: Workers, h
     with pytest.raises(ConfigError, match=rf"no worker of work pool '{POOL}' is polling.*prefect worker start --pool"):
         run(other, limit=8, shards=2, workers=2, run_name="no-worker")
     run_id = next(tag for tag in parent_flow_run("no-worker").tags if tag.startswith("mai-run:")).split(":", 1)[1]
-    assert {r.state_type.value for r in shard_flow_runs(run_id)} == {"CANCELLED"}
+    assert {r.state_type.value for r in worker_flow_runs(run_id, "drain")} == {"CANCELLED"}
+    assert worker_flow_runs(run_id, "shard") == []  # no worker ever ran a drain

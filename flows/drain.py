@@ -1,0 +1,106 @@
+"""`mai-drain`: one process on a worker that runs a fanned-out run's shards until none is left, so that the process
+loads each model once per run (the engine registry keeps them), not once per shard as a flow run per shard would
+(a process worker starts a fresh Python process for every flow run).
+
+Each shard runs as a `mai-shard` subflow run named after it (the UI's per-shard progress, under the drain's run). A
+drain takes a shard only with its lease (a flock on the shard's lease file in the shared store, taken without
+waiting), so two drains never run one shard; a shard whose outcome is in the store is done. After a pass over the
+shards, the drain waits for those that other drains hold: one whose lease frees without an outcome (its drain's
+process died) it takes itself. The drain's own lease tells the parent that its process lives (flows/fanout.py).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import time
+from pathlib import Path
+from typing import IO
+
+from mai.flows.fanout import POLL_S, drain_lease_path, shard_run_name
+from mai.flows.shard import leased_here, mai_shard
+from mai.storage.claims import Lease
+from mai.storage.paths import Home
+from mai.storage.runs import shard_lease_path, shard_outcome_path
+from mai.tasks.logs import run_logger
+from prefect import flow, tags
+
+from mai import stop
+from mai.plan import RunPlan, localize_models
+
+
+@flow(name="mai-drain", persist_result=False)
+def mai_drain(plan: RunPlan, shard_paths: list[str]) -> list[str]:
+    """Runs every shard of `shard_paths` that no other drain runs, until each has its outcome in the store; returns
+    the shards this drain ran. SIGTERM (a Prefect cancellation) stops it within a decoding step."""
+    from prefect.runtime import flow_run
+
+    home = Home.at(plan.home)
+    with stop.on_sigterm(), Lease(drain_lease_path(home, plan.run_id, str(flow_run.get_id()))), tags(*plan.tags):
+        # once per drain: a checkpoint that is missing or other on this host fails here, before any shard is taken
+        return _drain(localize_models(plan, home.models), shard_paths, home)
+
+
+def _drain(plan: RunPlan, shard_paths: list[str], home: Home) -> list[str]:
+    log = run_logger()
+    ran: list[str] = []
+    waiting_for: int | None = None
+    while True:
+        left = [shard for shard in shard_paths if not shard_outcome_path(home, plan.run_id, shard).exists()]
+        if not left:
+            log.info("every shard of run %s is done; this drain ran %d: %s", plan.run_id, len(ran), ran)
+            return ran
+        took = False
+        for shard in left:
+            stop.check()  # after a stop request no shard is taken any more
+            if _run_if_free(plan, shard, home):
+                ran.append(shard)
+                took = True
+        if not took:
+            if waiting_for != len(left):
+                log.info("%d shards left, each run by another drain: waiting for them (one whose drain dies is "
+                         "taken here)", len(left))
+                waiting_for = len(left)
+            time.sleep(POLL_S)
+
+
+def _run_if_free(plan: RunPlan, shard: str, home: Home) -> bool:
+    """Runs `shard` as a subflow when no one holds its lease and its outcome is not in the store; True if it ran."""
+    lease = shard_lease_path(home, plan.run_id, shard)
+    handle = _try_lease(lease)
+    if handle is None:
+        return False
+    try:
+        if shard_outcome_path(home, plan.run_id, shard).exists():
+            return False  # finished by another drain between the look and the lease
+        if lease.stat().st_size:
+            run_logger().warning("shard %s: its last holder %s left it unfinished: running it here", shard,
+                                 lease.read_text())
+        _write_holder(handle)
+        with leased_here(lease):
+            mai_shard.with_options(flow_run_name=shard_run_name(shard))(plan, shard)
+        return True
+    finally:
+        handle.close()  # releases the lease
+
+
+def _try_lease(path: Path) -> IO[bytes] | None:
+    """The lease file open and exclusively flocked, or None when a live process holds it. Opened for writing, as
+    flock emulated over NFS (POSIX byte-range locks) requires."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(path, "a+b")  # noqa: SIM115  (returned open: the caller holds the lease)
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        return None
+    return handle
+
+
+def _write_holder(handle: IO[bytes]) -> None:
+    """Who holds the lease, as storage.claims.Lease writes it (host, process, its parent: the worker)."""
+    handle.truncate(0)
+    handle.write(json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "ppid": os.getppid()}).encode())
+    handle.flush()
