@@ -12,6 +12,7 @@ Why flock and not Prefect's transaction isolation with its `FileSystemLockManage
 after a time-to-live, so a SIGKILLed holder blocks an identity until the expiry and a slow holder loses it to a
 second generator. The kernel releases a flock exactly when its holder dies (SIGKILL included), on a local disk
 and on NFSv4. Several threads of one process are separate claimants (a flock belongs to an open file).
+A store whose locks do not work (storage/filesystem_check.py) is refused at the first claim or lease of a process.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from types import TracebackType
 from typing import IO, Self
 
 from filelock import FileLock
+from mai.storage.filesystem_check import require_working_locks
 from mai.storage.paths import Home
 
 from mai import stop
@@ -99,6 +101,7 @@ class ClaimBoard:
     def claim(self, wanted: Iterable[str], stored: Stored) -> Claim:
         ids = list(dict.fromkeys(wanted))
         self.directory.mkdir(parents=True, exist_ok=True)
+        require_working_locks(self.directory)  # never claim on a store whose claims would not exclude anyone
         self.lock_path.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(self.lock_path)):
             theirs = self._live_claims()
@@ -179,6 +182,7 @@ class Lease:
 
     def __enter__(self) -> Self:
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        require_working_locks(self.path.parent)  # a lease nobody can tell from a dead one would rerun live work
         self._handle = open(self.path, "a+b")
         fcntl.flock(self._handle.fileno(), fcntl.LOCK_EX)
         # who holds it, for people and tests: host, process and its parent (a worker runs shards as children)

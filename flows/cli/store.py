@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
 from mai.dashboards.render import format_rows
 from mai.flows import api
+from mai.storage.filesystem_check import MIN_FREE_GIB, check_store
+from mai.storage.paths import Home
 
 from mai.errors import ConfigError
 from mai.scoring import split_jsonl
@@ -47,7 +50,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     catalog = commands.add_parser("catalog", help="(re)build the DuckDB catalog file and print its path")
     catalog.set_defaults(handler=_catalog)
 
-    store = commands.add_parser("store", help="store maintenance: compact, stats, verify")
+    store = commands.add_parser("store", help="store maintenance: compact, stats, verify, check")
     actions = store.add_subparsers(required=True, metavar="ACTION")
     compact = actions.add_parser("compact", help="merge small batch files into large ones, remove duplicates")
     compact.add_argument("--min-files", type=int, default=2, help="compact a partition from this many small files")
@@ -61,6 +64,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     verify.add_argument("--repair", action="store_true",
                         help="first remove the orphan temp files that killed writers or a full disk left")
     verify.set_defaults(handler=_store_verify)
+    check = actions.add_parser("check", help="test what the store needs from its filesystem: locks across processes "
+                                             "and hosts, atomic rename, symlinks, fsync, free space (exit 1 on a "
+                                             "failure)")
+    # SUPPRESS: without it, the subcommand's default would hide `mai --home PATH store check`
+    check.add_argument("--home", default=argparse.SUPPRESS, help="the store's mounted path (default: as `mai --home`)")
+    check.add_argument("--min-free-gb", type=float, default=MIN_FREE_GIB, metavar="GIB",
+                       help=f"free space below this fails (default {MIN_FREE_GIB:g})")
+    check.set_defaults(handler=_store_check)
 
 
 def _sql(args: argparse.Namespace) -> int:
@@ -150,3 +161,18 @@ def _store_verify(args: argparse.Namespace) -> int:
         for line in report["notes"]:
             print(f"  note: {line}")
     return 1 if report["problems"] else 0
+
+
+def _store_check(args: argparse.Namespace) -> int:
+    """One line per need, PASS or FAIL with what it means; exit status 1 and what to fix when one failed."""
+    home = Home.at(args.home)
+    checks = check_store(home.root, args.min_free_gb)
+    print(f"store {home.root}")
+    for check in checks:
+        print(f"{'PASS' if check.passed else 'FAIL'}  {check.name}: {check.meaning}")
+    failed = [check for check in checks if not check.passed]
+    if failed:
+        print(f"store check failed: {'; '.join(f'{c.name}: {c.fix}' for c in failed)}", file=sys.stderr)
+        return 1
+    print("store check passed: runs and workers can share this store")
+    return 0

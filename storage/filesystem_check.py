@@ -1,0 +1,329 @@
+"""What the store needs from the filesystem it is on, tested on the mounted path (`mai store check`), and the lock
+probe every run and shard passes before it works on a store (`require_working_locks`).
+
+The store needs: exclusive file locks that exclude other processes and are freed when their holder dies (claims
+and leases, storage/claims.py: without them two runs or workers compute the same outputs, and a dead worker's
+shards are never taken over), and on a filesystem shared by hosts, locks that reach the server (an NFS mount with
+`local_lock=flock|all` or `nolock`, a Lustre mount with `localflock`, keeps them on each host); an atomic rename
+that replaces a file (every Parquet file, manifest and the catalog is written to a temp name, then renamed over:
+readers see the old file or the new one, never a part); symbolic links replaced by rename (each partition's path
+is a link to its current version, swapped by compaction); fsync (a written batch is on disk before it is
+published); and free space.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from mai.errors import ConfigError
+
+RELEASE_WAIT_S = 10.0  # how long a killed holder's lock may take to be freed (the kernel frees it at its exit)
+MIN_FREE_GIB = 1.0
+RENAME_VERSIONS = 40  # files renamed over one name while another process reads it
+
+# the other process of the lock probe: takes the lock, says so, holds it until killed. It imports nothing of mai
+# (~20 ms) and runs with this process's environment, so it sees the filesystem (and any fcntl) this process sees
+_HOLDER = ("import fcntl, sys\n"
+           "handle = open(sys.argv[1], 'r+b')\n"
+           "fcntl.flock(handle.fileno(), fcntl.LOCK_EX)\n"
+           "print('locked', flush=True)\n"
+           "sys.stdin.read()\n")
+
+# the other process of the rename check: reads the file until told to stop; prints the reads and the bad ones
+_READER = ("import sys, select\n"
+           "path, reads, bad = sys.argv[1], 0, []\n"
+           "def read():\n"
+           "    global reads\n"
+           "    try:\n"
+           "        data = open(path, 'rb').read()\n"
+           "    except FileNotFoundError:\n"
+           "        bad.append('missing'); return\n"
+           "    head, _, rest = data.partition(b':')\n"
+           "    reads += 1\n"
+           "    if not head.isdigit() or len(rest) != int(head) or not rest.endswith(b'$'):\n"
+           "        bad.append(f'{len(data)}B')\n"
+           "read(); print('reading', flush=True)\n"
+           "while not select.select([sys.stdin], [], [], 0)[0]:\n"
+           "    read()\n"
+           "read(); print(reads, len(bad), *bad[:3], flush=True)\n")
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    passed: bool
+    meaning: str   # what was found and what it means for the store
+    fix: str = ""  # what to do when it failed
+
+
+# --- locks ------------------------------------------------------------------------------------------------------
+
+def lock_problem(directory: Path, release_wait_s: float = RELEASE_WAIT_S) -> str | None:
+    """None when a lock one process holds on a file in `directory` excludes another process and is freed when its
+    holder is killed; else what went wrong. A filesystem without lock support grants every taker the lock."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f".tmp-lockprobe-{uuid.uuid4().hex}"
+    path.write_bytes(b"lock probe of mai store check\n")
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(path)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stderr is not None
+        if holder.stdout.readline().strip() != "locked":
+            holder.wait(timeout=30)
+            reason = (holder.stderr.read().strip().splitlines() or ["it exited"])[-1]
+            return f"a process could not take an exclusive lock here ({reason})"
+        with open(path, "r+b") as handle:
+            if _try_exclusive(handle.fileno()):
+                return "a second process took the exclusive lock another process held: locks do not exclude here"
+            holder.send_signal(signal.SIGKILL)
+            holder.wait(timeout=30)
+            if not _wait_for(lambda: _try_exclusive(handle.fileno()), release_wait_s):
+                return f"the lock of a killed process was not freed within {release_wait_s:g} s"
+        return None
+    except OSError as error:
+        return f"taking a lock failed: {error.strerror or error}"
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+        holder.communicate(timeout=30)
+        path.unlink(missing_ok=True)
+
+
+def _try_exclusive(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _wait_for(condition: Callable[[], bool], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@dataclass(frozen=True)
+class Mount:
+    point: str
+    fstype: str
+    options: frozenset[str]
+
+
+def mount_of(path: Path) -> Mount | None:
+    """The mount `path` is on (the longest mount point above it), from /proc/self/mountinfo; None off Linux."""
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return None
+    target, best = str(path.resolve()), None
+    for line in lines:
+        fields, _, tail = line.partition(" - ")
+        parts, rest = fields.split(), tail.split()
+        if len(parts) < 6 or len(rest) < 3:
+            continue
+        point = parts[4].replace("\\040", " ")
+        if (target == point or target.startswith(point.rstrip("/") + "/")) and \
+                (best is None or len(point) >= len(best.point)):
+            best = Mount(point, rest[0], frozenset(parts[5].split(",") + rest[2].split(",")))
+    return best
+
+
+def host_local_locks(mount: Mount | None) -> str | None:
+    """Mount options that keep locks on each host of a shared filesystem (they exclude this host's processes only,
+    so two hosts would compute the same outputs), else None."""
+    if mount is None:
+        return None
+    local = {"local_lock=flock", "local_lock=all", "nolock"} if mount.fstype.startswith("nfs") else \
+        {"localflock"} if mount.fstype == "lustre" else set()
+    found = sorted(local & mount.options)
+    return f"{mount.fstype} mount {mount.point} has {', '.join(found)}: its locks stay on this host" if found else None
+
+
+# a store's locks are probed once per process and filesystem, before the first claim or lease (storage/claims.py).
+# Why not once per store, cached in a file in the store: whether locks work is a property of each host's mount
+# (NFS `local_lock`/`nolock`, a FUSE filesystem, a remount), which the other hosts sharing the store do not share
+# and which can change without the store knowing; a cached "locks work" would then wrongly vouch for them. The probe
+# costs one short child process (~20-50 ms) per process and filesystem, against model loads of seconds.
+_PROBED: dict[int, str | None] = {}
+_PROBING = threading.Lock()
+
+
+def require_working_locks(directory: Path) -> None:
+    """Raises ConfigError when the locks of the filesystem `directory` is on do not work: a run or shard then stops
+    before it loads a model, instead of computing what another claimant computes."""
+    directory.mkdir(parents=True, exist_ok=True)
+    device = os.stat(directory).st_dev
+    with _PROBING:
+        if device not in _PROBED:
+            _PROBED[device] = host_local_locks(mount_of(directory)) or lock_problem(directory)
+        problem = _PROBED[device]
+    if problem is not None:
+        raise ConfigError(f"the store's filesystem at {directory} has no working file locks ({problem}); runs refuse "
+                          "it, as every claimant would compute the same outputs: run `mai store check` there, and "
+                          "mount it with working locks (NFS: without nolock or local_lock) or use another store")
+
+
+# --- the other needs ------------------------------------------------------------------------------------------
+
+def rename_problem(directory: Path, versions: int = RENAME_VERSIONS) -> str | None:
+    """None when files renamed over one name (temp + os.replace) are seen whole by a process reading it all along,
+    and the last one replaced the others; else what the reader saw."""
+    path = directory / f".tmp-renameprobe-{uuid.uuid4().hex}"
+    _write_version(path, 0)
+    reader = subprocess.Popen([sys.executable, "-c", _READER, str(path)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert reader.stdout is not None
+        if reader.stdout.readline().strip() != "reading":
+            return "a second process could not read the file"
+        for number in range(1, versions + 1):
+            temp = path.with_name(f"{path.name}-{number}")
+            _write_version(temp, number)
+            os.replace(temp, path)
+        reads, bad, *seen = reader.communicate("stop\n", timeout=60)[0].split()
+        last = path.read_bytes()
+    finally:
+        if reader.poll() is None:
+            reader.kill()
+            reader.wait()
+        path.unlink(missing_ok=True)
+    if int(bad):
+        return f"a reading process saw {bad} partial or missing files of {reads} reads ({', '.join(seen)})"
+    if last != _version(versions):
+        return "a rename did not replace the file it was renamed over"
+    return None
+
+
+def _version(number: int) -> bytes:
+    """A file whose reader can tell it is whole: its length, then 16-144 KiB of data, then `$`."""
+    body = bytes([48 + number % 10]) * (16384 * (1 + number % 9)) + b"$"
+    return f"{len(body)}:".encode() + body
+
+
+def _write_version(path: Path, number: int) -> None:
+    with open(path, "wb") as handle:
+        handle.write(_version(number))
+
+
+def symlink_problem(directory: Path) -> str | None:
+    """None when a link can be made, replaced by rename (as compaction swaps a partition's version) and read
+    through; else what failed."""
+    base = directory / f".tmp-linkprobe-{uuid.uuid4().hex}"
+    versions = [base.with_name(f"{base.name}-v{n}") for n in (1, 2)]
+    link = base.with_name(f"{base.name}-current")
+    try:
+        for number, version in enumerate(versions, 1):
+            version.mkdir()
+            (version / "data").write_text(f"version {number}")
+            temp = base.with_name(f"{base.name}-link{number}")
+            os.symlink(version.name, temp)
+            os.replace(temp, link)
+            if (link / "data").read_text() != f"version {number}":
+                return f"reading through the link after its swap to version {number} gave another version"
+        return None
+    except OSError as error:
+        return f"{error.strerror or error} ({error.filename or ''})"
+    finally:
+        link.unlink(missing_ok=True)
+        for version in versions:
+            shutil.rmtree(version, ignore_errors=True)
+        for temp in directory.glob(f"{base.name}-link*"):
+            temp.unlink(missing_ok=True)
+
+
+def fsync_problem(directory: Path) -> str | None:
+    """None when a written file can be fsync'ed, through the handle that wrote it and a read-only one (as the store
+    syncs a batch file a library wrote); else the error."""
+    path = directory / f".tmp-fsyncprobe-{uuid.uuid4().hex}"
+    try:
+        with open(path, "wb") as handle:
+            handle.write(b"fsync probe\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        with open(path, "rb") as handle:
+            os.fsync(handle.fileno())
+        return None
+    except OSError as error:
+        return error.strerror or str(error)
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def check_store(root: Path, min_free_gib: float = MIN_FREE_GIB) -> list[Check]:
+    """Every need of the store, tested on `root` (made if needed): one Check each, in the order `mai store check`
+    prints them."""
+    directory = root / "locks"  # where the probes write: on the store's filesystem, beside its lock files
+    directory.mkdir(parents=True, exist_ok=True)
+    return [_locks_check(directory), _hosts_check(mount_of(directory)), _rename_check(directory),
+            _symlink_check(directory), _fsync_check(directory), _space_check(root, min_free_gib)]
+
+
+def _outcome(name: str, problem: str | None, works: str, fix: str) -> Check:
+    return Check(name, problem is None, works if problem is None else problem, "" if problem is None else fix)
+
+
+def _locks_check(directory: Path) -> Check:
+    return _outcome(
+        "locks across processes", _guarded(lambda: lock_problem(directory)),
+        "a lock held by one process excludes another, and the kernel frees it when its holder is killed: claims "
+        "compute each output once, and a dead worker's shards are taken over",
+        "mount the store with working file locks (NFS: without nolock), or use another store; runs refuse this one")
+
+
+def _hosts_check(mount: Mount | None) -> Check:
+    where = f"{mount.fstype} at {mount.point}" if mount else "this filesystem"
+    works = f"{where}: no mount option keeps its locks on one host" + (
+        " (the NFS server holds them; a lost host's are freed when its lease expires, about 90 s)"
+        if mount and mount.fstype.startswith("nfs") else "")
+    return _outcome("locks shared between hosts", host_local_locks(mount), works,
+                    "remount without local_lock/nolock (NFS) or with flock instead of localflock (Lustre), so that "
+                    "hosts sharing the store see each other's locks")
+
+
+def _rename_check(directory: Path) -> Check:
+    return _outcome("atomic rename", _guarded(lambda: rename_problem(directory)),
+                    "a file renamed over another replaces it whole: readers see the old file or the new one, never a "
+                    "part", "use a filesystem whose rename is atomic (not an object-store mount)")
+
+
+def _symlink_check(directory: Path) -> Check:
+    return _outcome("symlinks", _guarded(lambda: symlink_problem(directory)),
+                    "links can be made and swapped by rename: each partition's path is a link to its current version",
+                    "use a filesystem with symbolic links (compaction publishes partitions through them)")
+
+
+def _fsync_check(directory: Path) -> Check:
+    return _outcome("fsync", _guarded(lambda: fsync_problem(directory)),
+                    "written files can be flushed to disk before they are published",
+                    "use a filesystem that supports fsync")
+
+
+def _space_check(root: Path, min_free_gib: float) -> Check:
+    usage = shutil.disk_usage(root)
+    free, total = usage.free / 2**30, usage.total / 2**30
+    problem = None if free >= min_free_gib else f"{free:.2f} GiB free of {total:.1f} GiB, under {min_free_gib:g} GiB"
+    return _outcome("free space", problem, f"{free:.1f} GiB free of {total:.1f} GiB",
+                    "free some space (a full disk stops runs mid-stage; what they stored is kept)")
+
+
+def _guarded(probe: Callable[[], str | None]) -> str | None:
+    """A probe's problem, or the filesystem error that stopped it (a read-only store fails every probe)."""
+    try:
+        return probe()
+    except OSError as error:
+        return f"{error.strerror or error}" + (f": {error.filename}" if error.filename else "")
