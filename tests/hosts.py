@@ -1,0 +1,152 @@
+"""Simulated hosts for tests/test_two_hosts.py: each is a process tree in Linux namespaces of its own, as a second
+machine of a cluster would be.
+
+- network: a named network namespace (`ip netns`) whose only link is one end of a veth pair; the other end is on a
+  bridge in the test's namespace, which holds the bridge's address (the Prefect server listens there only). The
+  host has its own loopback: a server it starts on 127.0.0.1 is its own, unreachable from the others;
+- UTS: its own hostname (what `socket.gethostname()` and so ShardOutcome.host and the vLLM registry see);
+- mount: a private tmpfs on /tmp (its temporary files and PREFECT_HOME are its own), and the shared store
+  bind-mounted at a path of its own under a private tmpfs on /mnt (the test's path of the store is not there);
+- PID: its own, with `unshare --kill-child`: SIGKILL to the `unshare` process kills every process of the host at
+  once (the worker, the shard flow runs it started in sessions of their own, anything they started), as a machine
+  that loses power.
+
+Everything needs root (CI runs as root) and fails loudly otherwise; everything made is removed by `close()`."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def ip(*args: str) -> None:
+    done = subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"`ip {' '.join(args)}` failed: {done.stderr.strip()} (the two-host test needs root, "
+                           "iproute2 and network namespaces)")
+
+
+@dataclass
+class Bridge:
+    """A bridge in the test's network namespace with address 10.<a>.<b>.1/24; hosts join it at .2, .3, ..."""
+
+    name: str
+    subnet: str                     # "10.a.b"
+    namespaces: list[str] = field(default_factory=list)
+
+    @property
+    def address(self) -> str:
+        return f"{self.subnet}.1"
+
+    @classmethod
+    def create(cls) -> Bridge:
+        # names unique per test process (interface names are at most 15 characters), a /24 picked the same way
+        tag = os.getpid() % 100000
+        bridge = cls(f"maibr{tag}", f"10.{213 + tag % 40}.{tag % 250}")
+        ip("link", "add", bridge.name, "type", "bridge")
+        try:
+            ip("addr", "add", f"{bridge.address}/24", "dev", bridge.name)
+            ip("link", "set", bridge.name, "up")
+        except BaseException:
+            bridge.close()
+            raise
+        return bridge
+
+    def join(self, label: str) -> tuple[str, str]:
+        """A network namespace joined to the bridge: (its name, its address)."""
+        index = len(self.namespaces) + 2
+        namespace = f"{self.name}-{label}"
+        outer, inner = f"{self.name}v{index}", f"{self.name}p{index}"
+        ip("netns", "add", namespace)
+        self.namespaces.append(namespace)
+        ip("link", "add", outer, "type", "veth", "peer", "name", inner)
+        ip("link", "set", inner, "netns", namespace)
+        ip("link", "set", outer, "master", self.name, "up")
+        address = f"{self.subnet}.{index}"
+        ip("-n", namespace, "addr", "add", f"{address}/24", "dev", inner)
+        ip("-n", namespace, "link", "set", inner, "up")
+        ip("-n", namespace, "link", "set", "lo", "up")
+        return namespace, address
+
+    def close(self) -> None:
+        """Deleting a namespace deletes its veth end, and with it the pair; then the bridge."""
+        for namespace in self.namespaces:
+            subprocess.run(["ip", "netns", "del", namespace], capture_output=True, check=False)
+        self.namespaces.clear()
+        subprocess.run(["ip", "link", "del", self.name], capture_output=True, check=False)
+
+
+@dataclass
+class Host:
+    """One simulated machine running one command (a Prefect worker): `kill()` is its power going out."""
+
+    hostname: str
+    address: str
+    store_path: str                 # where the shared store is mounted on this host
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL to the host's `unshare`: with --kill-child its PID namespace's first process dies, and the
+        kernel kills every other process of the namespace with it."""
+        if self.alive():
+            self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=30)
+
+
+def host_script(hostname: str, store: Path, store_path: str, command: list[str], env: dict[str, str],
+                also_at: str | None = None) -> str:
+    """The shell run as the host's first process: hostname, the store bind-mounted at `store_path` (first: the
+    test's path of it lies under /tmp, which the private tmpfs then hides), a private /tmp, optionally the store
+    again at `also_at`, then the command, waited for (PID 1 of a namespace ignores signals it has no handler for,
+    so the command is not exec'd in its place)."""
+    exports = " ".join(f"{key}={shlex.quote(value)}" for key, value in env.items())
+    lines = ["set -e", f"hostname {shlex.quote(hostname)}", "mount --make-rprivate /",
+             "mount -t tmpfs mai-host-mnt /mnt", f"mkdir -p {shlex.quote(store_path)}",
+             f"mount --bind {shlex.quote(str(store))} {shlex.quote(store_path)}",
+             "mount -t tmpfs mai-host-tmp /tmp"]
+    if also_at:
+        lines += [f"mkdir -p {shlex.quote(also_at)}", f"mount --bind {shlex.quote(store_path)} {shlex.quote(also_at)}"]
+    return "\n".join([*lines, "cd /tmp", f"env {exports} {shlex.join(command)} &", "wait $!"])
+
+
+def start_host(bridge: Bridge, label: str, store: Path, command: list[str], env: dict[str, str], log: Path,
+               also_at: str | None = None) -> Host:
+    """A host `mai-<label>` on the bridge, the store at /mnt/store-on-<label> (and at `also_at`), running
+    `command` with `env` (MAI_HOME is set to the host's store path unless `env` names it)."""
+    namespace, address = bridge.join(label)
+    hostname, store_path = f"mai-{label}", f"/mnt/store-on-{label}"
+    script = host_script(hostname, store, store_path, command, {"MAI_HOME": store_path, **env}, also_at)
+    process = subprocess.Popen(
+        ["ip", "netns", "exec", namespace, "unshare", "--uts", "--mount", "--pid", "--fork", "--kill-child",
+         "--mount-proc", "sh", "-c", script],
+        stdout=log.open("wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    return Host(hostname, address, store_path, process, log)
+
+
+def _child_of(pid: int) -> int:
+    """The process whose parent is `pid` (unshare's one child: the host's first process)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            return int(stat.parent.name)
+    raise RuntimeError(f"process {pid} has no child: the host is not running")
+
+
+def on_host(host: Host, command: list[str], env: dict[str, str]) -> list[str]:
+    """The command line that runs `command` inside a running host's namespaces (nsenter into its first process's:
+    unshare itself stays in the test's PID namespace), with the host's store path as MAI_HOME."""
+    inner = _child_of(host.process.pid)
+    assignments = [f"{key}={value}" for key, value in {"MAI_HOME": host.store_path, **env}.items()]
+    return ["nsenter", "-t", str(inner), "--uts", "--mount", "--net", "--pid", "--wd=/tmp", "--", "env",
+            *assignments, *command]
