@@ -11,7 +11,9 @@ A namespace is one directory of content-addressed outputs (e.g. one model's S ge
 Why flock and not Prefect's transaction isolation with its `FileSystemLockManager`: those lock files expire
 after a time-to-live, so a SIGKILLed holder blocks an identity until the expiry and a slow holder loses it to a
 second generator. The kernel releases a flock exactly when its holder dies (SIGKILL included), on a local disk
-and on NFSv4. Several threads of one process are separate claimants (a flock belongs to an open file).
+and on NFSv4. Several threads of one process are separate claimants: locally a flock belongs to an open file; on
+NFS, where flock is emulated with POSIX locks that belong to a process, because a process never probes the files
+it holds itself (`_HELD_HERE`) and its threads take the claim section one at a time (`_section`).
 A store whose locks do not work (storage/filesystem_check.py) is refused at the first claim or lease of a process.
 """
 
@@ -20,9 +22,11 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
@@ -38,6 +42,46 @@ from mai.identity import canonical_hash
 POLL_S = 0.25
 # which of the given ids the store holds (a lookup of just those ids: a store may hold millions)
 Stored = Callable[[list[str]], set[str]]
+
+# The claim and lease files whose locks this process holds, with the ids claimed. On NFS a POSIX lock belongs to the
+# process: another thread's probe of such a file would be granted the lock (taking a live claim for a dead one), and
+# closing any descriptor of the file (a probe's, a read's) drops the holder's lock. So this process never opens a
+# file it holds: held here is alive, and its ids are known.
+_HELD_HERE: dict[Path, list[str]] = {}
+_SECTIONS: dict[Path, threading.Lock] = {}
+_HERE_LOCK = threading.Lock()
+
+
+def _hold(path: Path, ids: list[str] | None = None) -> None:
+    with _HERE_LOCK:
+        _HELD_HERE[path] = ids or []
+
+
+def _let_go(path: Path) -> None:
+    with _HERE_LOCK:
+        _HELD_HERE.pop(path, None)
+
+
+def _held_here(path: Path) -> bool:
+    with _HERE_LOCK:
+        return path in _HELD_HERE
+
+
+def _claimed_ids(path: Path) -> set[str]:
+    """The ids a claim file lists: from memory for this process's own claims (reading would drop its lock on NFS)."""
+    with _HERE_LOCK:
+        mine = _HELD_HERE.get(path)
+    return set(mine) if mine is not None else set(json.loads(path.read_text()))
+
+
+@contextmanager
+def _section(lock_path: Path) -> Iterator[None]:
+    """A claim section: its FileLock excludes other processes; a thread lock first excludes this process's other
+    threads, which the FileLock does not where locks are per process (NFS)."""
+    with _HERE_LOCK:
+        threads = _SECTIONS.setdefault(lock_path, threading.Lock())
+    with threads, FileLock(str(lock_path)):
+        yield
 
 
 def _try_lock(path: Path) -> IO[bytes] | None:
@@ -58,6 +102,8 @@ def _try_lock(path: Path) -> IO[bytes] | None:
 
 def _is_dead(path: Path) -> bool:
     """A claim file whose claimant is gone (removes it); a file that no longer exists counts as gone."""
+    if _held_here(path):
+        return False
     if not path.exists():
         return True
     handle = _try_lock(path)
@@ -87,6 +133,8 @@ class Claim:
             self.path.unlink(missing_ok=True)
         if self._handle is not None:
             self._handle.close()  # closing releases the flock
+        if self.path is not None:
+            _let_go(self.path)
         self.path, self._handle = None, None
 
 
@@ -103,7 +151,7 @@ class ClaimBoard:
         self.directory.mkdir(parents=True, exist_ok=True)
         require_working_locks(self.directory)  # never claim on a store whose claims would not exclude anyone
         self.lock_path.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(self.lock_path)):
+        with _section(self.lock_path):
             theirs = self._live_claims()
             taken = set().union(*theirs.values()) if theirs else set()
             existing = stored(ids)
@@ -138,7 +186,7 @@ class ClaimBoard:
             if _is_dead(path):
                 continue
             try:
-                claims[path] = set(json.loads(path.read_text()))
+                claims[path] = _claimed_ids(path)
             except (FileNotFoundError, json.JSONDecodeError):
                 continue  # released between the glob and the read
         for temp in self.directory.glob(".tmp-*"):  # a claimant that died while publishing
@@ -148,13 +196,20 @@ class ClaimBoard:
     def _publish(self, ids: list[str]) -> tuple[Path, IO[bytes]]:
         """Lock first, then make the file visible: a visible claim file is always locked while its owner lives."""
         name = uuid.uuid4().hex
-        temp = self.directory / f".tmp-{name}"
-        handle = open(temp, "w+b")  # noqa: SIM115  (held for the claim's life)
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        handle.write(json.dumps(ids).encode())
-        handle.flush()
-        path = self.directory / f"{name}.claim"
-        os.replace(temp, path)
+        temp, path = self.directory / f".tmp-{name}", self.directory / f"{name}.claim"
+        _hold(temp)
+        _hold(path, ids)
+        try:
+            handle = open(temp, "w+b")  # noqa: SIM115  (held for the claim's life)
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            handle.write(json.dumps(ids).encode())
+            handle.flush()
+            os.replace(temp, path)
+        except BaseException:
+            _let_go(path)
+            raise
+        finally:
+            _let_go(temp)
         return path, handle
 
 
@@ -183,8 +238,13 @@ class Lease:
     def __enter__(self) -> Self:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         require_working_locks(self.path.parent)  # a lease nobody can tell from a dead one would rerun live work
-        self._handle = open(self.path, "a+b")
-        fcntl.flock(self._handle.fileno(), fcntl.LOCK_EX)
+        _hold(self.path)
+        try:
+            self._handle = open(self.path, "a+b")
+            fcntl.flock(self._handle.fileno(), fcntl.LOCK_EX)
+        except BaseException:
+            _let_go(self.path)
+            raise
         # who holds it, for people and tests: host, process and its parent (a worker runs shards as children)
         self._handle.truncate(0)
         self._handle.write(json.dumps({"host": host_name(), "pid": os.getpid(),
@@ -196,9 +256,12 @@ class Lease:
         if self._handle is not None:
             self._handle.close()
             self._handle = None
+        _let_go(self.path)
 
 
 def lease_is_held(path: Path) -> bool:
+    if _held_here(path):
+        return True
     handle = _try_lock(path)
     if handle is None:
         return path.exists()
@@ -208,6 +271,8 @@ def lease_is_held(path: Path) -> bool:
 
 def lease_holder(path: Path) -> dict[str, object]:
     """What the lease file says about its (last) holder: host, pid, ppid; empty when there is none."""
+    if _held_here(path):  # this process (reading the file would drop its lock on NFS)
+        return {"host": host_name(), "pid": os.getpid(), "ppid": os.getppid()}
     try:
         holder: dict[str, object] = json.loads(path.read_text() or "{}")
     except (FileNotFoundError, json.JSONDecodeError):

@@ -141,3 +141,50 @@ def test_a_partial_file_seen_by_a_reader_fails_the_rename_check(tmp_path: Path,
     monkeypatch.setattr(filesystem_check.os, "replace", copy_into_place)
     problem = rename_problem(tmp_path, versions=400)
     assert problem is not None and problem.startswith("a reading process saw ")
+
+
+# flock as NFS gives it: emulated with POSIX locks, which belong to a process and are dropped by closing any of its
+# descriptors of the file
+PER_PROCESS_LOCKS = """
+import fcntl
+fcntl.flock = fcntl.lockf
+"""
+
+THREADS_CLAIM = """
+import json, subprocess, sys, threading
+from pathlib import Path
+from mai.storage.claims import ClaimBoard
+from mai.storage.paths import Home
+
+board = ClaimBoard(Home.at(sys.argv[1]), "generations/m/R")
+first = board.claim(["a", "b"], lambda ids: set())
+seen = {}
+
+def second() -> None:
+    with board.claim(["a", "b", "c"], lambda ids: set()) as claim:
+        seen["mine"], seen["theirs"] = claim.mine, sorted(set().union(*claim.theirs.values()))
+
+thread = threading.Thread(target=second)
+thread.start()
+thread.join()
+probe = "import sys; from pathlib import Path; from mai.storage.claims import _is_dead; print(_is_dead(Path(sys.argv[1])))"
+seen["first_dead_to_another_process"] = subprocess.run([sys.executable, "-c", probe, str(first.path)],
+                                                       capture_output=True, text=True).stdout.strip()
+first.release()
+print(json.dumps(seen))
+"""
+
+
+def test_threads_stay_separate_claimants_where_locks_belong_to_the_process(tmp_path: Path) -> None:
+    """On NFS a second thread's probe of a live claim of its own process would be granted the lock, take the claim
+    for dead and, closing its descriptor, drop the first thread's lock: the same ids computed twice."""
+    site = tmp_path / "per-process-locks"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(PER_PROCESS_LOCKS)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    child = subprocess.run([sys.executable, "-c", THREADS_CLAIM, str(tmp_path / "store")], check=False,
+                           capture_output=True, text=True, env=env, timeout=300)
+    assert child.returncode == 0, child.stderr[-3000:]
+    assert json.loads(child.stdout) == {"mine": ["c"], "theirs": ["a", "b"], "first_dead_to_another_process": "False"}
+    checked = mai("store", "check", "--home", str(tmp_path / "store"), env=env)  # per-process locks serve the store
+    assert checked.returncode == 0, checked.stdout + checked.stderr
