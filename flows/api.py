@@ -102,11 +102,23 @@ def run(config: RunConfig, progress: bool = True) -> RunManifest:
     from mai.flows.run import mai_run
 
     plan = plan_run(config)
-    with _progress_bar(progress):  # named after the run from its start (the flow names runs it plans itself)
+    with _progress_bar(progress), _heartbeats_where_read():
+        # named after the run from its start (the flow names runs it plans itself)
         manifest = mai_run.with_options(flow_run_name=f"mai-run/{plan.run_name}")(config, plan)
     home = Home.at(plan.home)
     manifest["home"], manifest["catalog"] = str(home.root), str(home.catalog)
     return manifest
+
+
+def _heartbeats_where_read() -> AbstractContextManager[object]:
+    """No flow-run heartbeats on a Prefect server that `mai` started itself (flows/local_server.py): nothing reads
+    them there, and the end of every flow run waits up to 1 s for its heartbeat thread (prefect 3.9), a second of
+    a cached run. A configured server (where an automation may mark silent runs Crashed) keeps Prefect's setting."""
+    from mai.flows.local_server import serves_mai_alone
+    if not serves_mai_alone():
+        return nullcontext()
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+    return temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
 
 
 def plan_run(config: RunConfig) -> RunPlan:

@@ -1,26 +1,17 @@
 """Prefect artifacts of a finished run and of a regression check, for the UI: tables to read at a glance (routing
-counts, metrics, the samples that changed against a baseline) and the run's own offline HTML report.
-
-A run's report (`runs/<run_id>/report.html`, `mai report RUN_ID` over that run alone) is written after its
-manifest, so the run is complete whether or not the report could be built: a failure to build it is logged and
-said in the artifact, and never fails the run.
+counts, metrics, the samples that changed against a baseline) and the command that builds the run's own offline
+HTML report. The report is built on demand (`mai report RUN_ID`, or `mai run --report FILE`), never by every
+run: it costs more than a cached run itself (docs/benchmarks.md, "Startup").
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any, NotRequired, TypedDict, cast
 
-from mai.storage.paths import Home
-from mai.storage.runs import run_report_path
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from mai.manifest import ROUTE_LABELS, RunManifest
 from mai.regression import SampleScores
-
-RUN_REPORT_TRACE_SAMPLES = 200
-
-log = logging.getLogger(__name__)
 
 
 class RoutingRow(TypedDict):
@@ -54,30 +45,23 @@ def metric_rows(manifest: RunManifest) -> list[MetricRow]:
     return rows
 
 
-def publish_run(home: Home, manifest: RunManifest) -> str | None:
-    """Table artifacts of the run's routing counts and metrics, and its report's path; returns that path (None
-    when the report could not be built)."""
+def publish_run(manifest: RunManifest) -> None:
+    """Table artifacts of the run's routing counts and metrics, and how to build its HTML report (on demand: a
+    report takes 1-2 s to build, more than a cached run itself)."""
     run_id = manifest["run_id"]
     # Prefect types a table as plain dicts; the typed rows are those at run time
     create_table_artifact(cast(list[dict[str, Any]], routing_rows(manifest)), key="mai-run-routing",
                           description=f"routing counts of run {run_id}")
     create_table_artifact(cast(list[dict[str, Any]], metric_rows(manifest)), key="mai-run-metrics",
                           description=f"metrics of run {run_id}")
-    path = run_report_path(home, run_id)
-    try:
-        from mai.dashboards.report import build_report
+    create_markdown_artifact(report_hint(run_id), key="mai-run-report", description=f"report of run {run_id}")
 
-        built = build_report(home, [run_id], path, RUN_REPORT_TRACE_SAMPLES)
-        text = (f"Report of run `{run_id}`: `{built.path}` ({built.bytes / 1e6:.1f} MB, self-contained: it opens "
-                f"offline). `mai report --all` covers every run of the store; `mai report {run_id} OTHER_RUN` "
-                "compares two.")
-        written: str | None = str(built.path)
-    except Exception as error:  # noqa: BLE001  (the run is complete and stored: the report is a view of it)
-        log.warning("run %s: the HTML report could not be built: %s", run_id, error)
-        text = f"Report of run `{run_id}` could not be built: {error}. `mai report {run_id}` tries again."
-        written = None
-    create_markdown_artifact(text, key="mai-run-report", description=f"report of run {run_id}")
-    return written
+
+def report_hint(run_id: str) -> str:
+    """How to build the run's offline HTML report: it is not built by the run (docs/reports.md)."""
+    return (f"The HTML report of run `{run_id}` is built on demand: `mai report {run_id} --out report.html` (one "
+            f"self-contained file that opens offline; `mai run --report FILE` builds it at the end of a run). "
+            f"`mai report --all` covers every run of the store; `mai report {run_id} OTHER_RUN` compares two.")
 
 
 def diff_rows(baseline: SampleScores, candidate: SampleScores) -> list[dict[str, Any]]:

@@ -36,6 +36,9 @@ from pathlib import Path
 START_TIMEOUT_S = 180.0
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
+# where this process's Prefect API came from (`provide_api`): set once, by the CLI, before any command runs
+_provided: str | None = None
+
 
 @dataclass(frozen=True)
 class LocalServer:
@@ -141,14 +144,24 @@ def provide_api(runs_flows: bool) -> str:
     """Give this process a Prefect API before a command runs; returns where it came from: `configured`, `local`
     (the running local server), `temporary` (started here, for a command that runs flows) or `none` (a command
     that only reads the store needs none)."""
+    global _provided
     if os.environ.get("PREFECT_API_URL") or "prefect" in sys.modules or _url_in_prefect_profile():
-        return "configured"
-    if use_running_server():
-        return "local"
-    if not runs_flows:
-        return "none"
-    start_temporary_server()
-    return "temporary"
+        _provided = "configured"
+    elif use_running_server():
+        _provided = "local"
+    elif not runs_flows:
+        _provided = "none"
+    else:
+        start_temporary_server()
+        _provided = "temporary"
+    return _provided
+
+
+def serves_mai_alone() -> bool:
+    """Whether this process's Prefect API is a server `mai` started (the local or a temporary one), rather than
+    one the user configured: no automation watches flow-run heartbeats there, so a flow run's heartbeats are
+    events nobody reads (and each in-process flow run's end waits up to 1 s for its heartbeat thread)."""
+    return _provided in ("local", "temporary")
 
 
 def start_server(port: int | None = None) -> LocalServer:

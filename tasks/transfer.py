@@ -4,6 +4,8 @@ tokens covering `delta` of it at the run's layer are selected (stored). Returns 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from mai.storage.attention import (
     captured_layers,
     read_captures,
@@ -22,32 +24,55 @@ from mai.backends.registry import get_engine
 from mai.backends.transformers_backend import TransformersEngine
 from mai.evals.base import Benchmark
 from mai.evals.registry import get_benchmark
+from mai.plan import RunPlan
 from mai.prompts import build_prompt, template_id
 from mai.transfer import capture_id, select_indices, selection_id
-from mai.types import REASONING_MARK, CaptureRequest, LayerCapture, Sample
+from mai.types import REASONING_MARK, CaptureRequest, LayerCapture, Sample, StageAnswer, StageName
 
 
 def select_outputs(job: StageJob) -> dict[str, str]:
-    """The `select_rt` step: returns sample_id -> selection_id for the samples that reach RT."""
+    """The `select_rt` step: returns sample_id -> selection_id for the samples that reach RT. The large model's
+    engine is taken only when a capture or a selection is missing (a stored step loads no model)."""
     ctx = job.plan
-    benchmark, large = get_benchmark(ctx.benchmark), ctx.models["large"]
+    benchmark = get_benchmark(ctx.benchmark)
     todo, answers = step_inputs(job)
     reasoning = {s.sample_id: answers["r_small"][s.sample_id].gen_id for s in todo}
-    captures = {s.sample_id: capture_id(large, reasoning[s.sample_id], s.content_hash, _template(benchmark, s))
-                for s in todo}
-    engine = get_engine(large, "transformers")
+    captures = capture_ids_of(ctx, benchmark, todo, reasoning)
+    _capture_missing(job, benchmark, todo, reasoning, captures)
+    return _select(job, captures)
+
+
+def capture_ids_of(plan: RunPlan, benchmark: Benchmark, todo: Sequence[Sample], reasoning: dict[str, str]
+                   ) -> dict[str, str]:
+    """sample_id -> the id of the large model's attention capture over the sample's small reasoning."""
+    large = plan.models["large"]
+    return {s.sample_id: capture_id(large, reasoning[s.sample_id], s.content_hash, _template(benchmark, s))
+            for s in todo}
+
+
+def selection_ids_of(plan: RunPlan, benchmark: Benchmark, todo: Sequence[Sample],
+                     answers: Mapping[StageName, Mapping[str, StageAnswer]]) -> dict[str, str]:
+    """sample_id -> the step's selection id for `todo`: identities only, nothing is read or computed (what
+    `select_outputs` returns, for the parent's lookup of stored shards, tasks/from_store.py)."""
+    assert plan.transfer_layer is not None  # validated in the plan
+    reasoning = {s.sample_id: answers["r_small"][s.sample_id].gen_id for s in todo}
+    return {sid: selection_id(cid, plan.transfer_layer, plan.transfer_delta)
+            for sid, cid in capture_ids_of(plan, benchmark, todo, reasoning).items()}
+
+
+def _large_engine(plan: RunPlan) -> TransformersEngine:
+    engine = get_engine(plan.models["large"], "transformers")
     if not isinstance(engine, TransformersEngine):
         raise TypeError("attention capture needs the transformers engine of the large model")
-    _capture_missing(job, engine, benchmark, todo, reasoning, captures)
-    return _select(job, engine, captures)
+    return engine
 
 
 def _template(benchmark: Benchmark, sample: Sample) -> str:
     return template_id("RT", benchmark.answer_style(sample), benchmark.rt_template(sample))
 
 
-def _capture_missing(job: StageJob, engine: TransformersEngine, benchmark: Benchmark, todo: list[Sample],
-                     reasoning: dict[str, str], captures: dict[str, str]) -> None:
+def _capture_missing(job: StageJob, benchmark: Benchmark, todo: list[Sample], reasoning: dict[str, str],
+                     captures: dict[str, str]) -> None:
     """One prefill per capture id that lacks a requested layer, each once across runs on the store."""
     ctx = job.plan
     home, large, layers = Home.at(ctx.home), ctx.models["large"], set(ctx.capture_layers)
@@ -61,6 +86,7 @@ def _capture_missing(job: StageJob, engine: TransformersEngine, benchmark: Bench
         have = captured_layers(home, large, capture_ids)
         pending = [by_capture[cid] for cid in capture_ids]
         missing_layers = set().union(*(layers - have.get(cid, set()) for cid in capture_ids))
+        engine = _large_engine(ctx)
         texts = store_for(ctx.home).read(ctx.models["small"], "R", (reasoning[s.sample_id] for s in pending),
                                          ["text", "output_token_ids"])
         requests = [_capture_request(engine, benchmark, s, captures[s.sample_id], texts[reasoning[s.sample_id]])
@@ -96,7 +122,7 @@ def _capture_row(result: LayerCapture, sample: Sample, reasoning: dict[str, str]
             "token_texts": list(result.token_texts), "run_id": run_id}
 
 
-def _select(job: StageJob, engine: TransformersEngine, captures: dict[str, str]) -> dict[str, str]:
+def _select(job: StageJob, captures: dict[str, str]) -> dict[str, str]:
     ctx = job.plan
     home, large = Home.at(ctx.home), ctx.models["large"]
     layer, delta = ctx.transfer_layer, ctx.transfer_delta
@@ -106,6 +132,7 @@ def _select(job: StageJob, engine: TransformersEngine, captures: dict[str, str])
 
     def compute(selection_ids: list[str]) -> None:
         stored = read_captures(home, large, (capture_of[sel] for sel in selection_ids))
+        engine = _large_engine(ctx)
         rows = [_selection_row(stored[(capture_of[sel], layer)], sel, delta, engine, ctx.run_id)
                 for sel in selection_ids]
         write_selections(home, large, rows)

@@ -17,10 +17,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     demo = commands.add_parser("demo", help="the MAI cascade of the trained shapes pair on the shapes test split")
     demo.add_argument("--limit", type=int, default=None, help="only the first N test rows")
     demo.add_argument("--s2", action="store_true", help="with the S2 stage")
+    _add_report_option(demo)
     demo.set_defaults(handler=_demo)
 
     run = commands.add_parser("run", help="run any configuration (cascade, single-model baseline, full RT)")
     add_run_options(run)
+    _add_report_option(run)
     run.set_defaults(handler=_run)
 
     sweep = commands.add_parser("sweep", help="sparse-RT transfer-layer (and delta) sweep: one run per setting")
@@ -58,17 +60,33 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     baseline.set_defaults(handler=_baseline)
 
 
+def _add_report_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--report", type=Path, metavar="FILE",
+                        help="also write the run's offline HTML report to FILE (otherwise built on demand: "
+                             "`mai report RUN_ID`)")
+
+
+def _write_report(args: argparse.Namespace, run_id: str) -> None:
+    """The run's HTML report, when `--report FILE` asked for it (a run never builds it by itself)."""
+    if args.report is not None:
+        built = api.report([run_id], out=args.report, trace_samples=200, home=args.home)
+        print(f"report:  {built['path']} ({built['bytes'] / 1e6:.1f} MB)", file=sys.stderr)
+
+
 def _demo(args: argparse.Namespace) -> int:
     manifest = api.run(shapes_pair_config(home=args.home, limit=args.limit, s2=args.s2, run_name="demo"))
+    _write_report(args, manifest["run_id"])
     print(api.summary(manifest))
     command = Path(sys.argv[0]).resolve() if Path(sys.argv[0]).name == "mai" else "mai"
     print(f'\nstore:   {manifest["home"]}\ncatalog: {manifest["catalog"]}\n'
-          f'try:     {command} sql --saved routing_counts   (or: {command} sql "SELECT * FROM runs")')
+          f'try:     {command} sql --saved routing_counts   (or: {command} sql "SELECT * FROM runs")\n'
+          f'report:  {command} report {manifest["run_id"]} --out report.html')
     return 0
 
 
 def _run(args: argparse.Namespace) -> int:
     manifest = api.run(run_config(args))
+    _write_report(args, manifest["run_id"])
     print(json.dumps(manifest, indent=2, default=str) if args.json else api.summary(manifest))
     return 0
 
