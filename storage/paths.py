@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING
 from mai.errors import ConfigError
 from mai.host import host_name
 
-if TYPE_CHECKING:  # only the name: paths stay importable without pyarrow (tables.py holds the schemas)
+if TYPE_CHECKING:  # only the names: paths stay importable without pyarrow (tables.py) and pydantic (the plan)
     from mai.storage.tables import TableName
+
+    from mai.plan import RunPlan
 
 
 def default_home() -> Path:
@@ -174,3 +176,15 @@ def locate_store(plan_home: str, planned_id: str) -> Home:
     raise ConfigError(f"store {planned_id} is not at {planned.root} (where the run was planned) on host {host_name()}, "
                       f"nor at MAI_HOME={mapped or '(unset)'}: set MAI_HOME on this worker to the path where it "
                       "mounts the run's store")
+
+
+def plan_on_this_host(plan: RunPlan) -> RunPlan:
+    """The plan as this host runs it, what a shard or drain flow calls first on a worker: its store where this host
+    mounts it (`locate_store`; every path derived from `plan.home` then lies there: models, leases, outcomes,
+    claims, the vLLM server registry), and its local models re-resolved and checked on this host
+    (mai.plan.localize_models). The plan itself when nothing differs."""
+    from mai.plan import localize_models
+
+    home = locate_store(plan.home, plan.store_id)
+    mapped = plan if str(home.root) == plan.home else plan.model_copy(update={"home": str(home.root)})
+    return localize_models(mapped, home.models)

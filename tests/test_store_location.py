@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from mai.storage.paths import Home, locate_store, read_store_id, store_id
+from mai.storage.paths import Home, locate_store, plan_on_this_host, read_store_id, store_id
 
 from mai.config import RunConfig
 from mai.errors import ConfigError
@@ -57,7 +57,9 @@ def test_the_plan_carries_the_store_id(tmp_path: Path, assets_home: Path) -> Non
     home = new_store(tmp_path / "store", assets_home)
     plan = plan_on(home)
     assert plan.store_id == read_store_id(home.root) and plan.home == str(home.root)
-    assert RunPlan.model_validate_json(plan.model_dump_json()).store_id == plan.store_id  # as a worker receives it
+    received = RunPlan.model_validate_json(plan.model_dump_json())  # as a worker receives it
+    assert received.store_id == plan.store_id
+    assert plan_on_this_host(received) == received  # on the planning host (or one mounting it there): unchanged
 
 
 def test_locate_store_prefers_the_planned_path_then_mai_home_else_says_what_to_set(
@@ -94,17 +96,16 @@ def test_a_broken_id_file_is_a_clear_error(tmp_path: Path) -> None:
 # the worker's side, in another host's mount namespace: locate the store, then re-resolve the plan's models there
 WORKER = """
 import json, sys
-from mai.plan import RunPlan, localize_models
-from mai.storage.paths import Home, locate_store
+from mai.plan import RunPlan
+from mai.storage.paths import Home, plan_on_this_host
 from mai.errors import ConfigError
 
 plan = RunPlan.model_validate_json(open(sys.argv[1]).read())
 try:
-    home = locate_store(plan.home, plan.store_id)
+    plan = plan_on_this_host(plan)
 except ConfigError as error:
     print(json.dumps({"error": str(error)}))
     raise SystemExit(0)
-plan = localize_models(plan.model_copy(update={"home": str(home.root)}), home.models)
 print(json.dumps({"home": plan.home, "models": {r: m.name_or_path for r, m in plan.models.items()},
                   "runs": str(Home.at(plan.home).runs)}))
 """
