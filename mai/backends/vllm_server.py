@@ -306,10 +306,10 @@ def log_dir(home: Path) -> Path:
     return home / "servers" / "logs"
 
 
-def registry_key(model: ModelSpec, host: str | None = None) -> str:
+def registry_key(model: ModelSpec) -> str:
     """`host/model@revision-dtype`: a host name never holds a slash, so the host is the key's first part. Keys of
     registries written before hosts were recorded have no host part this host's name matches: never used."""
-    return f"{host or host_name()}/{model.identity_name}@{model.revision}-{model.dtype}"
+    return f"{host_name()}/{model.identity_name}@{model.revision}-{model.dtype}"
 
 
 def registry_host(key: str) -> str:
