@@ -5,18 +5,20 @@ before any model loads; the plan it returns is what every flow, shard flow and t
 from __future__ import annotations
 
 from mai.flows.fanout import check_fanout
-from mai.storage.paths import Home
+from mai.storage.filesystem_check import require_working_locks
+from mai.storage.paths import Home, store_id
 
 from mai.config import RunConfig
 from mai.plan import RunPlan, StoreLocations, build_plan
 
 
 def store_locations(home: Home) -> StoreLocations:
-    return StoreLocations(root=home.root, models=home.models, datasets=home.datasets)
+    return StoreLocations(root=home.root, models=home.models, datasets=home.datasets, store_id=store_id(home))
 
 
 def prepare_run(config: RunConfig, home: Home, run_id: str | None = None) -> RunPlan:
     """Validate and resolve `config` on `home`; raises ConfigError (what to fix) before any model loads."""
+    require_working_locks(home.locks)  # a store without working locks would compute identities twice: refused first
     plan = build_plan(config, store_locations(home), run_id)
     if config.workers:
         check_fanout()
