@@ -107,6 +107,12 @@ class RunConfig(BaseModel):
     max_image_pixels: int = Field(DEFAULT_MAX_IMAGE_PIXELS, ge=1,
                                   description="a sample whose image has more pixels is an error (read from the "
                                               "image's header, before decoding)")
+    # A limit on the samples, not on any output: it only decides which samples are errors, so it is no part of a
+    # generation's identity (an answered sample's outputs are the same under any limit), and it is part of the run's
+    # key (`key`), as the samples a run scores are what its metrics mean.
+    max_prompt_tokens: int | None = Field(None, ge=1,
+                                          description="a sample whose prompt has more tokens (image tokens included) "
+                                                      "is an error; None: what each model's context holds")
     run_name: str | None = None
     home: str | None = None
 
@@ -158,7 +164,7 @@ class RunConfig(BaseModel):
 
 
 # fields added after runs were stored, with their defaults: a run at the default has the key it had before
-_ADDED_FIELDS: dict[str, object] = {"max_image_pixels": DEFAULT_MAX_IMAGE_PIXELS}
+_ADDED_FIELDS: dict[str, object] = {"max_image_pixels": DEFAULT_MAX_IMAGE_PIXELS, "max_prompt_tokens": None}
 
 
 def default_budgets(values: Mapping[str, Any]) -> dict[str, int]:

@@ -47,6 +47,9 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
                      help=f"output budget per prompt kind {list(PROMPT_KINDS)}, repeatable")
     run.add_argument("--max-image-pixels", type=int, help="a sample whose image has more pixels is a per-sample "
                                                           "error, refused before decoding (default 2**26 = 8192 x 8192)")
+    run.add_argument("--max-prompt-tokens", type=int, metavar="N",
+                     help="a sample whose prompt has more tokens (image tokens included, as the model's processor "
+                          "counts them) is a per-sample error; default: what the model's context holds")
     run.add_argument("--name", dest="run_name")
     run.add_argument("--json", action="store_true", help="print the run manifest as JSON")
 

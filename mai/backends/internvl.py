@@ -65,5 +65,11 @@ class InternVL:
     def image_tokens(self, processor: Any, inputs: ModelInputs) -> int:
         return int((inputs["input_ids"][0] == int(processor.image_token_id)).sum())
 
+    def image_tokens_for_size(self, processor: Any, height: int, width: int) -> int:
+        """`<img>` + `image_seq_length` `<IMG_CONTEXT>` per tile + `</img>`, the tiles as the dynamic tiling cuts an
+        image of this size (the processor's own count, which vLLM uses too)."""
+        counted = processor._get_num_multimodal_tokens(image_sizes=[(height, width)])
+        return int(counted.num_image_tokens[0])
+
 
 INTERNVL = InternVL()

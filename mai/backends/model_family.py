@@ -9,7 +9,7 @@ in `FAMILIES` (mai/backends/transformers_loading.py), where a loaded model gets 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -61,5 +61,27 @@ class ModelFamily(Protocol):
 
     def image_tokens(self, processor: Any, inputs: ModelInputs) -> int:
         """Tokens the first image of `inputs` takes in the prompt."""
+        ...
+
+
+def context_length(config: Any) -> int:
+    """Tokens the model's language half reads at most (prompt and output together): `max_position_embeddings` of
+    its text config (Qwen3-VL's `text_config`, InternVL's `text_config` holding its Qwen3 LLM; a config with no
+    separate text half is its own). Read from the checkpoint's config, before any weight loads."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    length = getattr(text, "max_position_embeddings", None)
+    if not isinstance(length, int) or length < 1:
+        raise ValueError(f"the model's config names no context length (max_position_embeddings): {length!r}")
+    return length
+
+
+@runtime_checkable
+class PromptSizing(Protocol):
+    """How many prompt tokens an image takes, from its size alone (no pixel is processed): what the prompt-length
+    check (mai/backends/prompt_length.py) adds for each image of a prompt to the tokens of its text."""
+
+    def image_tokens_for_size(self, processor: Any, height: int, width: int) -> int:
+        """Tokens an image of `height` x `width` pixels takes in the prompt, in place of its one placeholder token
+        in the chat text (image markers around it included)."""
         ...
 

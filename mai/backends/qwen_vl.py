@@ -64,5 +64,12 @@ class QwenVL:
         merge = int(getattr(processor.image_processor, "merge_size", 2)) ** 2
         return int(inputs["image_grid_thw"][0].prod()) // merge
 
+    def image_tokens_for_size(self, processor: Any, height: int, width: int) -> int:
+        """One `<|image_pad|>` per merged patch of the resized image (the image processor's own arithmetic, which
+        vLLM uses too); `<|vision_start|>` / `<|vision_end|>` are in the chat text already."""
+        image_processor = processor.image_processor
+        patches = int(image_processor.get_number_of_image_patches(height, width, {}))
+        return patches // int(getattr(image_processor, "merge_size", 2)) ** 2
+
 
 QWEN_VL = QwenVL()

@@ -12,6 +12,7 @@ complete are sent again; completed ones were already handed to `on_batch`, which
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -39,6 +40,17 @@ MAX_RESTARTS = 3
 REQUEST_TIMEOUT_S = 600.0
 # what a dying server looks like from the client: refused connections, dropped streams, 5xx from a dead engine
 _SERVER_GONE = (httpx.TransportError, httpx.RemoteProtocolError)
+
+# `--max-model-len` of the servers this backend starts (mai/backends/vllm_server.py's `server_command`)
+MAX_MODEL_LEN_ENV, DEFAULT_MAX_MODEL_LEN = "MAI_VLLM_MAX_MODEL_LEN", 8192
+
+
+def served_context_length(given_url: str | None) -> int | None:
+    """Prompt and output tokens together that a server of this backend accepts (vLLM refuses a request past it):
+    the `--max-model-len` it starts its servers with; None for a server given by URL, whose setting is its own
+    (the model's context is the limit then)."""
+    return None if given_url else int(os.environ.get(MAX_MODEL_LEN_ENV, str(DEFAULT_MAX_MODEL_LEN)))
+
 
 def server_event(kind: ServerEventKind, info: servers.ServerInfo) -> ServerEvent:
     return {"event": kind, "at": datetime.now(UTC).isoformat(), **info.record()}

@@ -29,13 +29,10 @@ DEFAULT_MAX_IMAGE_PIXELS = 2**26
 # bump when the rows -> samples conversion changes which samples it makes (part of the shard directory's name, so
 # a store materialises its data again under the new rules; the samples' content hashes change only where a
 # sample's text did)
-LOADER_VERSION = "3"
-# What of a row reaches a prompt (question, options, hint and other prompt fields), in characters. A longer row
-# is a per-sample error: a megabyte question built a ~1 M-token prompt whose attention mask alone needed a
-# terabyte, which killed the whole run. The longest question of the paper's benchmarks is a few thousand
-# characters; 16 Ki characters are at most ~16 Ki tokens for a byte-level BPE on ASCII text (a token covers at
-# least one byte), within every supported model's context with the room a prompt template and images need.
-MAX_PROMPT_TEXT_CHARS = 16_384
+LOADER_VERSION = "4"
+# How long a row's prompt may be is decided in tokens, per model, before generation (tasks/prompt_limits.py): a row
+# whose prompt does not fit a model of the run is a per-sample error there. (Loader version 3 refused rows over
+# 16 Ki characters instead, whatever the models.)
 # The models' own control tokens, spelled out in a question: Qwen's ChatML `<|im_start|>`, `<|image_pad|>`,
 # `<|vision_start|>` ... (any `<|name|>`) and InternVL's image markers. The tokenizers would read them as the real
 # tokens: an `<|image_pad|>` asks for image features that do not exist (the processor crashed), an
@@ -205,7 +202,6 @@ def _row_to_sample(benchmark: Benchmark, row: HubRow, index: int, store_image: I
         return _error_sample(benchmark.name, fallback_id, f"column(s) {columns} hold text that is not valid UTF-8")
     try:
         fields = _neutralised(benchmark.parse_row(row, index))
-        _check_length(fields)
         for encoded in fields.images:
             _check_image(encoded, max_image_pixels)
         stored = [store_image(encoded) for encoded in fields.images]
@@ -219,13 +215,6 @@ def _row_to_sample(benchmark: Benchmark, row: HubRow, index: int, store_image: I
         references=fields.references or (fields.answer,), meta=fields.meta,
     )
     return replace(sample, answer_style=benchmark.answer_style(sample))
-
-
-def _check_length(fields: RowFields) -> None:
-    length = len(fields.question) + sum(map(len, fields.options)) + sum(len(value) for _, value in fields.meta)
-    if length > MAX_PROMPT_TEXT_CHARS:
-        raise BadRow(f"the row's prompt text (question, options, hint) is {length} characters, over the limit of "
-                     f"{MAX_PROMPT_TEXT_CHARS}: a prompt this long does not fit the models' contexts")
 
 
 def neutralise_control_tokens(text: str) -> str:

@@ -1,0 +1,133 @@
+"""A row whose prompt does not fit a model of the run (over `--max-prompt-tokens`, or over the model's context) is a
+recorded per-sample error with its reason, decided before generation from the prompt's real tokens (text and image
+tokens as the processor expands them): the run completes, the other samples are routed and scored as in a clean run,
+and a re-run reports the same error without trying the sample again. Real tiny models of both families, real
+Prefect, real Parquet data through the loader."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from mai.flows.run import mai_run
+from mai.storage.paths import Home
+from mai.storage.runs import read_routes
+from PIL import Image
+from transformers import InternVLConfig, Qwen3VLConfig
+
+from mai.backends.model_family import context_length
+from mai.backends.prompt_length import PromptCounter
+from mai.backends.transformers_inputs import encode_prompts
+from mai.config import BUILTIN_MODELS, RunConfig, resolve_model
+from mai.types import ChatPrompt, Decoding, GenRequest
+from tests.test_flow_cascade import BUDGET
+from tests.test_hardening_rows import hostile_copy
+
+
+def counter(assets_home: Path, name: str) -> PromptCounter:
+    return PromptCounter(resolve_model(name, "main", "float32", Home.at(assets_home).models))
+
+
+def image_file(directory: Path, width: int, height: int) -> str:
+    path = directory / f"{width}x{height}.png"
+    buffer = io.BytesIO()
+    Image.new("RGB", (width, height), (200, 40, 90)).save(buffer, format="PNG")
+    path.write_bytes(buffer.getvalue())
+    return str(path)
+
+
+@pytest.mark.parametrize("name", BUILTIN_MODELS)
+def test_the_count_is_the_processors_encoding(assets_home: Path, tmp_path: Path, name: str) -> None:
+    """Image tokens from the image's size alone (no pixel processed) add up to what the processor encodes, for
+    Qwen-VL's merged patches and InternVL's tiles, on sizes that resize and tile differently."""
+    model = counter(assets_home, name)
+    images = [image_file(tmp_path, w, h) for w, h in ((64, 64), (301, 170), (90, 700), (1000, 450))]
+    prompts = [ChatPrompt("How many shapes?", ()), ChatPrompt("Which colour is the square? " * 20, (images[0],)),
+               ChatPrompt("Compare them.", tuple(images[1:])), ChatPrompt("é😀 <b>" * 30, (images[3], images[0]))]
+    for prompt in prompts:
+        encoded = encode_prompts([GenRequest("g", "s", prompt, Decoding(4))], model.processor, "cpu")
+        size = model.count(prompt, limit=10**9)
+        assert size.exact and size.tokens == int(encoded["input_ids"].shape[1]), (name, prompt.image_paths)
+
+
+def test_the_context_length_is_the_text_configs(assets_home: Path) -> None:
+    for name in BUILTIN_MODELS:
+        assert counter(assets_home, name).context_length == 8192  # the tiny pairs' max_position_embeddings
+    qwen = Qwen3VLConfig(text_config={"max_position_embeddings": 262144}, vision_config={})
+    internvl = InternVLConfig(text_config={"model_type": "qwen3", "max_position_embeddings": 40960})
+    assert context_length(qwen) == 262144 and context_length(internvl) == 40960
+
+
+def test_a_megabyte_text_is_refused_from_its_length_without_tokenizing(assets_home: Path) -> None:
+    model = counter(assets_home, "mai-tiny-small")
+    calls: list[str] = []
+    tokenizer = model.tokenizer
+
+    class Counting:
+        def __call__(self, text: str) -> object:
+            calls.append(text)
+            return tokenizer(text)
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(tokenizer, name)
+
+    model.tokenizer = Counting()
+    size = model.count(ChatPrompt("x" * 1_000_000, ()), limit=8192)
+    assert not size.exact and size.tokens > 8192 and calls == []  # a lower bound: nothing was tokenized
+    assert model.count(ChatPrompt("x" * 1000, ()), limit=8192).exact and len(calls) == 1
+
+
+def long_question_copy(home: Path, words: int, rows: int = 10) -> Path:
+    """The demo's first rows, row 3's question `words` words longer (valid text: only its length is hostile)."""
+    source = Home.at(home).datasets / "demo" / "test-00000-of-00001.parquet"
+    table = pq.read_table(source).slice(0, rows)
+    questions = table.column("question").to_pylist()
+    questions[3] = questions[3] + " Consider every shape carefully." * words
+    table = table.set_column(table.schema.get_field_index("question"), table.schema.field("question"),
+                             pa.array(questions, pa.string()))
+    target = home / "long" / "test-00000-of-00001.parquet"
+    target.parent.mkdir(parents=True)
+    pq.write_table(table, target)
+    return target.parent
+
+
+def run(home: Path, **overrides: object) -> dict[str, object]:
+    values: dict[str, object] = {"home": str(home), "limit": None, "shards": 2, "batch_size": 8,
+                                 "max_new_tokens": BUDGET, **overrides}
+    manifest: dict[str, object] = mai_run(RunConfig(**values))  # type: ignore[arg-type]
+    return manifest
+
+
+def test_a_prompt_over_max_prompt_tokens_is_an_error_and_the_run_goes_on(home: Path) -> None:
+    data = str(long_question_copy(home, words=60))
+    clean = run(home, data=data, limit=10)
+    limited = run(home, data=data, max_prompt_tokens=200)
+    routes = {r["sample_id"]: r for r in read_routes(Home.at(home), str(limited["run_id"]))}
+    error = routes["demo-3"]["error"] or ""
+    assert routes["demo-3"]["route"] == "ERROR" and "over --max-prompt-tokens 200" in error, error
+    assert "image tokens included" in error and "tokens" in error
+    assert [sid for sid, r in routes.items() if r["route"] == "ERROR"] == ["demo-3"]
+    counts = limited["counts"]
+    assert isinstance(counts, dict) and counts["errors"] == 1 and counts["valid"] == 9
+    before = {r["sample_id"]: (r["route"], r["final_answer"], r["score"])
+              for r in read_routes(Home.at(home), str(clean["run_id"]))}
+    assert before["demo-3"][0] != "ERROR"  # the model's own context holds it: only the configured limit refuses it
+    assert {sid: (r["route"], r["final_answer"], r["score"]) for sid, r in routes.items() if sid != "demo-3"} == {
+        sid: value for sid, value in before.items() if sid != "demo-3"}
+    again = run(home, data=data, max_prompt_tokens=200)
+    assert isinstance(again["counts"], dict) and again["counts"]["generations_computed"] == 0
+    rerouted = {r["sample_id"]: r for r in read_routes(Home.at(home), str(again["run_id"]))}
+    assert rerouted["demo-3"]["error"] == error  # reported the same way, not tried again
+
+
+def test_a_megabyte_question_is_refused_by_the_models_context_and_the_run_completes(home: Path) -> None:
+    manifest = run(home, data=str(hostile_copy(home)))
+    routes = {r["sample_id"]: r for r in read_routes(Home.at(home), str(manifest["run_id"]))}
+    error = routes["demo-1"]["error"] or ""
+    assert routes["demo-1"]["route"] == "ERROR", routes["demo-1"]
+    assert "at least" in error and "characters" in error and "the model's context of 8192 tokens" in error, error
+    assert routes["demo-2"]["route"] == "ERROR" and "UTF-8" in (routes["demo-2"]["error"] or "")
+    assert sum(r["route"] == "ERROR" for r in routes.values()) == 2 and len(routes) == 12
