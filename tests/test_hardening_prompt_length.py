@@ -131,3 +131,27 @@ def test_a_megabyte_question_is_refused_by_the_models_context_and_the_run_comple
     assert "at least" in error and "characters" in error and "the model's context of 8192 tokens" in error, error
     assert routes["demo-2"]["route"] == "ERROR" and "UTF-8" in (routes["demo-2"]["error"] or "")
     assert sum(r["route"] == "ERROR" for r in routes.values()) == 2 and len(routes) == 12
+
+
+def test_with_vllm_the_servers_max_model_len_is_the_context(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The vLLM backend counts with the same processor; its limit is the `--max-model-len` of the servers it starts
+    (vLLM refuses a request past it), when that is below the model's context. Decided from the plan: no server runs."""
+    from mai.flows.plan import prepare_run
+    from mai.storage.samples import read_shard
+    from mai.tasks.materialize import materialize_samples
+    from mai.tasks.prompt_limits import refused_samples
+
+    from tests.test_vllm_backend import model_overrides
+
+    data = str(long_question_copy(home, words=60))
+    refused: dict[str, dict[str, str]] = {}
+    for backend in ("transformers", "vllm"):
+        monkeypatch.setenv("MAI_VLLM_MAX_MODEL_LEN", "300")
+        config = RunConfig(home=str(home), data=data, backend=backend, max_new_tokens=BUDGET, shards=1,
+                           **model_overrides(home))
+        plan = prepare_run(config, Home.at(home))
+        (shard,) = materialize_samples.fn(str(home), plan.benchmark, plan.source, 1, None)
+        refused[backend] = refused_samples(plan, read_shard(home / shard))
+    assert refused["transformers"] == {}  # 8,192 tokens of context hold every prompt
+    assert list(refused["vllm"]) == ["demo-3"], refused["vllm"]
+    assert "over the vLLM server's --max-model-len of 300 tokens" in refused["vllm"]["demo-3"]
