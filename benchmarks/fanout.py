@@ -2,12 +2,14 @@
 process and fanned out to 1, 2 and 4 local process workers, each run in a fresh store.
 
 Reports per setting: the parent flow's wall time, the speed-up against 1 worker, every shard's wall time (inside
-its flow, model loads included) and the dispatch overhead = parent wall - slowest shard, also as a share of the
-1-worker run. Goal: overhead <= 10 % of a 1-worker run at >= 480 samples. Shards = workers.
+its flow, model loads included), the model loads of the run (each worker's drain loads each model once, however
+many shards it runs) and the dispatch overhead = parent wall - the busiest worker process's shard time, also as a
+share of the 1-worker run. Goal: overhead <= 10 % of a 1-worker run at >= 480 samples. Shards = workers x
+`--shards-per-worker` (default 1).
 
-Run: `.venv/bin/python benchmarks/fanout.py [--workers 1,2,4] [--limit N]`. It starts its own Prefect server on
-127.0.0.1 (a temporary PREFECT_HOME), a `mai-fanout-bench` process pool, the shard deployment of prefect.yaml on
-it and the workers, and stops them all at the end.
+Run: `.venv/bin/python benchmarks/fanout.py [--workers 1,2,4] [--limit N] [--shards-per-worker K]`. It starts its
+own Prefect server on 127.0.0.1 (a temporary PREFECT_HOME), a `mai-fanout-bench` process pool, the drain deployment
+of prefect.yaml on it and the workers, and stops them all at the end.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import defaultdict
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -73,9 +76,10 @@ def wait_for_api(env: dict[str, str], timeout_s: float = 120) -> None:
 
 
 def deploy_shard(env: dict[str, str], directory: Path) -> None:
+    """The deployment that fanned-out runs submit (`mai-drain/drain`), on the benchmark's pool."""
     spec = yaml.safe_load((REPO / "prefect.yaml").read_text())
     spec["deployments"] = [{**d, "work_pool": {"name": POOL, "work_queue_name": "default"}}
-                           for d in spec["deployments"] if d["name"] == "shard"]
+                           for d in spec["deployments"] if d["name"] == "drain"]
     spec.pop("definitions", None)
     path = directory / "prefect-bench.yaml"
     path.write_text(yaml.safe_dump(spec))
@@ -94,6 +98,8 @@ class FanoutRun:
     wall_s: float
     shard_wall_s: list[float]
     slowest_shard_s: float
+    busiest_process_s: float      # the most shard time one worker process (a drain) spent
+    model_loads: int              # over the run, every process together
     dispatch_overhead_s: float
     engine_generate_s: float
     generations_computed: int
@@ -102,8 +108,8 @@ class FanoutRun:
     overhead_share_of_1_worker: float | None = None
 
 
-def one_run(workers: int, limit: int | None, directory: Path) -> FanoutRun:
-    """A fresh store, the run with `workers` (0: in this process) and shards = max(1, workers)."""
+def one_run(workers: int, limit: int | None, directory: Path, shards_per_worker: int = 1) -> FanoutRun:
+    """A fresh store, the run with `workers` (0: in this process) and max(1, workers) x shards_per_worker shards."""
     from mai.flows import api
     from mai.storage.paths import Home
     from mai.storage.runs import read_shard_outcomes
@@ -111,17 +117,23 @@ def one_run(workers: int, limit: int | None, directory: Path) -> FanoutRun:
     from mai.config import shapes_pair_config
 
     home = directory / f"home-{workers}"
-    config = shapes_pair_config(home=str(home), limit=limit, shards=max(1, workers), workers=workers,
-                                run_name=f"fanout-{workers}")
+    config = shapes_pair_config(home=str(home), limit=limit, shards=max(1, workers) * shards_per_worker,
+                                workers=workers, run_name=f"fanout-{workers}")
     api.prepare(config)  # builds the shapes splits outside the timed run
     started = time.perf_counter()
     manifest = api.run(config, progress=False)
     wall = time.perf_counter() - started
     shards = read_shard_outcomes(Home.at(home), manifest["run_id"])
     slowest = max(s.wall_s for s in shards)
+    per_process: defaultdict[int, float] = defaultdict(float)  # pid -> seconds in its shards
+    for shard in shards:
+        per_process[shard.pid] += shard.wall_s
+    busiest = max(per_process.values())
     return FanoutRun(workers=workers, shards=len(shards), samples=manifest["counts"]["valid"],
                      wall_s=round(wall, 2), shard_wall_s=[round(s.wall_s, 2) for s in shards],
-                     slowest_shard_s=round(slowest, 2), dispatch_overhead_s=round(wall - slowest, 2),
+                     slowest_shard_s=round(slowest, 2), busiest_process_s=round(busiest, 2),
+                     model_loads=sum(len(s.loaded_models) for s in shards),
+                     dispatch_overhead_s=round(wall - busiest, 2),
                      engine_generate_s=round(manifest["timings"]["engine_generate_s"], 2),
                      generations_computed=manifest["counts"]["generations_computed"],
                      accuracy=next(m["value"] for m in manifest["metrics"] if m["subset"] == "overall"))
@@ -131,6 +143,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", default="1,2,4")
     parser.add_argument("--limit", type=int, default=None, help="first N test items (default: all 480)")
+    parser.add_argument("--shards-per-worker", type=int, default=1, help="shards per worker (default 1)")
     args = parser.parse_args()
     counts = [int(x) for x in args.workers.split(",")]
     directory = Path(tempfile.mkdtemp(prefix="mai-fanout-"))
@@ -145,7 +158,7 @@ def main() -> None:
         wait_for_api(env)
         deploy_shard(env, directory)
         os.environ.update({k: env[k] for k in ("PREFECT_HOME", "PREFECT_API_URL", "PREFECT_LOGGING_LEVEL")})
-        results = [one_run(0, args.limit, directory)]
+        results = [one_run(0, args.limit, directory, args.shards_per_worker)]
         started_workers = 0
         for count in counts:
             while started_workers < count:
@@ -154,7 +167,7 @@ def main() -> None:
                                         "--limit", "1", "--name", f"bench-{started_workers}"], env,
                                        directory / f"worker-{started_workers}.log"))
             time.sleep(5)  # the new workers poll the pool
-            results.append(one_run(count, args.limit, directory))
+            results.append(one_run(count, args.limit, directory, args.shards_per_worker))
     finally:
         stop(processes)
     one = next(r for r in results if r.workers == 1) if 1 in counts else results[0]

@@ -18,6 +18,7 @@ import socket
 import time
 from pathlib import Path
 from typing import IO
+from uuid import UUID
 
 from mai.flows.fanout import POLL_S, drain_lease_path, shard_run_name
 from mai.flows.shard import leased_here, mai_shard
@@ -80,10 +81,40 @@ def _run_if_free(plan: RunPlan, shard: str, home: Home) -> bool:
                                  lease.read_text())
         _write_holder(handle)
         with leased_here(lease):
-            mai_shard.with_options(flow_run_name=shard_run_name(shard))(plan, shard)
+            _run_shard_subflow(plan, shard)
         return True
     finally:
         handle.close()  # releases the lease
+
+
+def _run_shard_subflow(plan: RunPlan, shard: str) -> None:
+    name = shard_run_name(shard)
+    try:
+        mai_shard.with_options(flow_run_name=name)(plan, shard)
+    except BaseException:
+        if stop.stop_requested():
+            _report_cancelled(name)
+        raise
+
+
+def _report_cancelled(shard_run: str) -> None:
+    """A stop request (the parent cancelled this drain: its worker sent SIGTERM) ends the shard's subflow run as
+    Prefect's engine reports a signal in a subflow, Crashed; it is Cancelled, as its drain is."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName, FlowRunFilterParentFlowRunId
+    from prefect.runtime import flow_run
+    from prefect.states import Cancelled
+
+    drain_id = flow_run.get_id()
+    if drain_id is None:
+        return  # not in a flow run: nothing to report to
+    mine = FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[UUID(drain_id)]),
+                         name=FlowRunFilterName(any_=[shard_run]))
+    with get_client(sync_client=True) as client:
+        for run in client.read_flow_runs(flow_run_filter=mine):
+            if run.state is None or not run.state.is_completed():
+                client.set_flow_run_state(run.id, Cancelled(message=f"its drain was stopped: {stop.reason()}"),
+                                          force=True)
 
 
 def _try_lease(path: Path) -> IO[bytes] | None:

@@ -73,3 +73,43 @@ def test_a_shard_planned_on_another_machine_runs_here(store: Path) -> None:
     outcome = mai_shard(moved(plan, DEPLOYER_CHECKOUT), shard)
     assert outcome.tally.generations > 0  # generated with the models at their paths on this host
     assert set(outcome.stage_maps) == {stage.name for stage in plan.stages}
+
+
+def test_a_drain_runs_each_shard_once_loading_each_model_once(store: Path) -> None:
+    """The drain a worker runs, here in this process: it runs the free shards as subflows, waits for a shard that
+    another holds and takes it when its holder lets go without an outcome, loads each model for its first shard only,
+    and finds nothing to run once every outcome is stored."""
+    import threading
+
+    from mai.flows.drain import mai_drain
+    from mai.storage.claims import Lease, lease_is_held
+    from mai.storage.runs import read_shard_outcomes, shard_lease_path, shard_outcome_path
+
+    from mai.backends.registry import clear_engines
+
+    config = RunConfig(**{**shapes_pair_config().model_dump(), "home": str(store), "limit": 9, "shards": 3})
+    shards = api.run(config, progress=False)["shard_paths"]  # materialises the shards
+    # new identities for both models (S is asked of each)
+    other_budgets = config.model_copy(update={"max_new_tokens": {**config.max_new_tokens, "S": 10, "R": 20}})
+    plan = prepare_run(other_budgets, Home.at(store))
+    home = Home.at(store)
+    clear_engines()  # a cold process, as a worker's drain starts
+    held = Lease(shard_lease_path(home, plan.run_id, shards[2])).__enter__()  # another drain runs the last shard
+
+    def holder_dies_without_an_outcome() -> None:
+        while not all(shard_outcome_path(home, plan.run_id, s).exists() for s in shards[:2]):
+            threading.Event().wait(0.1)
+        threading.Event().wait(2.0)  # the drain now waits for it
+        held.__exit__(None, None, None)
+
+    thread = threading.Thread(target=holder_dies_without_an_outcome)
+    thread.start()
+    ran = mai_drain(plan, shards)
+    thread.join()
+    assert ran == shards
+    outcomes = read_shard_outcomes(home, plan.run_id)
+    assert sorted(o.shard_path for o in outcomes) == sorted(shards)
+    assert sorted(m for o in outcomes for m in o.loaded_models) == ["mai-shapes-large", "mai-shapes-small"]
+    assert outcomes[0].loaded_models and not any(o.loaded_models for o in outcomes[1:])
+    assert not any(lease_is_held(shard_lease_path(home, plan.run_id, s)) for s in shards)
+    assert mai_drain(plan, shards) == []  # every outcome is stored: nothing left to run
