@@ -22,12 +22,9 @@ from typing import TYPE_CHECKING, NamedTuple, TypedDict
 
 from mai.storage.paths import Home
 
-from mai.config import RunConfig
 from mai.errors import ConfigError
-from mai.manifest import RunManifest
-from mai.plan import RunPlan
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the run types only in signatures: `mai sql` and the other store commands skip pydantic's models
     from mai.dashboards.compare import Comparison
     from mai.dashboards.parity import Parity
     from mai.dashboards.policies import LabRecord
@@ -39,7 +36,10 @@ if TYPE_CHECKING:
     from mai.storage.partitions import Compaction
     from mai.storage.schemas import LatencyProfileRow
 
+    from mai.config import RunConfig
     from mai.evals.base import ScoredSample
+    from mai.manifest import RunManifest
+    from mai.plan import RunPlan
     from mai.scoring import PredictionLine
 
 Rows = tuple[list[str], list[tuple[object, ...]]]
@@ -99,12 +99,22 @@ class Estimate(NamedTuple):
 def run(config: RunConfig, progress: bool = True) -> RunManifest:
     """Validate and resolve the configuration once (before any model loads), run the flow with that plan (with a
     progress bar on the terminal), and return its manifest with the store's `home` and `catalog` paths added."""
-    from mai.flows.run import mai_run
+    from mai.flows.stored_run import run_from_store
 
     plan = plan_run(config)
+    # every output stored and mai serving the API: answered without importing Prefect (flows/stored_run.py)
+    stored = run_from_store(plan)
+    if stored is not None:
+        return _with_store_paths(stored, plan)
+    from mai.flows.run import mai_run
+
     with _progress_bar(progress), _heartbeats_where_read():
         # named after the run from its start (the flow names runs it plans itself)
         manifest = mai_run.with_options(flow_run_name=f"mai-run/{plan.run_name}")(config, plan)
+    return _with_store_paths(manifest, plan)
+
+
+def _with_store_paths(manifest: RunManifest, plan: RunPlan) -> RunManifest:
     home = Home.at(plan.home)
     manifest["home"], manifest["catalog"] = str(home.root), str(home.catalog)
     return manifest

@@ -1,14 +1,13 @@
 """Prefect artifacts of a finished run and of a regression check, for the UI: tables to read at a glance (routing
 counts, metrics, the samples that changed against a baseline) and the command that builds the run's own offline
-HTML report. The report is built on demand (`mai report RUN_ID`, or `mai run --report FILE`), never by every
+HTML report (Prefect is imported only to publish them: the rows are also what flows/stored_run.py sends over the
+REST API). The report is built on demand (`mai report RUN_ID`, or `mai run --report FILE`), never by every
 run: it costs more than a cached run itself (docs/benchmarks.md, "Startup").
 """
 
 from __future__ import annotations
 
 from typing import Any, NotRequired, TypedDict, cast
-
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from mai.manifest import ROUTE_LABELS, RunManifest
 from mai.regression import SampleScores
@@ -48,6 +47,8 @@ def metric_rows(manifest: RunManifest) -> list[MetricRow]:
 def publish_run(manifest: RunManifest) -> None:
     """Table artifacts of the run's routing counts and metrics, and how to build its HTML report (on demand: a
     report takes 1-2 s to build, more than a cached run itself)."""
+    from prefect.artifacts import create_markdown_artifact, create_table_artifact
+
     run_id = manifest["run_id"]
     # Prefect types a table as plain dicts; the typed rows are those at run time
     create_table_artifact(cast(list[dict[str, Any]], routing_rows(manifest)), key="mai-run-routing",
@@ -81,6 +82,8 @@ def diff_rows(baseline: SampleScores, candidate: SampleScores) -> list[dict[str,
 
 def publish_regression_diff(run_id: str, baseline_name: str, baseline: SampleScores, candidate: SampleScores
                             ) -> list[dict[str, Any]]:
+    from prefect.artifacts import create_table_artifact
+
     rows = diff_rows(baseline, candidate)
     create_table_artifact(rows or [{"sample_id": "(none)", "category": "", "baseline": None, "candidate": None,
                                     "change": "no sample changed"}],

@@ -19,7 +19,13 @@ from mai.flows.deployment import with_deployment_defaults
 from mai.flows.fanout import run_shards
 from mai.flows.plan import prepare_run
 from mai.flows.prefect_sync import synchronous
-from mai.flows.summary import build_manifest, catalog_row, summary_markdown, written_partitions
+from mai.flows.summary import (
+    build_manifest,
+    catalog_row,
+    describe_models,
+    summary_markdown,
+    written_partitions,
+)
 from mai.storage.catalog import build_catalog
 from mai.storage.paths import Home
 from mai.tasks.compact import compact_partitions
@@ -128,10 +134,6 @@ def _run_shards(plan: RunPlan, shard_paths: list[str]) -> dict[str, ShardOutcome
         outcomes |= run_shards(plan, todo, plan.config.workers,
                                _shard_progress(plan.run_id, len(shard_paths), done_before=len(stored)))
     return {shard: outcomes[shard] for shard in shard_paths}
-
-
-def describe_models(plan: RunPlan) -> str:
-    return " + ".join(f"{role} {Path(m.identity_name).name}" for role, m in sorted(plan.models.items()))
 
 
 def name_flow_run(plan: RunPlan) -> None:

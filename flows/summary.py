@@ -9,11 +9,9 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
-from mai.storage.attention import computed_by_run
-from mai.storage.generations import count_computed_by_run
+from mai.storage.generations import count_computed_by_run, shared_store
 from mai.storage.paths import Home
 from mai.storage.schemas import RunRow
-from mai.tasks.generate import store_for
 
 from mai.backends.registry import loaded_engines
 from mai.manifest import (
@@ -74,7 +72,7 @@ def git_commit() -> str | None:
 
 def stage_statistics(plan: RunPlan, stage_maps: dict[str, StageMaps]) -> dict[str, StageStatistics]:
     """Per stage: generations used by the run and their output tokens (computed or reused alike)."""
-    store = store_for(plan.home)
+    store = shared_store(plan.home)
     stats: dict[str, StageStatistics] = {}
     for stage in (s for s in plan.stages if s.generates):
         ids = {g for maps in stage_maps.values() for g in maps.get(stage.name, {}).values()}
@@ -87,7 +85,7 @@ def stage_statistics(plan: RunPlan, stage_maps: dict[str, StageMaps]) -> dict[st
 
 def run_partitions(plan: RunPlan) -> set[Path]:
     """The generation partitions (model x prompt kind) the run's steps read and write."""
-    store = store_for(plan.home)
+    store = shared_store(plan.home)
     return {store.directory(plan.models[s.role], s.prompt_kind) for s in plan.stages if s.generates}
 
 
@@ -126,13 +124,23 @@ def _counts(plan: RunPlan, stage_maps: dict[str, StageMaps], scores: RunScores, 
                  for g in stage.values()}
     needed, routes = len(generated), scores["routes"]
     computed = count_computed_by_run(Home.at(plan.home), plan.run_id, run_partitions(plan))
-    attention = computed_by_run(Home.at(plan.home), plan.run_id)
+    attention = _attention_computed(plan)
     samples = sum(routes[label] for label in ROUTE_LABELS)
     return {"samples": samples, "valid": samples - routes["ERROR"], "errors": routes["ERROR"],
             "generations_needed": needed, "generations_computed": computed, "generations_reused": needed - computed,
             "engine_generations": tally.generations, "attention_prefills": tally.captures,
             "attention_rows_computed": attention["attention_rows_computed"],
             "selections_computed": attention["selections_computed"]}
+
+
+def _attention_computed(plan: RunPlan) -> dict[str, int]:
+    """Attention rows and selections the run computed: only sparse RT computes any (and reading the attention
+    tables imports pyarrow.dataset, and so pandas, which a cached run does without)."""
+    if plan.transfer != "sparse":
+        return {"attention_rows_computed": 0, "selections_computed": 0}
+    from mai.storage.attention import computed_by_run
+
+    return computed_by_run(Home.at(plan.home), plan.run_id)
 
 
 def catalog_row(manifest: RunManifest, plan: RunPlan, started_at: datetime, finished_at: datetime) -> RunRow:
@@ -160,6 +168,10 @@ def catalog_row(manifest: RunManifest, plan: RunPlan, started_at: datetime, fini
         "git_commit": manifest["git_commit"], "config_json": json.dumps(manifest["config"], sort_keys=True),
         "versions_json": json.dumps(manifest["versions"], sort_keys=True),
     }
+
+
+def describe_models(plan: RunPlan) -> str:
+    return " + ".join(f"{role} {Path(m.identity_name).name}" for role, m in sorted(plan.models.items()))
 
 
 def summary_markdown(manifest: RunManifest) -> str:

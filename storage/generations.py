@@ -3,6 +3,7 @@ directories per (model, prompt kind). A stage asks which identities are missing 
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Collection, Iterable
 from datetime import UTC, datetime
@@ -11,7 +12,7 @@ from typing import TypedDict
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
+from mai.storage.parquet import read_columns
 from mai.storage.partitions import partitions, published_files, table_files, write_part
 from mai.storage.paths import Home
 from mai.storage.schemas import GENERATIONS, GenerationRow
@@ -52,7 +53,7 @@ class GenerationStore:
                 seen_files, ids = set(), pa.array([], pa.string())
             new_files = sorted(current - seen_files)
             if new_files:
-                table = ds.dataset([str(p) for p in new_files], format="parquet").to_table(columns=["gen_id"])
+                table = read_columns(new_files, ["gen_id"])
                 ids = pa.concat_arrays([ids, *table.column("gen_id").cast(pa.string()).chunks])
                 seen_files = seen_files | set(new_files)
             self._known[directory] = (seen_files, ids)
@@ -92,13 +93,19 @@ class GenerationStore:
         files = published_files(self.home, self.directory(model, kind))
         if not wanted or not files:
             return {}
-        dataset = ds.dataset([str(p) for p in files], format="parquet")
-        table = dataset.to_table(columns=["gen_id", *columns], filter=pc.field("gen_id").isin(wanted))
+        table = read_columns(files, ["gen_id", *columns], key="gen_id", wanted=wanted)
         rows: list[GenerationRow] = table.to_pylist()  # pyarrow is untyped: name the type it returns
         found: dict[str, GenerationRow] = {}
         for row in rows:
             found.setdefault(row["gen_id"], row)
         return found
+
+
+@functools.cache
+def shared_store(home: str) -> GenerationStore:
+    """One store object per root and process, so that its index of known ids is read once and shared by the
+    parent's lookup of stored shards, the steps and the manifest."""
+    return GenerationStore(Home.at(home))
 
 
 def read_texts(home: Home, gen_ids: Iterable[str]) -> dict[str, str]:
@@ -107,8 +114,7 @@ def read_texts(home: Home, gen_ids: Iterable[str]) -> dict[str, str]:
     files = table_files(home, GENERATIONS_TABLE)
     if not wanted or not files:
         return {}
-    table = ds.dataset([str(p) for p in files], format="parquet").to_table(
-        columns=["gen_id", "text"], filter=pc.field("gen_id").isin(wanted))
+    table = read_columns(files, ["gen_id", "text"], key="gen_id", wanted=wanted)
     return {row["gen_id"]: row["text"] for row in table.to_pylist()}
 
 
@@ -119,8 +125,7 @@ def count_computed_by_run(home: Home, run_id: str, directories: Iterable[Path] |
     files = [f for d in chosen for f in published_files(home, d)]
     if not files:
         return 0
-    dataset = ds.dataset([str(p) for p in files], format="parquet")
-    table = dataset.to_table(columns=["gen_id"], filter=pc.field("run_id") == run_id)
+    table = read_columns(files, ["gen_id", "run_id"], key="run_id", wanted=[run_id])
     return len(set(table.column("gen_id").to_pylist()))
 
 

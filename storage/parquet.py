@@ -46,3 +46,23 @@ def read_rows(paths: list[Path], columns: list[str] | None = None) -> list[dict[
     for path in paths:
         rows.extend(pq.read_table(path, columns=columns).to_pylist())
     return rows
+
+
+def read_columns(paths: Sequence[Path], columns: list[str], key: str | None = None,
+                 wanted: Sequence[str] | None = None) -> pa.Table:
+    """The `columns` of the files as one table (a column a file lacks, as an older schema, is null there), with
+    only the rows whose `key` is in `wanted` when both are given. Read file by file with the Parquet reader alone:
+    `pyarrow.dataset` imports pandas, a third of a cached run's start-up (docs/benchmarks.md, "Startup")."""
+    import pyarrow.compute as pc  # here: the catalog (and so `mai sql`) imports this module, not compute
+
+    tables = []
+    for path in paths:
+        parquet = pq.ParquetFile(path)
+        present = set(parquet.schema_arrow.names)
+        table = parquet.read(columns=[c for c in columns if c in present])
+        if key is not None and wanted is not None:
+            table = table.filter(pc.is_in(table[key].cast(pa.string()), value_set=pa.array(wanted, pa.string())))
+        tables.append(table)
+    if not tables:
+        return pa.table({c: pa.array([], pa.string()) for c in columns})
+    return pa.concat_tables(tables, promote_options="default")

@@ -15,6 +15,7 @@ from mai.storage.parquet import write_rows
 from mai.storage.paths import Home
 from mai.storage.schemas import SAMPLES, SampleRow
 
+from mai.evals.loading import DEFAULT_MAX_IMAGE_PIXELS, LOADER_VERSION
 from mai.types import Sample
 
 
@@ -38,6 +39,20 @@ def shard_directory(home: Home, benchmark: str, version: str, fingerprint: str, 
     return home.samples / benchmark / f"{fingerprint[:16]}-v{version}-{subset}-{n_shards}shards{loader}"
 
 
+def loader_tag(max_image_pixels: int) -> str:
+    """The loader's rules in a shard directory's name: its version, and the pixel cap where it is not the default."""
+    cap = "" if max_image_pixels == DEFAULT_MAX_IMAGE_PIXELS else f"-px{max_image_pixels}"
+    return f"-l{LOADER_VERSION}{cap}"
+
+
+def materialized_shards(home: Home, directory: Path) -> list[str] | None:
+    """The shard files of a completed materialisation (its `complete` marker written last), relative to the store
+    root, as `materialize_samples` returns them; None when the directory is not complete."""
+    if not (directory / "complete").exists():
+        return None
+    return sorted(str(p.relative_to(home.root)) for p in directory.glob("shard-*.parquet"))
+
+
 def shard_path(directory: Path, shard: int) -> Path:
     return directory / f"shard-{shard:05d}.parquet"
 
@@ -47,7 +62,8 @@ def write_shard(path: Path, samples: list[Sample], fingerprint: str) -> Path:
 
 
 def read_shard(path: Path) -> list[Sample]:
-    rows: list[SampleRow] = pq.read_table(path).to_pylist()  # a shard file has the SAMPLES columns
+    # the Parquet reader alone (`pq.read_table` goes through pyarrow.dataset, which imports pandas)
+    rows: list[SampleRow] = pq.ParquetFile(path).read().to_pylist()  # a shard file has the SAMPLES columns
     return [_row_sample(row) for row in rows]
 
 

@@ -1,123 +1,25 @@
-"""`route_and_score`: the decision per sample, its score, the run's metrics. `write_run_manifest`: last."""
+"""`route_and_score`: the decision per sample, its score, the run's metrics (tasks/routes.py does the work).
+`write_run_manifest`: last."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, TypedDict
-
 from mai.storage.paths import Home
-from mai.storage.runs import write_manifest, write_metrics, write_routes, write_scores
-from mai.storage.samples import read_shard
+from mai.storage.runs import write_manifest
 from mai.storage.schemas import RunRow
-from mai.tasks.answers import load_stage_answers
-from mai.tasks.generate import store_for
+from mai.tasks.routes import metric_rows_for, score_rows_for, score_run
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from mai import cascade
-from mai.evals.base import Benchmark, Metric, ScoredSample
-from mai.evals.registry import get_benchmark
-from mai.manifest import ROUTE_LABELS, RouteCounts, RunManifest, RunScores, StageMaps
+from mai.manifest import RunManifest, RunScores, StageMaps
 from mai.plan import RunPlan
-from mai.types import STAGE_NAMES, RouteDecision, Sample, StageName
+
+__all__ = ["metric_rows_for", "route_and_score", "score_rows_for", "write_run_manifest"]
 
 
 @task(name="route-and-score", cache_policy=NO_CACHE)
 def route_and_score(plan: RunPlan, shard_paths: list[str], stage_maps: dict[str, StageMaps]) -> RunScores:
-    """Writes the run's route rows and metrics; returns the summary the CLI prints."""
-    home = Home.at(plan.home)
-    benchmark = get_benchmark(plan.benchmark)
-    rows: list[dict[str, Any]] = []
-    scored: list[ScoredSample] = []
-    for shard_path in shard_paths:
-        samples = read_shard(home.root / shard_path)
-        valid = [s for s in samples if s.error is None]
-        answers = load_stage_answers(store_for(plan.home), benchmark, valid, stage_maps[shard_path],
-                                     plan.stages, plan.models)
-        for sample in samples:
-            if sample.error is not None:
-                rows.append(_error_row(plan.run_id, sample))
-                continue
-            decision = cascade.route(sample, plan.mode, answers, benchmark)
-            score = benchmark.score(decision.final_answer, sample, benchmark.profiles[0])
-            scored.append(ScoredSample(sample, decision.final_answer, score))
-            rows.append(_route_row(plan.run_id, sample, decision, score))
-    profile = benchmark.profiles[0]
-    metric_rows = metric_rows_for(plan.run_id, benchmark, benchmark.aggregate(scored, profile), profile)
-    write_routes(home, plan.run_id, rows)
-    write_scores(home, plan.run_id, profile, score_rows_for(plan.run_id, profile, scored, rows))
-    write_metrics(home, plan.run_id, profile, metric_rows)
-    return {
-        "routes": _route_counts([r["route"] for r in rows]),
-        "scorer_profile": profile,
-        "metrics": [{"metric": m["metric"], "subset": m["subset"], "value": m["value"], "n": m["n"]}
-                    for m in metric_rows],
-        "errors": [{"sample_id": r["sample_id"], "error": r["error"]} for r in rows if r["error"]],
-    }
-
-
-def _route_counts(routes: list[str]) -> RouteCounts:
-    counts = {label: routes.count(label) for label in ROUTE_LABELS}
-    return RouteCounts(MV1=counts["MV1"], MV2=counts["MV2"], RT=counts["RT"], SINGLE=counts["SINGLE"],
-                       ERROR=counts["ERROR"])
-
-
-def _route_row(run_id: str, sample: Sample, decision: RouteDecision, score: float) -> dict[str, Any]:
-    row: dict[str, Any] = {
-        "run_id": run_id, "sample_id": sample.sample_id, "shard": sample.shard, "category": sample.category,
-        "route": decision.route, "final_answer": decision.final_answer, "final_gen_id": decision.final_gen_id,
-        "reference": sample.answer, "score": score, "parsed": decision.final_answer is not None,
-        "agreement_rule": decision.agreement_rule, "error": None,
-    }
-    stage: StageName
-    for stage in STAGE_NAMES:
-        row[f"answer_{stage}"] = decision.answers.get(stage)
-        row[f"gen_{stage}"] = decision.gen_ids.get(stage)
-    return row
-
-
-def _error_row(run_id: str, sample: Sample) -> dict[str, Any]:
-    return {"run_id": run_id, "sample_id": sample.sample_id, "shard": sample.shard, "category": sample.category,
-            "route": "ERROR", "reference": sample.answer, "score": None, "parsed": False, "error": sample.error}
-
-
-class MetricRecord(TypedDict):
-    """A row of the `metrics` table."""
-
-    run_id: str
-    benchmark: str
-    metric: str
-    subset: str
-    value: float
-    n: int
-    unit: str
-    scorer_profile: str
-
-
-class ScoreRecord(TypedDict):
-    """A row of the `scores` table."""
-
-    run_id: str
-    sample_id: str
-    scorer_profile: str
-    parsed: str | None
-    score: float
-    final_gen_id: str | None
-
-
-def metric_rows_for(run_id: str, benchmark: Benchmark, metrics: list[Metric], profile: str) -> list[MetricRecord]:
-    return [
-        {"run_id": run_id, "benchmark": benchmark.name, "metric": m.name, "subset": m.subset, "value": m.value,
-         "n": m.n, "unit": m.unit, "scorer_profile": profile}
-        for m in metrics
-    ]
-
-
-def score_rows_for(run_id: str, profile: str, scored: list[ScoredSample], routes: Sequence[Mapping[str, Any]]
-                   ) -> list[ScoreRecord]:
-    final = {r["sample_id"]: r.get("final_gen_id") for r in routes}
-    return [{"run_id": run_id, "sample_id": s.sample.sample_id, "scorer_profile": profile, "parsed": s.parsed,
-             "score": s.score, "final_gen_id": final.get(s.sample.sample_id)} for s in scored]
+    """Writes the run's route rows, scores and metrics; returns the summary the CLI prints."""
+    return score_run(plan, shard_paths, stage_maps)
 
 
 @task(name="write-run-manifest", cache_policy=NO_CACHE)

@@ -13,14 +13,12 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from mai.storage.attention import read_selections
+from mai.storage.generations import shared_store
 from mai.storage.paths import Home
 from mai.storage.samples import read_shard
 from mai.tasks.answers import load_stage_answers
-from mai.tasks.generate import store_for
-from mai.tasks.transfer import selection_ids_of
 
 from mai import cascade
 from mai.evals.base import Benchmark
@@ -28,7 +26,9 @@ from mai.evals.registry import get_benchmark
 from mai.manifest import ShardOutcome, StageMaps
 from mai.plan import RunPlan
 from mai.progress import Tally
+from mai.prompts import template_id
 from mai.stages import build_requests
+from mai.transfer import capture_id, selection_id
 from mai.types import Sample, StageAnswer, StageName, StageSpec
 
 Answers = dict[StageName, dict[str, StageAnswer]]
@@ -58,7 +58,7 @@ def shards_answered_by_store(plan: RunPlan, shard_paths: Sequence[str]) -> dict[
             return {}
         kept = {sid: output for sid, output in outputs.items() if shard_of[sid] in answerable}
         outputs_by_stage[stage.name] = kept
-        answers[stage.name] = load_stage_answers(store_for(plan.home), benchmark, pool, {stage.name: kept},
+        answers[stage.name] = load_stage_answers(shared_store(plan.home), benchmark, pool, {stage.name: kept},
                                                  [stage], plan.models)[stage.name]
     seconds = (time.perf_counter() - started) / len(answerable)
     return {shard: _outcome(shard, _maps_of(shard, outputs_by_stage, shard_of), seconds)
@@ -71,14 +71,16 @@ def _stage_outputs(plan: RunPlan, benchmark: Benchmark, stage: StageSpec, pool: 
     outputs the store holds (one lookup for every shard)."""
     todo = cascade.samples_needing(stage, plan.mode, pool, answers, benchmark)
     model = plan.models[stage.role]
-    if not stage.generates:  # sparse RT's token selection
+    if not stage.generates:  # sparse RT's token selection (its reader imports pyarrow.dataset: only here)
+        from mai.storage.attention import read_selections
+
         outputs = selection_ids_of(plan, benchmark, todo, answers)
         return outputs, set(read_selections(Home.at(plan.home), model, outputs.values()))
     upstream = answers.get(stage.upstream, {}) if stage.upstream else {}
     requests = build_requests(stage, todo, benchmark, model, plan.decodings[stage.prompt_kind], upstream,
                               plan.backend_ids.get(stage.role))
     outputs = {r.sample_id: r.gen_id for r in requests}
-    return outputs, store_for(plan.home).stored_among(model, stage.prompt_kind, outputs.values())
+    return outputs, shared_store(plan.home).stored_among(model, stage.prompt_kind, outputs.values())
 
 
 def _maps_of(shard: str, outputs_by_stage: dict[StageName, dict[str, str]], shard_of: dict[str, str]) -> StageMaps:
@@ -89,3 +91,25 @@ def _maps_of(shard: str, outputs_by_stage: dict[StageName, dict[str, str]], shar
 def _outcome(shard: str, stage_maps: StageMaps, seconds: float) -> ShardOutcome:
     return ShardOutcome(shard_path=shard, stage_maps=stage_maps, tally=Tally(), host=socket.gethostname(),
                         pid=os.getpid(), worker_pid=os.getppid(), wall_s=seconds)
+
+
+def capture_ids_of(plan: RunPlan, benchmark: Benchmark, todo: Sequence[Sample], reasoning: dict[str, str]
+                   ) -> dict[str, str]:
+    """sample_id -> the id of the large model's attention capture over the sample's small reasoning."""
+    large = plan.models["large"]
+    return {s.sample_id: capture_id(large, reasoning[s.sample_id], s.content_hash, _template(benchmark, s))
+            for s in todo}
+
+
+def selection_ids_of(plan: RunPlan, benchmark: Benchmark, todo: Sequence[Sample],
+                     answers: Mapping[StageName, Mapping[str, StageAnswer]]) -> dict[str, str]:
+    """sample_id -> the step's selection id for `todo`: identities only, nothing is read or computed (what
+    `select_outputs` returns, for the parent's lookup of stored shards, tasks/from_store.py)."""
+    assert plan.transfer_layer is not None  # validated in the plan
+    reasoning = {s.sample_id: answers["r_small"][s.sample_id].gen_id for s in todo}
+    return {sid: selection_id(cid, plan.transfer_layer, plan.transfer_delta)
+            for sid, cid in capture_ids_of(plan, benchmark, todo, reasoning).items()}
+
+
+def _template(benchmark: Benchmark, sample: Sample) -> str:
+    return template_id("RT", benchmark.answer_style(sample), benchmark.rt_template(sample))

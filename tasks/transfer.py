@@ -4,8 +4,6 @@ tokens covering `delta` of it at the run's layer are selected (stored). Returns 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
 from mai.storage.attention import (
     captured_layers,
     read_captures,
@@ -16,6 +14,7 @@ from mai.storage.attention import (
 from mai.storage.claims import ClaimBoard, compute_once
 from mai.storage.paths import Home
 from mai.storage.schemas import CaptureRow, GenerationRow, SelectionRow
+from mai.tasks.from_store import capture_ids_of
 from mai.tasks.generate import step_inputs, store_for
 from mai.tasks.jobs import StageJob
 
@@ -25,9 +24,9 @@ from mai.backends.transformers_backend import TransformersEngine
 from mai.evals.base import Benchmark
 from mai.evals.registry import get_benchmark
 from mai.plan import RunPlan
-from mai.prompts import build_prompt, template_id
-from mai.transfer import capture_id, select_indices, selection_id
-from mai.types import REASONING_MARK, CaptureRequest, LayerCapture, Sample, StageAnswer, StageName
+from mai.prompts import build_prompt
+from mai.transfer import select_indices, selection_id
+from mai.types import REASONING_MARK, CaptureRequest, LayerCapture, Sample
 
 
 def select_outputs(job: StageJob) -> dict[str, str]:
@@ -42,33 +41,11 @@ def select_outputs(job: StageJob) -> dict[str, str]:
     return _select(job, captures)
 
 
-def capture_ids_of(plan: RunPlan, benchmark: Benchmark, todo: Sequence[Sample], reasoning: dict[str, str]
-                   ) -> dict[str, str]:
-    """sample_id -> the id of the large model's attention capture over the sample's small reasoning."""
-    large = plan.models["large"]
-    return {s.sample_id: capture_id(large, reasoning[s.sample_id], s.content_hash, _template(benchmark, s))
-            for s in todo}
-
-
-def selection_ids_of(plan: RunPlan, benchmark: Benchmark, todo: Sequence[Sample],
-                     answers: Mapping[StageName, Mapping[str, StageAnswer]]) -> dict[str, str]:
-    """sample_id -> the step's selection id for `todo`: identities only, nothing is read or computed (what
-    `select_outputs` returns, for the parent's lookup of stored shards, tasks/from_store.py)."""
-    assert plan.transfer_layer is not None  # validated in the plan
-    reasoning = {s.sample_id: answers["r_small"][s.sample_id].gen_id for s in todo}
-    return {sid: selection_id(cid, plan.transfer_layer, plan.transfer_delta)
-            for sid, cid in capture_ids_of(plan, benchmark, todo, reasoning).items()}
-
-
 def _large_engine(plan: RunPlan) -> TransformersEngine:
     engine = get_engine(plan.models["large"], "transformers")
     if not isinstance(engine, TransformersEngine):
         raise TypeError("attention capture needs the transformers engine of the large model")
     return engine
-
-
-def _template(benchmark: Benchmark, sample: Sample) -> str:
-    return template_id("RT", benchmark.answer_style(sample), benchmark.rt_template(sample))
 
 
 def _capture_missing(job: StageJob, benchmark: Benchmark, todo: list[Sample], reasoning: dict[str, str],

@@ -43,7 +43,8 @@ EXIT_STOPPED = 128 + signal.SIGTERM
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    provide_api(runs_flows=args.command in FLOW_COMMANDS)  # mai/flows/local_server.py: which Prefect API, and why
+    if args.command in FLOW_COMMANDS:  # the others never talk to Prefect: no look for a server (an HTTP round trip)
+        provide_api(runs_flows=True)  # mai/flows/local_server.py: which Prefect API, and why
     try:
         with stop.on_sigterm(then_raise=True):
             result: int = args.handler(args)
