@@ -1,7 +1,8 @@
 """`mai-shard`: every step of a run's plan over one shard of its samples, on whichever process runs it (the
-parent's, or a worker of the `mai-gpu` pool). Steps of one group (the two MV1 models) run concurrently; each
-step is the one generic step task, which computes only what the store lacks. The shard hands its parent a file
-in the store (its stage maps and its own accounting), so where it ran makes no difference to the run."""
+parent's, or a drain's on a worker of the `mai-gpu` pool: flows/drain.py). Steps of one group (the two MV1
+models) run concurrently; each step is the one generic step task, which computes only what the store lacks. The
+shard hands its parent a file in the store (its stage maps and its own accounting), so where it ran makes no
+difference to the run."""
 
 from __future__ import annotations
 
@@ -39,8 +40,8 @@ _LEASED_HERE: set[Path] = set()
 @flow(name="mai-shard", task_runner=ThreadPoolTaskRunner(max_workers=2),  # type: ignore[arg-type]
       persist_result=False, retries=2, retry_delay_seconds=2)
 def mai_shard(plan: RunPlan, shard_path: str) -> ShardOutcome:
-    """Runs the plan's steps over `shard_path` and returns (and stores) its outcome. On a worker the shard is its
-    process's outermost flow: SIGTERM (a Prefect cancellation) stops it within a decoding step."""
+    """Runs the plan's steps over `shard_path` and returns (and stores) its outcome. On a worker the shard is a
+    subflow of a drain: SIGTERM (a Prefect cancellation of the drain) stops it within a decoding step."""
     with stop.on_sigterm():
         return _run_shard(localize_models(plan, Home.at(plan.home).models), shard_path)
 
