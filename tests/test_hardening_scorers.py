@@ -105,9 +105,9 @@ def test_mmmu_two_different_400_digit_numbers_are_different() -> None:
 
 MEGABYTE = ["[[" * 500_000, "]]" * 500_000, "[[x" * 300_000, "1" * 1_000_000, "9" * 999_999 + "%", "1," * 500_000,
             "1 " * 500_000, "#" + "½" * 500_000, "Answer: A " * 100_000, "\ud800" * 1_000_000, "so " * 333_333, "é" * 1_000_000,
-            # a line per number: MMMU made a candidate of each (0.8 s before its parse read only the answer's end)
-            "is 1\n" * 200_000, "is 12345\n" * 100_000, "1." * 500_000, "1e" * 500_000, "1,000," * 166_666,
-            "0." + "1" * 999_998, "1" * 999_999 + "e5"]
+            # a line per number: MMMU made a candidate of each (0.8 s before its parse read only the answer's end);
+            # more digit floods are timed by benchmarks/hostile_answers.py
+            "is 1\n" * 200_000, "is 12345\n" * 100_000]
 
 
 @pytest.mark.parametrize("name", sorted(BENCHMARKS))
