@@ -14,7 +14,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import socket
 import time
 from pathlib import Path
 from typing import IO
@@ -23,13 +22,14 @@ from uuid import UUID
 from mai.flows.fanout import POLL_S, drain_lease_path, shard_run_name
 from mai.flows.shard import leased_here, mai_shard
 from mai.storage.claims import Lease
-from mai.storage.paths import Home
+from mai.storage.paths import Home, plan_on_this_host
 from mai.storage.runs import shard_lease_path, shard_outcome_path
 from mai.tasks.logs import run_logger
 from prefect import flow, tags
 
 from mai import stop
-from mai.plan import RunPlan, localize_models
+from mai.host import host_name
+from mai.plan import RunPlan
 
 
 @flow(name="mai-drain", persist_result=False)
@@ -38,10 +38,12 @@ def mai_drain(plan: RunPlan, shard_paths: list[str]) -> list[str]:
     the shards this drain ran. SIGTERM (a Prefect cancellation) stops it within a decoding step."""
     from prefect.runtime import flow_run
 
+    # once per drain: the store where this host mounts it ($MAI_HOME), and the run's checkpoints found and checked
+    # on this host; a store or a checkpoint that is missing or other here fails now, before any shard is taken
+    plan = plan_on_this_host(plan)
     home = Home.at(plan.home)
     with stop.on_sigterm(), Lease(drain_lease_path(home, plan.run_id, str(flow_run.get_id()))), tags(*plan.tags):
-        # once per drain: a checkpoint that is missing or other on this host fails here, before any shard is taken
-        return _drain(localize_models(plan, home.models), shard_paths, home)
+        return _drain(plan, shard_paths, home)
 
 
 def _drain(plan: RunPlan, shard_paths: list[str], home: Home) -> list[str]:
@@ -133,5 +135,5 @@ def _try_lease(path: Path) -> IO[bytes] | None:
 def _write_holder(handle: IO[bytes]) -> None:
     """Who holds the lease, as storage.claims.Lease writes it (host, process, its parent: the worker)."""
     handle.truncate(0)
-    handle.write(json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "ppid": os.getppid()}).encode())
+    handle.write(json.dumps({"host": host_name(), "pid": os.getpid(), "ppid": os.getppid()}).encode())
     handle.flush()

@@ -7,7 +7,6 @@ difference to the run."""
 from __future__ import annotations
 
 import os
-import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -15,7 +14,7 @@ from pathlib import Path
 
 from mai.flows.prefect_progress import PrefectProgress
 from mai.storage.claims import Lease
-from mai.storage.paths import Home
+from mai.storage.paths import Home, plan_on_this_host
 from mai.storage.runs import shard_lease_path, write_shard_outcome
 from mai.tasks.jobs import StageJob, ledger_key
 from mai.tasks.logs import run_logger
@@ -25,8 +24,9 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from mai import cascade, progress, stop
 from mai.backends.registry import loaded_engines
+from mai.host import host_name
 from mai.manifest import ShardOutcome, StageMaps
-from mai.plan import RunPlan, localize_models
+from mai.plan import RunPlan
 from mai.types import StageSpec
 
 # the shard leases this process holds already: a drain (flows/drain.py) takes a shard's lease without waiting, and
@@ -43,7 +43,7 @@ def mai_shard(plan: RunPlan, shard_path: str) -> ShardOutcome:
     """Runs the plan's steps over `shard_path` and returns (and stores) its outcome. On a worker the shard is a
     subflow of a drain: SIGTERM (a Prefect cancellation of the drain) stops it within a decoding step."""
     with stop.on_sigterm():
-        return _run_shard(localize_models(plan, Home.at(plan.home).models), shard_path)
+        return _run_shard(plan_on_this_host(plan), shard_path)  # the store and checkpoints as this host sees them
 
 
 def _run_shard(plan: RunPlan, shard_path: str) -> ShardOutcome:
@@ -60,7 +60,7 @@ def _run_shard(plan: RunPlan, shard_path: str) -> ShardOutcome:
             outcome = ShardOutcome(shard_path=shard_path, stage_maps=stage_maps,
                                    tally=progress.take_tally(ledger_key(plan.run_id, shard_path)),
                                    loaded_models=_loaded_since(loading_before),
-                                   host=socket.gethostname(), pid=os.getpid(), worker_pid=os.getppid(),
+                                   host=host_name(), pid=os.getpid(), worker_pid=os.getppid(),
                                    wall_s=time.perf_counter() - started)
             write_shard_outcome(home, plan.run_id, shard_path, outcome)
         finally:
