@@ -1,18 +1,29 @@
-"""The fixed cost of `mai` commands, from process start to exit (results in docs/benchmarks.md, "Startup").
+"""The fixed cost of `mai` commands, from process start to exit (results in docs/benchmarks.md, "Startup"): issue
+33's acceptance list.
 
-Each command runs as a user runs it, in a fresh process (`python -m mai.flows.cli ...`, no PREFECT_API_URL: the
-CLI's own temporary Prefect server), `--repeats` times; the table reports the median and the spread:
+Each command runs as a user runs it, in a fresh process (`python -m mai.flows.cli ...`), `--repeats` times; the
+table reports the median and the spread:
 
-  cached demo re-run     `mai demo` when every generation is stored (goal <= 1.5 s)
-  mai sql "SELECT 1"     (goal <= 0.5 s)
-  mai report             the demo store's report
-  run --limit 20         the shapes pair on 20 items: first (computes; a fresh store each time) and cached
+  cached demo re-run       `mai demo` when every generation is stored                     goal <= 1.5 s
+  mai sql "SELECT 1"                                                                      goal <= 0.5 s
+  mai report               the demo store's report
+  run --limit 20           the shapes pair on 20 items: first (computes; a fresh store each time) and cached
+  480-sample cascade       the shapes pair over the whole test split on a fresh store: the flow's wall time
+                           over its engines' generate time (as issue 33 measured 1.89x)   goal <= 1.25x
+  cached run, N shards     N = 2, 8, 32, every output stored: the process's wall, and the cost of one more
+                           cached shard, (t32 - t2) / 30                                  goal <= 0.05 s
 
-Each command is measured twice: with no Prefect server running (every command that runs flows starts a temporary
-one) and with a persistent local server (`mai server start`, started for the measurement and stopped after).
+under three Prefect APIs: `temporary` (no server runs: each command that runs flows starts its own, which dies with
+it), `local` (`mai server start` runs one that later commands use: a fully stored run is then answered without
+Prefect's flow engine, flows/stored_run.py) and `configured` (the same local server named in PREFECT_API_URL, as a
+team's server would be: every run goes through the `mai-run` flow, so those rows measure the flow's own cost).
+A `minimal Prefect flow` row (a flow that returns its argument, against the local server) is the floor of any
+command that runs a flow. The `--workers 1` dispatch overhead is measured by benchmarks/fanout.py (it needs a
+worker and the shard deployment).
 
-Run: `.venv/bin/python benchmarks/startup.py [--repeats 5] [--home DIR]`. The first demo run fills the store and
-is not timed. Measure on a quiet machine: the numbers are seconds of a 2-core machine's wall clock.
+Run: `.venv/bin/python benchmarks/startup.py [--repeats 5] [--home DIR] [--skip-first-runs]`. The first demo run
+fills the store and is not timed. Measure on a quiet machine: the numbers are seconds of a 2-core machine's wall
+clock, and another process's load lengthens every row.
 """
 
 from __future__ import annotations
@@ -20,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -29,58 +41,142 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-GOALS_S = {"cached demo re-run": 1.5, 'mai sql "SELECT 1"': 0.5}
-SHAPES_20 = ["run", "--benchmark", "shapes", "--small-model", "mai-shapes-small", "--large-model", "mai-shapes-large",
-             "--limit", "20"]
+GOALS_S = {"cached demo re-run": 1.5, 'mai sql "SELECT 1"': 0.5, "one more cached shard": 0.05,
+           "480-sample cascade: flow wall / engine": 1.25}
+SHAPES = ["run", "--benchmark", "shapes", "--small-model", "mai-shapes-small", "--large-model", "mai-shapes-large"]
+SHAPES_20 = [*SHAPES, "--limit", "20"]
+SHARDS = (2, 8, 32)
+MINIMAL_FLOW = """
+from prefect import flow
+@flow(persist_result=False)
+def minimal(x: int) -> int:
+    return x
+minimal(1)
+"""
+
+# `mai demo` as if flows/plan.py imported the fan-out module (and so Prefect) only for a run with workers (the
+# change proposed in issue 33's report): a stand-in module answers for it, which a fully stored run never calls
+WITHOUT_FANOUT_IMPORT = """
+import runpy, sys, types
+stand_in = types.ModuleType("mai.flows.fanout")
+stand_in.check_fanout = lambda: sys.exit("the stand-in fan-out module cannot check workers")
+sys.modules["mai.flows.fanout"] = stand_in
+sys.argv = ["mai", "--home", sys.argv[1], "demo"]
+runpy.run_module("mai.flows.cli", run_name="__main__")
+"""
 
 
 @dataclass(frozen=True)
 class Timing:
-    server: str          # "temporary" or "local"
+    server: str          # "temporary", "local" or "configured"
     command: str
-    median_s: float
+    median_s: float      # seconds (a ratio for the cascade's row)
     min_s: float
     max_s: float
     repeats: int
     goal_s: float | None
+    cpu_s: float | None  # median CPU seconds (user + system) of the command's processes: what load does not inflate
 
 
-def mai(home: Path, *args: str) -> float:
-    """Seconds from process start to exit of one `mai` command; raises if it fails."""
-    env = {key: value for key, value in os.environ.items() if key != "PREFECT_API_URL"}
-    env.update(HF_HUB_OFFLINE="1", PREFECT_LOGGING_LEVEL="WARNING")
-    started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "mai.flows.cli", "--home", str(home), *args], env=env,
-                          capture_output=True, text=True, timeout=1800, check=False)
-    seconds = time.perf_counter() - started
-    if done.returncode != 0:
-        raise RuntimeError(f"mai {' '.join(args)} failed: {done.stderr[-2000:]}")
-    return seconds
+CPU_S: list[float] = []  # the CPU seconds of each command measured, in order (`timed` takes its share)
 
 
-def timed(server: str, command: str, repeats: int, call: Callable[[], float]) -> Timing:
-    seconds = [call() for _ in range(repeats)]
-    return Timing(server, command, round(statistics.median(seconds), 2), round(min(seconds), 2),
-                  round(max(seconds), 2), repeats, GOALS_S.get(command))
+def children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
-def measure(home: Path, scratch: Path, repeats: int, server: str) -> list[Timing]:
-    fresh = iter(range(repeats))
-    return [
-        timed(server, "cached demo re-run", repeats, lambda: mai(home, "demo")),
-        timed(server, 'mai sql "SELECT 1"', repeats, lambda: mai(home, "sql", "SELECT 1")),
-        timed(server, "mai report (demo store)", repeats, lambda: mai(home, "report", "--all", "--out",
-                                                                      str(scratch / "report.html"))),
-        timed(server, "run --limit 20, first", repeats,
-              lambda: mai(scratch / f"fresh-{server}-{next(fresh)}", *SHAPES_20)),
-        timed(server, "run --limit 20, cached", repeats, lambda: mai(home, *SHAPES_20)),
+class Mai:
+    """Runs `mai` commands in fresh processes against one Prefect API."""
+
+    def __init__(self, server: str, url: str | None) -> None:
+        self.server = server
+        self.env = {key: value for key, value in os.environ.items() if key != "PREFECT_API_URL"}
+        self.env.update(HF_HUB_OFFLINE="1", PREFECT_LOGGING_LEVEL="WARNING")
+        if url:
+            self.env["PREFECT_API_URL"] = url
+
+    def run(self, home: Path, *args: str) -> tuple[float, str]:
+        """Seconds from process start to exit of one `mai` command, and its stdout; raises if it fails."""
+        started, cpu = time.perf_counter(), children_cpu_s()
+        done = subprocess.run([sys.executable, "-m", "mai.flows.cli", "--home", str(home), *args], env=self.env,
+                              capture_output=True, text=True, timeout=1800, check=False)
+        seconds = time.perf_counter() - started
+        CPU_S.append(children_cpu_s() - cpu)
+        if done.returncode != 0:
+            raise RuntimeError(f"mai {' '.join(args)} failed: {done.stderr[-2000:]}")
+        return seconds, done.stdout
+
+    def seconds(self, home: Path, *args: str) -> float:
+        return self.run(home, *args)[0]
+
+    def python(self, code: str, *args: str) -> float:
+        started, cpu = time.perf_counter(), children_cpu_s()
+        subprocess.run([sys.executable, "-c", code, *args], env=self.env, capture_output=True, timeout=600,
+                       check=True)
+        CPU_S.append(children_cpu_s() - cpu)
+        return time.perf_counter() - started
+
+
+def timed(server: str, command: str, repeats: int, call: Callable[[], float], goal: str | None = None) -> Timing:
+    measured = len(CPU_S)
+    values = [call() for _ in range(repeats)]
+    cpu = CPU_S[measured:]
+    return Timing(server, command, round(statistics.median(values), 3), round(min(values), 3),
+                  round(max(values), 3), repeats, GOALS_S.get(goal or command),
+                  round(statistics.median(cpu), 3) if len(cpu) == repeats else None)
+
+
+def common(mai: Mai, home: Path, scratch: Path, repeats: int, first_runs: bool) -> list[Timing]:
+    fresh = iter(range(10**6))
+    rows = [
+        timed(mai.server, "cached demo re-run", repeats, lambda: mai.seconds(home, "demo")),
+        timed(mai.server, 'mai sql "SELECT 1"', repeats, lambda: mai.seconds(home, "sql", "SELECT 1")),
+        timed(mai.server, "mai report (demo store)", repeats,
+              lambda: mai.seconds(home, "report", "--all", "--out", str(scratch / "report.html"))),
+        timed(mai.server, "run --limit 20, cached", repeats, lambda: mai.seconds(home, *SHAPES_20)),
     ]
+    if first_runs:
+        rows.append(timed(mai.server, "run --limit 20, first", repeats,
+                          lambda: mai.seconds(scratch / f"fresh-{mai.server}-{next(fresh)}", *SHAPES_20)))
+    return rows
+
+
+def cascade_ratio(mai: Mai, scratch: Path, repeats: int) -> list[Timing]:
+    """The 480-sample cascade on a fresh store: flow wall over engine time (generate + load), and the process."""
+    ratios, unloaded, walls = [], [], []
+    for index in range(repeats):
+        seconds, out = mai.run(scratch / f"cascade-{mai.server}-{index}", *SHAPES, "--json")
+        timings = json.loads(out)["timings"]
+        ratios.append(timings["wall_s"] / timings["engine_generate_s"])
+        unloaded.append((timings["wall_s"] - timings["model_load_s"]) / timings["engine_generate_s"])
+        walls.append(seconds)
+    return [timed(mai.server, "480-sample cascade: flow wall / engine", repeats, iter(ratios).__next__),
+            timed(mai.server, "480-sample cascade: (flow wall - model load) / engine", repeats,
+                  iter(unloaded).__next__),
+            timed(mai.server, "480-sample cascade: process wall s", repeats, iter(walls).__next__)]
+
+
+def shard_costs(mai: Mai, home: Path, repeats: int) -> list[Timing]:
+    """A cached run of the demo split at 2, 8 and 32 shards (the samples of each sharding materialised first)."""
+    rows = []
+    for shards in SHARDS:
+        mai.seconds(home, *SHAPES, "--shards", str(shards))  # materialises this sharding; generations are stored
+        rows.append(timed(mai.server, f"cached run, {shards} shards", repeats,
+                          lambda n=shards: mai.seconds(home, *SHAPES, "--shards", str(n))))
+    low, high = rows[0], rows[-1]
+    per_shard = (high.median_s - low.median_s) / (SHARDS[-1] - SHARDS[0])
+    cpu = (high.cpu_s - low.cpu_s) / (SHARDS[-1] - SHARDS[0]) if high.cpu_s and low.cpu_s else None
+    rows.append(Timing(mai.server, "one more cached shard", round(per_shard, 3), round(per_shard, 3),
+                       round(per_shard, 3), repeats, GOALS_S["one more cached shard"],
+                       round(cpu, 3) if cpu is not None else None))
+    return rows
 
 
 def markdown(timings: list[Timing]) -> str:
-    lines = ["| Prefect server | command | median s | min s | max s | goal s |", "|---|---|---|---|---|---|"]
-    lines += [f"| {t.server} | {t.command} | {t.median_s} | {t.min_s} | {t.max_s} | {t.goal_s or '-'} |"
-              for t in timings]
+    lines = ["| Prefect API | command | median | min | max | CPU s | goal |", "|---|---|---|---|---|---|---|"]
+    lines += [f"| {t.server} | {t.command} | {t.median_s} | {t.min_s} | {t.max_s} | {t.cpu_s or '-'} | "
+              f"{t.goal_s or '-'} |" for t in timings]
     return "\n".join(lines)
 
 
@@ -88,19 +184,36 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--home", type=Path, default=None, help="store root (default: a fresh temporary one)")
+    parser.add_argument("--skip-first-runs", action="store_true",
+                        help="leave out the runs that compute (run --limit 20 first, the 480-sample cascade)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="mai-startup-") as scratch:
-        home = args.home or Path(scratch) / "store"
-        os.environ["MAI_PREFECT_SERVER_DIR"] = str(Path(scratch) / "prefect-server")  # this measurement's own
-        mai(home, "demo")  # fills the store
-        timings = measure(home, Path(scratch), args.repeats, "temporary")
-        mai(home, "server", "start")
+    first_runs = not args.skip_first_runs
+    with tempfile.TemporaryDirectory(prefix="mai-startup-") as scratch_dir:
+        scratch = Path(scratch_dir)
+        home = args.home or scratch / "store"
+        os.environ["MAI_PREFECT_SERVER_DIR"] = str(scratch / "prefect-server")  # this measurement's own
+        temporary = Mai("temporary", None)
+        temporary.seconds(home, "demo")  # fills the store
+        timings = common(temporary, home, scratch, args.repeats, first_runs)
+        temporary.seconds(home, "server", "start")
         try:
-            timings += measure(home, Path(scratch), args.repeats, "local")
+            url = json.loads((scratch / "prefect-server" / "server.json").read_text())["url"]
+            local, configured = Mai("local", None), Mai("configured", url)
+            timings += common(local, home, scratch, args.repeats, first_runs)
+            timings.append(timed("local", "cached demo re-run, Prefect not imported by the plan", args.repeats,
+                                 lambda: local.python(WITHOUT_FANOUT_IMPORT, str(home)), "cached demo re-run"))
+            timings += shard_costs(local, home, args.repeats)
+            if first_runs:
+                timings += cascade_ratio(local, scratch, args.repeats)
+            timings.append(timed("configured", "minimal Prefect flow", args.repeats,
+                                 lambda: configured.python(MINIMAL_FLOW)))
+            timings.append(timed("configured", "cached demo re-run", args.repeats,
+                                 lambda: configured.seconds(home, "demo")))
+            timings += shard_costs(configured, home, args.repeats)
         finally:
-            mai(home, "server", "stop")
-    print(json.dumps([asdict(t) for t in timings], indent=1))
-    print(markdown(timings))
+            temporary.seconds(home, "server", "stop")
+        print(json.dumps([asdict(t) for t in timings], indent=1))
+        print(markdown(timings))
 
 
 if __name__ == "__main__":

@@ -42,11 +42,30 @@ def test_commands_use_the_local_server_until_it_stops(tmp_path: Path) -> None:
         found = httpx.post(f"{state['url']}/flow_runs/filter", timeout=30,
                            json={"flow_runs": {"name": {"any_": ["mai-run/on-the-local-server"]}}}).json()
         assert [r["state_type"] for r in found] == ["COMPLETED"]  # the run's flow ran on that server
+        _a_cached_rerun_is_recorded_there(env, tmp_path / "store", state["url"])
     finally:
         stopped = mai(env, "server", "stop")
     assert stopped.returncode == 0 and state["url"] in stopped.stdout
     assert not alive(state["pid"])
     assert mai(env, "server", "status").returncode == 1
+
+
+def _a_cached_rerun_is_recorded_there(env: dict[str, str], home: Path, url: str) -> None:
+    """The same configuration again is answered from the store without Prefect's flow engine (flows/stored_run.py)
+    and recorded on the local server: a Completed `mai-run/<name>` flow run with the flow's artifacts, no task run."""
+    again = mai(env, "--home", str(home), "run", "--limit", "4", "--shards", "1", "--name", "cached-on-the-local-server",
+                "--max-new-tokens", "R=8", "--json")
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert json.loads(again.stdout)["counts"]["generations_computed"] == 0
+    (found,) = httpx.post(f"{url}/flow_runs/filter", timeout=30,
+                          json={"flow_runs": {"name": {"any_": ["mai-run/cached-on-the-local-server"]}}}).json()
+    assert found["state_type"] == "COMPLETED"
+    tasks = httpx.post(f"{url}/task_runs/filter", timeout=30,
+                       json={"flow_runs": {"id": {"any_": [found["id"]]}}}).json()
+    artifacts = httpx.post(f"{url}/artifacts/filter", timeout=30,
+                           json={"artifacts": {"flow_run_id": {"any_": [found["id"]]}}}).json()
+    assert tasks == []
+    assert {"mai-run-summary", "mai-run-routing", "mai-run-metrics", "mai-run-report"} <= {a["key"] for a in artifacts}
 
 
 def session_processes(session: int) -> list[int]:
