@@ -100,6 +100,7 @@ class FanoutRun:
     slowest_shard_s: float
     busiest_process_s: float      # the most shard time one worker process (a drain) spent
     model_loads: int              # over the run, every process together
+    model_load_s: float           # the seconds those loads took
     dispatch_overhead_s: float
     engine_generate_s: float
     generations_computed: int
@@ -133,6 +134,7 @@ def one_run(workers: int, limit: int | None, directory: Path, shards_per_worker:
                      wall_s=round(wall, 2), shard_wall_s=[round(s.wall_s, 2) for s in shards],
                      slowest_shard_s=round(slowest, 2), busiest_process_s=round(busiest, 2),
                      model_loads=sum(len(s.loaded_models) for s in shards),
+                     model_load_s=round(sum(s.tally.load_s for s in shards), 2),
                      dispatch_overhead_s=round(wall - busiest, 2),
                      engine_generate_s=round(manifest["timings"]["engine_generate_s"], 2),
                      generations_computed=manifest["counts"]["generations_computed"],
