@@ -149,6 +149,11 @@ def test_a_run_over_two_hosts_equals_the_in_process_run_and_survives_losing_a_ho
         cluster: Cluster, home: Path) -> None:
     # the server's own tables are in PostgreSQL (its migrations ran there)
     assert {"flow_run", "deployment", "work_pool"} <= set(database_tables(cluster.postgres))
+    # each host finds at its own mount path what the store needs (locks, atomic rename, symlinks, ...)
+    for host in cluster.hosts.values():
+        checked = subprocess.run(on_host(host, [sys.executable, "-m", "mai.flows.cli", "store", "check"], {}),
+                                 capture_output=True, text=True, timeout=120, check=False)
+        assert checked.returncode == 0 and f"store {host.store_path}" in checked.stdout, checked.stdout + checked.stderr
     local = finished(mai_run(cluster.api_url, home))
     parent = mai_run(cluster.api_url, cluster.store, "--workers", "2", "--name", "two-hosts")
     lost = kill_second_host_in_a_shard(cluster, parent, "mai-b")
@@ -165,14 +170,21 @@ def test_a_run_over_two_hosts_equals_the_in_process_run_and_survives_losing_a_ho
     assert set(ran_on) == {"mai-a", "mai-b"} and sum(ran_on.values()) == 4, ran_on
     assert [o.host for o in outcomes if Path(o.shard_path).stem == lost] == ["mai-a"], outcomes
     assert not cluster.hosts["b"].alive() and cluster.hosts["a"].alive()
-    # nothing computed twice: every identity is in the files once, all written by this run, as its counts say
+    # each process that ran shards (a drain on a worker) loaded each model at most once, however many shards it ran
+    loads = Counter((o.host, o.pid, model) for o in outcomes for model in o.loaded_models)
+    assert loads and max(loads.values()) == 1, loads
+    # nothing computed twice: every identity the run needed is in the files once, written by this run. What the
+    # lost host stored before it died is kept, not computed again: the surviving shards' engines computed the rest
     rows = stored_rows(cluster.store)
     ids = [r["gen_id"] for r in rows]
     assert len(ids) == len(set(ids)), "an identity was generated twice"
     counts = fanned["counts"]
     assert isinstance(counts, dict)
-    assert counts["generations_computed"] == counts["engine_generations"] == len(ids) > 0
+    assert counts["generations_computed"] == counts["generations_needed"] == len(ids) > 0
+    assert {r["run_id"] for r in rows} == {run_id}
     assert counts["generations_needed"] == local["counts"]["generations_needed"]  # type: ignore[index]
+    assert 0 < counts["engine_generations"] <= counts["generations_computed"]
+    assert counts["engine_generations"] == sum(o.tally.generations for o in outcomes)
     assert not any(lease_is_held(shard_lease_path(Home.at(cluster.store), run_id, o.shard_path)) for o in outcomes)
 
 
