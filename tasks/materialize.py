@@ -8,7 +8,9 @@ from typing import Any
 from mai.storage.paths import Home
 from mai.storage.samples import shard_directory, shard_path, store_image, write_shard
 from mai.tasks.logs import run_logger
+from mai.tasks.prompt_limits import checked_shards
 from prefect import task
+from prefect.cache_policies import NO_CACHE
 from prefect.context import TaskRunContext
 
 from mai.evals.loading import (
@@ -22,6 +24,7 @@ from mai.evals.loading import (
 )
 from mai.evals.registry import get_benchmark
 from mai.identity import canonical_hash
+from mai.plan import RunPlan
 
 
 def _cache_key(context: TaskRunContext, parameters: dict[str, Any]) -> str:
@@ -65,3 +68,11 @@ def materialize_samples(home: str, benchmark: str, source: DataSource, n_shards:
         for sample in bad[:20]:  # the run goes on without them; every one is in the routes table
             log.warning("sample %s cannot run: %s", sample.sample_id, sample.error)
     return sorted(str(p.relative_to(root.root)) for p in directory.glob("shard-*.parquet"))
+
+
+@task(name="limit-prompts", cache_policy=NO_CACHE)
+def limit_prompts(plan: RunPlan, shard_paths: list[str]) -> list[str]:
+    """The materialised shards with every sample whose prompt does not fit a model of the run made an error sample
+    (tasks/prompt_limits.py): what the run's shards then read. Its decisions are stored; a re-run reads them."""
+    return checked_shards(plan, shard_paths, run_logger())
+

@@ -1,4 +1,4 @@
-"""`limit_prompts`: a sample whose prompt does not fit a model of the run becomes a recorded per-sample error before
+"""`checked_shards`: a sample whose prompt does not fit a model of the run becomes a recorded per-sample error before
 any model runs, like a row that cannot be read (mai/evals/loading.py): its route is ERROR with the reason, the other
 samples run, and a re-run reports it the same way without trying it again.
 
@@ -14,21 +14,22 @@ anything runs and is the same in every run of the configuration.
 The checked shards are the materialised ones, rewritten with the refused samples as error samples under
 `<shard set>/prompts-<key>/` (below the `samples` view's files, which stay the loader's), where `key` names what the
 decision depends on; a shard with no refused sample is used as it is (its path unchanged, so runs without such
-samples keep their steps' cache keys). The decisions are kept in `checked.json` there: a re-run reads them.
+samples keep their steps' cache keys). The decisions are kept there (`<shard>.checked.json`): a re-run reads them.
+
+No Prefect here: the `mai-run` flow calls it through the `limit-prompts` task (tasks/materialize.py), a run answered
+wholly from the store (flows/stored_run.py) directly.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from dataclasses import replace
 from pathlib import Path
 
 from mai.storage.paths import Home
 from mai.storage.samples import read_shard, write_shard
-from mai.tasks.logs import run_logger
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from mai.backends.prompt_length import PromptCounter, prompt_counter
 from mai.evals.base import Benchmark
@@ -44,19 +45,23 @@ PROMPT_CHECK_VERSION = "1"
 _NO_TEXT_YET = StageAnswer(gen_id="", text="", answer=None)
 
 
-@task(name="limit-prompts", cache_policy=NO_CACHE)
-def limit_prompts(plan: RunPlan, shard_paths: list[str]) -> list[str]:
+# where the decisions are logged outside a flow run (the `limit-prompts` task of tasks/materialize.py passes its run
+# logger); this module imports no Prefect, so a run answered from the store (flows/stored_run.py) can call it
+Log = logging.Logger | logging.LoggerAdapter[logging.Logger]
+
+
+def checked_shards(plan: RunPlan, shard_paths: list[str], log: Log | None = None) -> list[str]:
     """The shard files the run uses (relative to the store root): `shard_paths`, except that a shard holding a
-    sample whose prompt does not fit is replaced by its checked copy."""
+    sample whose prompt does not fit is replaced by its checked copy. Counts once per shard and configuration; after
+    that, reads the decisions."""
     home = Home.at(plan.home)
-    return [_checked_shard(plan, home, path) for path in shard_paths]
+    return [_checked_shard(plan, home, path, log or logging.getLogger("mai")) for path in shard_paths]
 
 
-def _checked_shard(plan: RunPlan, home: Home, shard_path: str) -> str:
+def _checked_shard(plan: RunPlan, home: Home, shard_path: str, log: Log) -> str:
     source = home.root / shard_path
     directory = checked_shard_directory(source, plan)
     decisions = directory / f"{source.stem}.checked.json"
-    log = run_logger()
     if decisions.exists():
         refused: dict[str, str] = json.loads(decisions.read_text())
         log.info("%s: prompt lengths checked before, %d sample(s) refused", source.name, len(refused))
@@ -153,5 +158,5 @@ def served_context(plan: RunPlan, role: str) -> int | None:
 
 
 def checked_shard_directory(shard_path: Path, plan: RunPlan) -> Path:
-    """Where `limit_prompts` keeps the checked copy of a shard and its decisions."""
+    """Where `checked_shards` keeps the checked copy of a shard and its decisions."""
     return shard_path.parent / f"prompts-{check_key(plan)}"

@@ -155,3 +155,22 @@ def test_with_vllm_the_servers_max_model_len_is_the_context(home: Path, monkeypa
     assert refused["transformers"] == {}  # 8,192 tokens of context hold every prompt
     assert list(refused["vllm"]) == ["demo-3"], refused["vllm"]
     assert "over the vLLM server's --max-model-len of 300 tokens" in refused["vllm"]["demo-3"]
+
+
+def test_a_rerun_answered_from_the_store_refuses_the_same_prompts(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a Prefect server `mai` serves, a run whose every output is stored is answered without the flow engine
+    (flows/stored_run.py): that path reads the same prompt-length decisions, so a limit that refuses a sample whose
+    outputs another run stored still makes it an error (tests/test_stored_run.py's stand-in for mai's server)."""
+    from mai.flows import api, local_server
+    from prefect.settings import PREFECT_API_URL
+
+    monkeypatch.setenv("PREFECT_API_URL", str(PREFECT_API_URL.value()))
+    monkeypatch.setattr(local_server, "_provided", "local")
+    data = str(long_question_copy(home, words=60))
+    values = {"home": str(home), "data": data, "shards": 2, "max_new_tokens": BUDGET}
+    first = api.run(RunConfig(**values), progress=False)  # type: ignore[arg-type]
+    limited = api.run(RunConfig(**values, max_prompt_tokens=200), progress=False)  # type: ignore[arg-type]
+    assert limited["counts"]["generations_computed"] == 0 and first["counts"]["errors"] == 0
+    routes = {r["sample_id"]: r for r in read_routes(Home.at(home), limited["run_id"])}
+    assert routes["demo-3"]["route"] == "ERROR" and "over --max-prompt-tokens 200" in (routes["demo-3"]["error"] or "")
+    assert limited["counts"]["errors"] == 1
