@@ -41,8 +41,9 @@ FANOUT_DEPLOYMENTS = {"shard", "drain"}
 # long reasoning, so that a shard runs for seconds and the kill lands inside one
 RUN_ARGS = ["--limit", "32", "--shards", "4", "--batch-size", "4",
             *[f"--max-new-tokens={kind}={n}" for kind, n in {**BUDGET, "R": 160}.items()], "--json"]
-# until a worker maps the plan's store path to its own MAI_HOME (storage: locate_store), each host also mounts
-# the store at the parent's path; set False once flows/shard.py maps it
+# Each host mounts the store at a path of its own, its MAI_HOME, where its drains find it by the store's id. Until
+# a shard's samples name their images by hash rather than by the planning host's path (storage/samples.read_shard),
+# each host also mounts the store at the parent's path: set False with that fix
 SAME_PATH_TOO = True
 
 
