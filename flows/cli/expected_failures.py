@@ -32,12 +32,36 @@ class ExpectedFailureFilter(logging.Filter):
         return not (record.levelno >= logging.ERROR and self._reported.search(record.getMessage()))
 
 
+# the loggers of Prefect's flow and task engines, whose records report a run's failure
+ENGINE_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")
+
+
+class _InstallOnFirstRecord(logging.Filter):
+    """On an engine logger: installs ExpectedFailureFilter on the console handlers when the first record comes (by
+    then Prefect has set up its logging), passing every record on to them."""
+
+    def __init__(self, errnos: Collection[int]) -> None:
+        super().__init__()
+        self.errnos = errnos
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        _on_console_handlers(self.errnos)
+        return True
+
+
 def quiet_expected_failures(errnos: Collection[int]) -> None:
-    """Install the filter on the console handlers of the root logger (where Prefect's console handler is)."""
-    from prefect.logging.configuration import ensure_logging_setup
+    """Keep the engines' failure records of an OSError of `errnos` off the console. Imports no Prefect (a run
+    answered from the store never loads it): the console filter is installed when an engine logs its first record."""
+    for name in ENGINE_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _InstallOnFirstRecord) for f in logger.filters):
+            logger.addFilter(_InstallOnFirstRecord(errnos))
+
+
+def _on_console_handlers(errnos: Collection[int]) -> None:
+    """The filter on the root logger's console handlers (where Prefect's console handler is), once."""
     from prefect.logging.handlers import PrefectConsoleHandler
 
-    ensure_logging_setup()  # the handlers exist from here on (Prefect reconfigures them incrementally, in place)
     for handler in logging.getLogger().handlers:
         if isinstance(handler, PrefectConsoleHandler) and not any(
                 isinstance(f, ExpectedFailureFilter) for f in handler.filters):
