@@ -127,23 +127,24 @@ def finished(process: subprocess.Popen[bytes], timeout_s: float = 600) -> dict[s
     return manifest
 
 
-def kill_second_host_in_a_shard(cluster: Cluster, parent: subprocess.Popen[bytes], victim: str) -> str:
-    """Waits until host `victim` has completed a shard and holds the lease of another that has generated, then
-    kills every process of that host; returns the shard it lost."""
+def kill_a_host_in_its_second_shard(cluster: Cluster, parent: subprocess.Popen[bytes]) -> tuple[str, str]:
+    """Waits until a host has completed a shard (so both hosts will have run shards) and holds the lease of another,
+    then kills every process of that host; returns the host's label and the shard it lost."""
     home = Home.at(cluster.store)
+    names = {host.hostname: label for label, host in cluster.hosts.items()}
     deadline = time.monotonic() + 400
     while time.monotonic() < deadline and parent.poll() is None:
         for lease in home.runs.glob("*/shards/*.lease"):
-            run_id = lease.parent.parent.name
-            done_there = [o for o in read_shard_outcomes(home, run_id) if o.host == victim]
-            if done_there and lease_is_held(lease) and lease_holder(lease).get("host") == victim and \
-                    lease.stem not in {Path(o.shard_path).stem for o in done_there}:
-                time.sleep(1.5)  # inside the shard: it loads its models and generates
-                cluster.hosts[victim.removeprefix("mai-")].kill()
-                return lease.stem
+            holder = str(lease_holder(lease).get("host", "")) if lease_is_held(lease) else ""
+            done_there = {Path(o.shard_path).stem for o in read_shard_outcomes(home, lease.parent.parent.name)
+                          if o.host == holder}
+            if holder in names and done_there and lease.stem not in done_there:
+                time.sleep(1.5)  # inside the shard: it generates
+                cluster.hosts[names[holder]].kill()
+                return names[holder], lease.stem
         time.sleep(0.2)
     _, err = parent.communicate(timeout=600) if parent.poll() is None else parent.communicate()
-    pytest.fail(f"host {victim} never held a second shard while the run went on: {err.decode()[-3000:]}")
+    pytest.fail(f"no host was caught running a second shard while the run went on: {err.decode()[-3000:]}")
 
 
 def test_a_run_over_two_hosts_equals_the_in_process_run_and_survives_losing_a_host(
@@ -157,7 +158,8 @@ def test_a_run_over_two_hosts_equals_the_in_process_run_and_survives_losing_a_ho
         assert checked.returncode == 0 and f"store {host.store_path}" in checked.stdout, checked.stdout + checked.stderr
     local = finished(mai_run(cluster.api_url, home))
     parent = mai_run(cluster.api_url, cluster.store, "--workers", "2", "--name", "two-hosts")
-    lost = kill_second_host_in_a_shard(cluster, parent, "mai-b")
+    victim, lost = kill_a_host_in_its_second_shard(cluster, parent)
+    [survivor] = set(HOSTS) - {victim}
     fanned = finished(parent)
     run_id = str(fanned["run_id"])
 
@@ -165,12 +167,12 @@ def test_a_run_over_two_hosts_equals_the_in_process_run_and_survives_losing_a_ho
     assert comparable(read_routes(Home.at(cluster.store), run_id)) == comparable(
         read_routes(Home.at(home), str(local["run_id"])))
     assert fanned["metrics"] == local["metrics"] and fanned["routes"] == local["routes"]
-    # both hosts ran shards; the shard that host b lost was completed on host a
+    # both hosts ran shards; the shard that the killed host lost was completed on the other
     outcomes: list[ShardOutcome] = read_shard_outcomes(Home.at(cluster.store), run_id)
     ran_on = Counter(o.host for o in outcomes)
     assert set(ran_on) == {"mai-a", "mai-b"} and sum(ran_on.values()) == 4, ran_on
-    assert [o.host for o in outcomes if Path(o.shard_path).stem == lost] == ["mai-a"], outcomes
-    assert not cluster.hosts["b"].alive() and cluster.hosts["a"].alive()
+    assert [o.host for o in outcomes if Path(o.shard_path).stem == lost] == [f"mai-{survivor}"], outcomes
+    assert not cluster.hosts[victim].alive() and cluster.hosts[survivor].alive()
     # each process that ran shards (a drain on a worker) loaded each model at most once, however many shards it ran
     loads = Counter((o.host, o.pid, model) for o in outcomes for model in o.loaded_models)
     assert loads and max(loads.values()) == 1, loads
