@@ -32,7 +32,7 @@ from mai.tasks.compact import compact_partitions
 from mai.tasks.finalize import route_and_score, write_run_manifest
 from mai.tasks.from_store import shards_answered_by_store
 from mai.tasks.logs import run_logger
-from mai.tasks.materialize import materialize_samples
+from mai.tasks.materialize import limit_prompts, materialize_samples
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact, create_progress_artifact, update_progress_artifact
 
@@ -71,6 +71,8 @@ def _run(config: RunConfig, plan: RunPlan | None) -> RunManifest:
     shard_paths = materialize_samples.with_options(result_storage=Path(home.prefect_results))(
         str(home.root), plan.benchmark, plan.source, plan.config.shards, plan.config.limit,
         plan.config.max_image_pixels)
+    # a sample whose prompt does not fit a model of the run becomes an error sample here, before any model runs
+    shard_paths = limit_prompts(plan, shard_paths)
     phases.end("materialize_s")
     outcomes = _run_shards(plan, shard_paths)
     phases.end("shards_s")

@@ -30,6 +30,7 @@ from mai.storage.paths import Home
 from mai.storage.runs import write_manifest
 from mai.storage.samples import loader_tag, materialized_shards, shard_directory
 from mai.tasks.from_store import shards_answered_by_store
+from mai.tasks.prompt_limits import checked_shards
 from mai.tasks.routes import score_run
 
 from mai.evals.registry import get_benchmark
@@ -52,6 +53,7 @@ def run_from_store(plan: RunPlan) -> RunManifest | None:
         loader_tag(plan.config.max_image_pixels)))
     if not shard_paths:
         return None
+    shard_paths = checked_shards(plan, shard_paths)  # as the flow's limit-prompts task: prompts that do not fit
     stored = shards_answered_by_store(plan, shard_paths)
     if len(stored) < len(shard_paths):
         return None
