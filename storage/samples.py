@@ -7,6 +7,7 @@ import json
 import os
 import uuid
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import cast
 
@@ -22,7 +23,7 @@ from mai.types import Sample
 def store_image(home: Home, encoded: bytes) -> tuple[str, str]:
     """Content-addressed: the same image bytes are stored once, whatever benchmark row they came from."""
     digest = hashlib.sha256(encoded).hexdigest()
-    path = home.images / digest[:2] / digest
+    path = image_file(home.images, digest)
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         temp = path.parent / f".tmp-{uuid.uuid4().hex}"
@@ -61,10 +62,23 @@ def write_shard(path: Path, samples: list[Sample], fingerprint: str) -> Path:
     return write_rows(path, [_sample_row(s, fingerprint) for s in samples], SAMPLES)
 
 
-def read_shard(path: Path) -> list[Sample]:
+def image_file(images: Path, digest: str) -> Path:
+    return images / digest[:2] / digest
+
+
+def read_shard(path: Path, images: Path | None = None) -> list[Sample]:
+    """The samples of a shard file. With `images` (the store's images folder as this host mounts it), each image
+    path is its content-addressed file there, found by its hash: the file names the paths of the host that
+    materialised it, which another host may mount elsewhere (docs/cluster.md)."""
     # the Parquet reader alone (`pq.read_table` goes through pyarrow.dataset, which imports pandas)
     rows: list[SampleRow] = pq.ParquetFile(path).read().to_pylist()  # a shard file has the SAMPLES columns
-    return [_row_sample(row) for row in rows]
+    samples = [_row_sample(row) for row in rows]
+    return samples if images is None else [_with_images_in(sample, images) for sample in samples]
+
+
+def _with_images_in(sample: Sample, images: Path) -> Sample:
+    paths = tuple(str(image_file(images, digest)) for digest in sample.image_sha256)
+    return sample if paths == sample.image_paths else replace(sample, image_paths=paths)
 
 
 def sample_from_row(row: Mapping[str, object]) -> Sample:

@@ -31,7 +31,8 @@ def step_inputs(job: StageJob) -> tuple[list[Sample], dict[StageName, dict[str, 
     """The shard's usable samples that this step must answer, and the earlier steps' answers."""
     ctx = job.plan
     benchmark = get_benchmark(ctx.benchmark)
-    samples = [s for s in read_shard(Home.at(ctx.home).root / job.shard_path) if s.error is None]
+    home = Home.at(ctx.home)  # on a worker: where this host mounts the store, images included
+    samples = [s for s in read_shard(home.root / job.shard_path, home.images) if s.error is None]
     answers = load_stage_answers(store_for(ctx.home), benchmark, samples, job.earlier, ctx.stages, ctx.models)
     return cascade.samples_needing(job.stage, ctx.mode, samples, answers, benchmark), answers
 

@@ -101,29 +101,25 @@ class Host:
         self.process.wait(timeout=30)
 
 
-def host_script(hostname: str, store: Path, store_path: str, command: list[str], env: dict[str, str],
-                also_at: str | None = None) -> str:
+def host_script(hostname: str, store: Path, store_path: str, command: list[str], env: dict[str, str]) -> str:
     """The shell run as the host's first process: hostname, the store bind-mounted at `store_path` (first: the
-    test's path of it lies under /tmp, which the private tmpfs then hides), a private /tmp, optionally the store
-    again at `also_at`, then the command, waited for (PID 1 of a namespace ignores signals it has no handler for,
+    test's path of it lies under /tmp, which the private tmpfs then hides), a private /tmp (so the path the run was planned with does not exist on the host: its drains find the store by its
+    id at MAI_HOME), then the command, waited for (PID 1 of a namespace ignores signals it has no handler for,
     so the command is not exec'd in its place)."""
     exports = " ".join(f"{key}={shlex.quote(value)}" for key, value in env.items())
     lines = ["set -e", f"hostname {shlex.quote(hostname)}", "mount --make-rprivate /",
              "mount -t tmpfs mai-host-mnt /mnt", f"mkdir -p {shlex.quote(store_path)}",
              f"mount --bind {shlex.quote(str(store))} {shlex.quote(store_path)}",
              "mount -t tmpfs mai-host-tmp /tmp"]
-    if also_at:
-        lines += [f"mkdir -p {shlex.quote(also_at)}", f"mount --bind {shlex.quote(store_path)} {shlex.quote(also_at)}"]
     return "\n".join([*lines, "cd /tmp", f"env {exports} {shlex.join(command)} &", "wait $!"])
 
 
-def start_host(bridge: Bridge, label: str, store: Path, command: list[str], env: dict[str, str], log: Path,
-               also_at: str | None = None) -> Host:
-    """A host `mai-<label>` on the bridge, the store at /mnt/store-on-<label> (and at `also_at`), running
+def start_host(bridge: Bridge, label: str, store: Path, command: list[str], env: dict[str, str], log: Path) -> Host:
+    """A host `mai-<label>` on the bridge, the store at /mnt/store-on-<label>, running
     `command` with `env` (MAI_HOME is set to the host's store path unless `env` names it)."""
     namespace, address = bridge.join(label)
     hostname, store_path = f"mai-{label}", f"/mnt/store-on-{label}"
-    script = host_script(hostname, store, store_path, command, {"MAI_HOME": store_path, **env}, also_at)
+    script = host_script(hostname, store, store_path, command, {"MAI_HOME": store_path, **env})
     process = subprocess.Popen(
         ["ip", "netns", "exec", namespace, "unshare", "--uts", "--mount", "--pid", "--fork", "--kill-child",
          "--mount-proc", "sh", "-c", script],

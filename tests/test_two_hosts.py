@@ -41,10 +41,8 @@ FANOUT_DEPLOYMENTS = {"shard", "drain"}
 # long reasoning, so that a shard runs for seconds and the kill lands inside one
 RUN_ARGS = ["--limit", "32", "--shards", "4", "--batch-size", "4",
             *[f"--max-new-tokens={kind}={n}" for kind, n in {**BUDGET, "R": 160}.items()], "--json"]
-# Each host mounts the store at a path of its own, its MAI_HOME, where its drains find it by the store's id. Until
-# a shard's samples name their images by hash rather than by the planning host's path (storage/samples.read_shard),
-# each host also mounts the store at the parent's path: set False with that fix
-SAME_PATH_TOO = True
+# Each host mounts the store at a path of its own, its MAI_HOME, where its drains find it by the store's id (the
+# planned path lies under the test's /tmp, which each host hides behind a private tmpfs)
 
 
 @dataclass
@@ -82,8 +80,7 @@ def worker_host(bridge: Bridge, label: str, store: Path, api_url: str, directory
                f"worker-on-{label}"]
     env = {key: value for key, value in prefect_env(api_url).items() if key.startswith(("PREFECT_", "HF_"))}
     env["PREFECT_HOME"] = "/tmp/prefect"
-    return start_host(bridge, label, store, command, env, directory / f"host-{label}.log",
-                      also_at=str(store) if SAME_PATH_TOO else None)
+    return start_host(bridge, label, store, command, env, directory / f"host-{label}.log")
 
 
 @pytest.fixture(scope="module")
