@@ -11,16 +11,11 @@ process died) it takes itself. The drain's own lease tells the parent that its p
 
 from __future__ import annotations
 
-import fcntl
-import json
-import os
 import time
-from pathlib import Path
-from typing import IO
 from uuid import UUID
 
 from mai.flows.fanout import POLL_S, drain_lease_path, shard_run_name
-from mai.flows.shard import leased_here, mai_shard
+from mai.flows.shard import mai_shard
 from mai.storage.claims import Lease
 from mai.storage.paths import Home, plan_on_this_host
 from mai.storage.runs import shard_lease_path, shard_outcome_path
@@ -28,7 +23,6 @@ from mai.tasks.logs import run_logger
 from prefect import flow, tags
 
 from mai import stop
-from mai.host import host_name
 from mai.plan import RunPlan
 
 
@@ -71,22 +65,17 @@ def _drain(plan: RunPlan, shard_paths: list[str], home: Home) -> list[str]:
 
 def _run_if_free(plan: RunPlan, shard: str, home: Home) -> bool:
     """Runs `shard` as a subflow when no one holds its lease and its outcome is not in the store; True if it ran."""
-    lease = shard_lease_path(home, plan.run_id, shard)
-    handle = _try_lease(lease)
-    if handle is None:
+    lease = Lease.try_take(shard_lease_path(home, plan.run_id, shard))
+    if lease is None:
         return False
-    try:
+    with lease:  # let go on leaving, whatever happened
         if shard_outcome_path(home, plan.run_id, shard).exists():
             return False  # finished by another drain between the look and the lease
-        if lease.stat().st_size:
+        if lease.previous_holder:
             run_logger().warning("shard %s: its last holder %s left it unfinished: running it here", shard,
-                                 lease.read_text())
-        _write_holder(handle)
-        with leased_here(lease):
-            _run_shard_subflow(plan, shard)
-        return True
-    finally:
-        handle.close()  # releases the lease
+                                 lease.previous_holder)
+        _run_shard_subflow(plan, shard)
+    return True
 
 
 def _run_shard_subflow(plan: RunPlan, shard: str) -> None:
@@ -117,23 +106,3 @@ def _report_cancelled(shard_run: str) -> None:
             if run.state is None or not run.state.is_completed():
                 client.set_flow_run_state(run.id, Cancelled(message=f"its drain was stopped: {stop.reason()}"),
                                           force=True)
-
-
-def _try_lease(path: Path) -> IO[bytes] | None:
-    """The lease file open and exclusively flocked, or None when a live process holds it. Opened for writing, as
-    flock emulated over NFS (POSIX byte-range locks) requires."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle = open(path, "a+b")  # noqa: SIM115  (returned open: the caller holds the lease)
-    try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.close()
-        return None
-    return handle
-
-
-def _write_holder(handle: IO[bytes]) -> None:
-    """Who holds the lease, as storage.claims.Lease writes it (host, process, its parent: the worker)."""
-    handle.truncate(0)
-    handle.write(json.dumps({"host": host_name(), "pid": os.getpid(), "ppid": os.getppid()}).encode())
-    handle.flush()

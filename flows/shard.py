@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
-from pathlib import Path
+from contextlib import nullcontext
 
 from mai.flows.prefect_progress import PrefectProgress
-from mai.storage.claims import Lease
+from mai.storage.claims import Lease, held_by_this_process
 from mai.storage.paths import Home, plan_on_this_host
 from mai.storage.runs import shard_lease_path, write_shard_outcome
 from mai.tasks.jobs import StageJob, ledger_key
@@ -28,11 +26,6 @@ from mai.host import host_name
 from mai.manifest import ShardOutcome, StageMaps
 from mai.plan import RunPlan
 from mai.types import StageSpec
-
-# the shard leases this process holds already: a drain (flows/drain.py) takes a shard's lease without waiting, and
-# only then runs the shard here as a subflow, which must not lock the file again (a second flock of one file from
-# one process would wait for itself)
-_LEASED_HERE: set[Path] = set()
 
 
 # prefect types `task_runner` as TaskRunner[PrefectFuture[Any]], which no runner instance matches (the future
@@ -51,7 +44,9 @@ def _run_shard(plan: RunPlan, shard_path: str) -> ShardOutcome:
     home = Home.at(plan.home)
     groups = cascade.stage_groups(plan.stages)
     lease = shard_lease_path(home, plan.run_id, shard_path)
-    with nullcontext() if lease in _LEASED_HERE else Lease(lease):  # first: whoever watches the shard sees it run
+    # first: whoever watches the shard sees it run; a drain (flows/drain.py) took the lease before running the shard
+    # here as its subflow, which then does not take it again
+    with nullcontext() if held_by_this_process(lease) else Lease(lease):
         listener = PrefectProgress(f"{plan.run_id} {shard_path}", len(groups), key="mai-shard-progress")
         progress.add_listener(listener, run_id=plan.run_id)
         loading_before = _seconds_loading()
@@ -67,15 +62,6 @@ def _run_shard(plan: RunPlan, shard_path: str) -> ShardOutcome:
             progress.remove_listener(listener)
     return outcome
 
-
-@contextmanager
-def leased_here(lease: Path) -> Iterator[None]:
-    """While inside, the shard flow in this process runs under `lease`, which the caller holds, without locking it."""
-    _LEASED_HERE.add(lease)
-    try:
-        yield
-    finally:
-        _LEASED_HERE.discard(lease)
 
 
 def _seconds_loading() -> dict[int, float]:

@@ -2,10 +2,10 @@
 real Prefect server's UI, opened in headless Chromium.
 
 It starts a Prefect server on 127.0.0.1 (a temporary PREFECT_HOME; the server serves its UI on the same port), the
-shard deployment of prefect.yaml on a process pool and two process workers, then runs the demo cascade fanned out
+drain and shard deployments of prefect.yaml on a process pool and two process workers, then runs the demo cascade fanned out
 over them (`--workers 2`) and kills one worker with its shard mid-run (a lost machine). When the run has finished
 on the other worker, it opens the parent flow run's page in the UI and checks that the page names the run
-`mai-run/<name>` and that its logs say the lost shard was marked Crashed and submitted again; screenshots go to
+`mai-run/<name>` and that its logs say the lost worker's drain was marked Crashed; screenshots go to
 `--shots` (docs/prefect/ in the repository). Everything it started is stopped at the end.
 
 Run: `.venv/bin/python scripts/prefect_ui_check.py [--shots docs/prefect]` (about 3 minutes on 2 cores).
@@ -93,7 +93,7 @@ def check_in_browser(ui_url: str, flow_run_id: str, shots: Path) -> dict[str, bo
         page = browser.new_page(viewport={"width": 1500, "height": 1000})
         page.goto(f"{ui_url}/runs/flow-run/{flow_run_id}")
         page.get_by_text(f"mai-run/{RUN_NAME}").first.wait_for(timeout=60_000)
-        resubmitted = page.get_by_text("submitting it again").first
+        resubmitted = page.get_by_text("lost its worker").first
         resubmitted.wait_for(timeout=60_000)
         resubmitted.scroll_into_view_if_needed()
         page.screenshot(path=str(shots / "flow-run-logs.png"), full_page=False)

@@ -229,34 +229,63 @@ def compute_once(board: ClaimBoard, wanted: Iterable[str], stored: Stored,
 
 class Lease:
     """A flock held on a file for as long as some work runs (a shard flow on a worker): whoever watches the work
-    can tell a live worker from a dead one (SIGKILL, a lost machine) without heartbeats or timeouts."""
+    can tell a live worker from a dead one (SIGKILL, a lost machine) without heartbeats or timeouts. Entering waits
+    for the lease; `Lease.try_take` takes it only if it is free."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.previous_holder = ""  # what the file said before this holder: a last holder that died unfinished
         self._handle: IO[bytes] | None = None
 
+    @classmethod
+    def try_take(cls, path: Path) -> Lease | None:
+        """The lease held (use it as a context manager to let it go), or None when a live holder has it, this
+        process included (its threads are separate holders; opening the file again would drop the lock on NFS)."""
+        if _held_here(path):
+            return None
+        lease = cls(path)
+        return lease if lease._take(blocking=False) else None
+
     def __enter__(self) -> Self:
+        if self._handle is None:
+            self._take(blocking=True)
+        return self
+
+    def _take(self, blocking: bool) -> bool:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         require_working_locks(self.path.parent)  # a lease nobody can tell from a dead one would rerun live work
         _hold(self.path)
         try:
-            self._handle = open(self.path, "a+b")
-            fcntl.flock(self._handle.fileno(), fcntl.LOCK_EX)
+            handle = open(self.path, "a+b")  # noqa: SIM115  (kept open: the lock lives as long as the handle)
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+            except BlockingIOError:
+                handle.close()
+                _let_go(self.path)
+                return False
         except BaseException:
             _let_go(self.path)
             raise
+        handle.seek(0)  # read through the locked handle itself: another handle's close would drop the lock on NFS
+        self.previous_holder = handle.read().decode(errors="replace")
         # who holds it, for people and tests: host, process and its parent (a worker runs shards as children)
-        self._handle.truncate(0)
-        self._handle.write(json.dumps({"host": host_name(), "pid": os.getpid(),
-                                       "ppid": os.getppid()}).encode())
-        self._handle.flush()
-        return self
+        handle.truncate(0)
+        handle.write(json.dumps({"host": host_name(), "pid": os.getpid(), "ppid": os.getppid()}).encode())
+        handle.flush()
+        self._handle = handle
+        return True
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
         if self._handle is not None:
             self._handle.close()
             self._handle = None
         _let_go(self.path)
+
+
+def held_by_this_process(path: Path) -> bool:
+    """Whether this process holds the lease or claim at `path` (a drain's shard, which its subflow must not take
+    again: a second flock of one file from one process would wait for itself)."""
+    return _held_here(path)
 
 
 def lease_is_held(path: Path) -> bool:
