@@ -4,7 +4,6 @@ before any model loads; the plan it returns is what every flow, shard flow and t
 
 from __future__ import annotations
 
-from mai.flows.fanout import check_fanout
 from mai.storage.filesystem_check import require_working_locks
 from mai.storage.paths import Home, store_id
 
@@ -21,5 +20,7 @@ def prepare_run(config: RunConfig, home: Home, run_id: str | None = None) -> Run
     require_working_locks(home.locks)  # a store without working locks would compute identities twice: refused first
     plan = build_plan(config, store_locations(home), run_id)
     if config.workers:
+        from mai.flows.fanout import check_fanout  # imports Prefect: only a fanned-out run needs it here
+
         check_fanout()
     return plan

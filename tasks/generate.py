@@ -3,11 +3,10 @@ generated, and each of them once across every run and worker on the store (stora
 
 from __future__ import annotations
 
-import functools
 import time
 
 from mai.storage.claims import ClaimBoard, compute_once
-from mai.storage.generations import GenerationStore
+from mai.storage.generations import GenerationStore, shared_store
 from mai.storage.paths import Home
 from mai.storage.samples import read_shard
 from mai.tasks.answers import load_stage_answers
@@ -21,10 +20,10 @@ from mai.stages import build_requests
 from mai.types import GenRequest, GenResult, Sample, StageAnswer, StageName
 
 
-@functools.cache
 def store_for(home: str) -> GenerationStore:
-    """One store object per root and process, so its index of known ids is shared by all tasks."""
-    return GenerationStore(Home.at(home))
+    """One store object per root and process, so its index of known ids is shared by all tasks (and the parent's
+    lookup of stored shards)."""
+    return shared_store(home)
 
 
 def step_inputs(job: StageJob) -> tuple[list[Sample], dict[StageName, dict[str, StageAnswer]]]:

@@ -6,7 +6,7 @@ import itertools
 from typing import Any
 
 from mai.storage.paths import Home
-from mai.storage.samples import shard_directory, shard_path, store_image, write_shard
+from mai.storage.samples import loader_tag, shard_directory, shard_path, store_image, write_shard
 from mai.tasks.logs import run_logger
 from mai.tasks.prompt_limits import checked_shards
 from prefect import task
@@ -15,7 +15,6 @@ from prefect.context import TaskRunContext
 
 from mai.evals.loading import (
     DEFAULT_MAX_IMAGE_PIXELS,
-    LOADER_VERSION,
     DataSource,
     assign_shards,
     check_columns,
@@ -33,12 +32,6 @@ def _cache_key(context: TaskRunContext, parameters: dict[str, Any]) -> str:
     return "materialize-" + canonical_hash([parameters["home"], benchmark.name, benchmark.version,
                                             source.fingerprint, parameters["n_shards"], parameters["limit"],
                                             loader_tag(parameters.get("max_image_pixels", DEFAULT_MAX_IMAGE_PIXELS))])
-
-
-def loader_tag(max_image_pixels: int) -> str:
-    """The loader's rules in a shard directory's name: its version, and the pixel cap where it is not the default."""
-    cap = "" if max_image_pixels == DEFAULT_MAX_IMAGE_PIXELS else f"-px{max_image_pixels}"
-    return f"-l{LOADER_VERSION}{cap}"
 
 
 @task(name="materialize-samples", cache_key_fn=_cache_key, result_serializer="json", persist_result=True)

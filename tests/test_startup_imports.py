@@ -1,5 +1,6 @@
 """A run whose outputs are all stored does not pay for the model libraries: a fresh process that re-runs a
-configuration imports neither torch nor transformers (nor datasets), loads no model, and computes nothing."""
+configuration imports neither torch nor transformers (nor datasets, nor Prefect: it is answered from the store and
+recorded over Prefect's REST API, flows/stored_run.py), loads no model, and computes nothing."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import json, sys
 from mai.flows.cli import main
 from mai.backends.registry import loaded_engines
 code = main(sys.argv[1:])
-heavy = sorted(m for m in ("torch", "transformers", "datasets") if m in sys.modules)
+heavy = sorted(m for m in ("torch", "transformers", "datasets", "prefect") if m in sys.modules)
 print(json.dumps({"code": code, "heavy": heavy, "engines": len(loaded_engines())}), file=sys.stderr)
 """
 ARGS = ["run", "--limit", "8", "--shards", "1", "--max-new-tokens", "S=4", "--max-new-tokens", "R=8",
