@@ -31,6 +31,7 @@ from mai.config import (
     shipped_models_dir,
 )
 from mai.errors import ConfigError
+from mai.evals.fingerprint_cache import FingerprintCache
 from mai.evals.loading import DataSource, resolve_source
 from mai.evals.registry import get_entry
 from mai.host import host_name
@@ -49,6 +50,9 @@ class StoreLocations(BaseModel):
     # the store's stable id (storage/paths.store_id): hosts may mount the store at other paths, and find it by this
     # id (storage/paths.locate_store); empty for a caller that has none
     store_id: str = ""
+    # the file that keeps local datasets' fingerprints between runs (mai/evals/fingerprint_cache.py); None: every
+    # plan hashes its local data again
+    fingerprints: Path | None = None
 
 
 class RunPlan(BaseModel):
@@ -167,7 +171,8 @@ def build_plan(config: RunConfig, store: StoreLocations, run_id: str | None = No
     roles: set[Role] = {stage.role for stage in stages}
     models = {role: _resolve_role(config, role, store.models) for role in sorted(roles)}
     source = resolve_source(_data_location(config, store, entry.hub_ids), config.split or entry.split,
-                            config.subset or entry.config, config.revision)
+                            config.subset or entry.config, config.revision,
+                            FingerprintCache(store.fingerprints) if store.fingerprints else None)
     check_transfer(config, models.get("large"))
     if config.backend == "vllm":
         from mai.backends.vllm_backend import check_setup  # the vLLM client's checks, only for vLLM runs

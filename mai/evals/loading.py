@@ -7,6 +7,7 @@ import glob
 import hashlib
 import io
 import re
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 
 from mai.errors import ConfigError
 from mai.evals.base import BadRow, Benchmark, HubRow, RowFields, content_hash, row_id
+from mai.evals.fingerprint_cache import FingerprintCache, file_stats
 from mai.types import Sample
 
 # stores encoded image bytes once, by content; returns (path, sha256)
@@ -53,20 +55,21 @@ class DataSource:
     fingerprint: str
 
 
-def resolve_source(location: str, split: str, config: str | None, revision: str | None) -> DataSource:
-    """Check that the data exists before anything loads; fingerprint local copies by content."""
+def resolve_source(location: str, split: str, config: str | None, revision: str | None,
+                   cache: FingerprintCache | None = None) -> DataSource:
+    """Check that the data exists before anything loads; fingerprint local copies by content (an unchanged copy's
+    fingerprint read from `cache`, when given, instead of hashing every file again)."""
     path = Path(location).expanduser()
     if path.exists():
         files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        if cache is not None:  # the cache's own file is no data (it is there when --data names the store's folder)
+            files = [f for f in files if f != cache.path]
         if not files:
             raise ConfigError(f"benchmark data directory '{path}' is empty")
         if path.is_dir():
             _check_split(path, split)
-        digest = hashlib.sha256()
-        for file in files:
-            digest.update(str(file.relative_to(path) if path.is_dir() else file.name).encode())
-            digest.update(hashlib.sha256(file.read_bytes()).digest())
-        return DataSource(str(path.resolve()), split, config, revision, digest.hexdigest())
+        named = [(str(file.relative_to(path) if path.is_dir() else file.name), file) for file in files]
+        return DataSource(str(path.resolve()), split, config, revision, _local_fingerprint(path, named, cache))
     if location.startswith((".", "/", "~")) or location.count("/") != 1:
         raise ConfigError(
             f"benchmark data '{location}' is neither an existing local path nor a hub id of the form "
@@ -75,6 +78,24 @@ def resolve_source(location: str, split: str, config: str | None, revision: str 
     if not revision:
         raise ConfigError(f"hub dataset '{location}' needs a pinned revision (--revision COMMIT_SHA)")
     return DataSource(location, split, config, revision, f"{location}@{revision}")
+
+
+def _local_fingerprint(path: Path, named: list[tuple[str, Path]], cache: FingerprintCache | None) -> str:
+    """SHA-256 over each file's name and the SHA-256 of its content, in order; from `cache` when every file has the
+    size and times it had when that fingerprint was hashed."""
+    listed_at = time.time_ns()  # before the stats: a write after this instant is never trusted as unchanged
+    listing = file_stats(named) if cache is not None else ()
+    location = str(path.resolve())
+    if cache is not None and (known := cache.lookup(location, listing)) is not None:
+        return known
+    digest = hashlib.sha256()
+    for name, file in named:
+        digest.update(name.encode())
+        digest.update(hashlib.sha256(file.read_bytes()).digest())
+    fingerprint = digest.hexdigest()
+    if cache is not None:
+        cache.store(location, listing, fingerprint, listed_at)
+    return fingerprint
 
 
 # the hub's Parquet layout names a split's files `<split>-00000-of-00003.parquet` (some exports add `-<hash>`)
