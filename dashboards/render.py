@@ -10,8 +10,10 @@ import csv
 import io
 import json
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from mai.manifest import BackendReport, RunManifest
+if TYPE_CHECKING:  # annotations only: mai.manifest imports pydantic, which `mai sql` and the tables need not load
+    from mai.manifest import BackendReport, RunManifest
 
 
 def render_summary(manifest: RunManifest) -> str:

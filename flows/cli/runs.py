@@ -10,8 +10,6 @@ from pathlib import Path
 from mai.flows import api
 from mai.flows.cli.options import add_run_options, layers_and_deltas, run_config
 
-from mai.config import shapes_pair_config
-
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     demo = commands.add_parser("demo", help="the MAI cascade of the trained shapes pair on the shapes test split")
@@ -74,6 +72,8 @@ def _write_report(args: argparse.Namespace, run_id: str) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    from mai.config import shapes_pair_config  # RunConfig is pydantic: imported by the commands that run
+
     manifest = api.run(shapes_pair_config(home=args.home, limit=args.limit, s2=args.s2, run_name="demo"))
     _write_report(args, manifest["run_id"])
     print(api.summary(manifest))
@@ -116,6 +116,8 @@ def _speculative(args: argparse.Namespace) -> int:
 
 def _regress(args: argparse.Namespace) -> int:
     from mai.flows.regression import RegressionDetected
+
+    from mai.config import shapes_pair_config
 
     config = run_config(args, defaults=shapes_pair_config(run_name="regression"))
     try:
