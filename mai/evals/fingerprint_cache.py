@@ -90,6 +90,7 @@ class FingerprintCache:
                                  for location, entry in entries.items()}}
         handle, temp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
         try:
+            os.fchmod(handle, 0o644)  # readable like the store's other files (mkstemp makes it the owner's only)
             with os.fdopen(handle, "w") as out:
                 json.dump(document, out, separators=(",", ":"))
             os.replace(temp, self.path)
