@@ -3,13 +3,16 @@ process and fanned out to 1, 2 and 4 local process workers, each run in a fresh 
 
 Reports per setting: the parent flow's wall time, the speed-up against 1 worker, every shard's wall time (inside
 its flow, model loads included), the model loads of the run (each worker's drain loads each model once, however
-many shards it runs) and the dispatch overhead = parent wall - the busiest worker process's shard time, also as a
-share of the 1-worker run. Goal: overhead <= 10 % of a 1-worker run at >= 480 samples. Shards = workers x
-`--shards-per-worker` (default 1).
+many shards it runs) and two measures of what dispatching costs: the dispatch overhead = parent wall - the busiest
+worker process's shard time, also as a share of the 1-worker run, and the cost against the same configuration run
+in this process = wall - the in-process run's wall, as a share of the run. Goal (issue 33): the dispatch overhead
+of `--workers 1` <= 10 % of the run at >= 480 samples. Shards = workers x `--shards-per-worker` (default 1). With
+`--repeats N` every setting runs N times (a fresh store each) and the run with the median wall is reported, with
+every wall listed.
 
-Run: `.venv/bin/python benchmarks/fanout.py [--workers 1,2,4] [--limit N] [--shards-per-worker K]`. It starts its
-own Prefect server on 127.0.0.1 (a temporary PREFECT_HOME), a `mai-fanout-bench` process pool, the drain deployment
-of prefect.yaml on it and the workers, and stops them all at the end.
+Run: `.venv/bin/python benchmarks/fanout.py [--workers 1,2,4] [--limit N] [--shards-per-worker K] [--repeats N]`.
+It starts its own Prefect server on 127.0.0.1 (a temporary PREFECT_HOME), a `mai-fanout-bench` process pool, the
+drain deployment of prefect.yaml on it and the workers, and stops them all at the end.
 """
 
 from __future__ import annotations
@@ -105,8 +108,18 @@ class FanoutRun:
     engine_generate_s: float
     generations_computed: int
     accuracy: float
+    walls_s: list[float] | None = None  # every repeat's wall (the fields above are the median repeat's)
     speedup_vs_1_worker: float | None = None
     overhead_share_of_1_worker: float | None = None
+    vs_in_process_s: float | None = None      # wall - the in-process run's (median) wall
+    vs_in_process_share: float | None = None  # that, as a share of this run's wall
+
+
+def median_run(workers: int, limit: int | None, directory: Path, shards_per_worker: int, repeats: int) -> FanoutRun:
+    """`repeats` runs of one setting, each on a fresh store: the run with the median wall, listing every wall."""
+    runs = sorted((one_run(workers, limit, directory / f"repeat-{index}", shards_per_worker)
+                   for index in range(repeats)), key=lambda run: run.wall_s)
+    return replace(runs[len(runs) // 2], walls_s=[run.wall_s for run in runs])
 
 
 def one_run(workers: int, limit: int | None, directory: Path, shards_per_worker: int = 1) -> FanoutRun:
@@ -146,6 +159,7 @@ def main() -> None:
     parser.add_argument("--workers", default="1,2,4")
     parser.add_argument("--limit", type=int, default=None, help="first N test items (default: all 480)")
     parser.add_argument("--shards-per-worker", type=int, default=1, help="shards per worker (default 1)")
+    parser.add_argument("--repeats", type=int, default=1, help="runs per setting, each on a fresh store (default 1)")
     args = parser.parse_args()
     counts = [int(x) for x in args.workers.split(",")]
     directory = Path(tempfile.mkdtemp(prefix="mai-fanout-"))
@@ -160,7 +174,7 @@ def main() -> None:
         wait_for_api(env)
         deploy_shard(env, directory)
         os.environ.update({k: env[k] for k in ("PREFECT_HOME", "PREFECT_API_URL", "PREFECT_LOGGING_LEVEL")})
-        results = [one_run(0, args.limit, directory, args.shards_per_worker)]
+        results = [median_run(0, args.limit, directory, args.shards_per_worker, args.repeats)]
         started_workers = 0
         for count in counts:
             while started_workers < count:
@@ -169,12 +183,15 @@ def main() -> None:
                                         "--limit", "1", "--name", f"bench-{started_workers}"], env,
                                        directory / f"worker-{started_workers}.log"))
             time.sleep(5)  # the new workers poll the pool
-            results.append(one_run(count, args.limit, directory, args.shards_per_worker))
+            results.append(median_run(count, args.limit, directory, args.shards_per_worker, args.repeats))
     finally:
         stop(processes)
     one = next(r for r in results if r.workers == 1) if 1 in counts else results[0]
+    in_process = results[0]
     compared = [replace(r, speedup_vs_1_worker=round(one.wall_s / r.wall_s, 2),
-                        overhead_share_of_1_worker=round(r.dispatch_overhead_s / one.wall_s, 3)) for r in results]
+                        overhead_share_of_1_worker=round(r.dispatch_overhead_s / one.wall_s, 3),
+                        vs_in_process_s=round(r.wall_s - in_process.wall_s, 2),
+                        vs_in_process_share=round((r.wall_s - in_process.wall_s) / r.wall_s, 3)) for r in results]
     print(json.dumps({"cpu_cores": os.cpu_count(), "results": [asdict(r) for r in compared]}, indent=2))
 
 

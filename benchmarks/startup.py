@@ -19,7 +19,7 @@ Prefect's flow engine, flows/stored_run.py) and `configured` (the same local ser
 team's server would be: every run goes through the `mai-run` flow, so those rows measure the flow's own cost).
 A `minimal Prefect flow` row (a flow that returns its argument, against the local server) is the floor of any
 command that runs a flow. The `--workers 1` dispatch overhead is measured by benchmarks/fanout.py (it needs a
-worker and the shard deployment).
+worker and the drain deployment).
 
 Run: `.venv/bin/python benchmarks/startup.py [--repeats 5] [--home DIR] [--skip-first-runs]`. The first demo run
 fills the store and is not timed. Measure on a quiet machine: the numbers are seconds of a 2-core machine's wall
@@ -53,18 +53,6 @@ def minimal(x: int) -> int:
     return x
 minimal(1)
 """
-
-# `mai demo` as if flows/plan.py imported the fan-out module (and so Prefect) only for a run with workers (the
-# change proposed in issue 33's report): a stand-in module answers for it, which a fully stored run never calls
-WITHOUT_FANOUT_IMPORT = """
-import runpy, sys, types
-stand_in = types.ModuleType("mai.flows.fanout")
-stand_in.check_fanout = lambda: sys.exit("the stand-in fan-out module cannot check workers")
-sys.modules["mai.flows.fanout"] = stand_in
-sys.argv = ["mai", "--home", sys.argv[1], "demo"]
-runpy.run_module("mai.flows.cli", run_name="__main__")
-"""
-
 
 @dataclass(frozen=True)
 class Timing:
@@ -200,8 +188,6 @@ def main() -> None:
             url = json.loads((scratch / "prefect-server" / "server.json").read_text())["url"]
             local, configured = Mai("local", None), Mai("configured", url)
             timings += common(local, home, scratch, args.repeats, first_runs)
-            timings.append(timed("local", "cached demo re-run, Prefect not imported by the plan", args.repeats,
-                                 lambda: local.python(WITHOUT_FANOUT_IMPORT, str(home)), "cached demo re-run"))
             timings += shard_costs(local, home, args.repeats)
             if first_runs:
                 timings += cascade_ratio(local, scratch, args.repeats)
