@@ -117,7 +117,7 @@ def test_an_unreadable_cache_means_hashing(tmp_path: Path, content: str) -> None
     assert str(data.resolve()) in json.loads(cache.path.read_text())["datasets"]  # rewritten whole
 
 
-def test_the_cache_file_inside_the_data_is_not_data(tmp_path: Path) -> None:
+def test_the_cache_file_inside_the_data_is_not_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`--data` naming the store's datasets folder: the cache kept there is no file of the dataset."""
     data = make_dataset(tmp_path)
     expected = hashed_by_hand(data)
@@ -125,3 +125,5 @@ def test_the_cache_file_inside_the_data_is_not_data(tmp_path: Path) -> None:
     assert fingerprint(data, cache) == expected
     assert cache.path.exists()
     assert fingerprint(data, cache) == expected
+    monkeypatch.chdir(tmp_path)  # the data named by a relative path: the cache is still known as its own file
+    assert resolve_source("data", "test", None, None, cache).fingerprint == expected

@@ -63,7 +63,8 @@ def resolve_source(location: str, split: str, config: str | None, revision: str 
     if path.exists():
         files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
         if cache is not None:  # the cache's own file is no data (it is there when --data names the store's folder)
-            files = [f for f in files if f != cache.path]
+            own = cache.path.resolve()
+            files = [f for f in files if f.name != own.name or f.resolve() != own]
         if not files:
             raise ConfigError(f"benchmark data directory '{path}' is empty")
         if path.is_dir():
