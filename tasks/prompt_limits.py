@@ -118,7 +118,7 @@ def prompt_refusal(plan: RunPlan, stage: StageSpec, benchmark: Benchmark, sample
     configured = plan.config.max_prompt_tokens
     limit = min(room, configured) if configured is not None else room
     request = build_request(stage, sample, benchmark, model, plan.decodings[stage.prompt_kind],
-                            _NO_TEXT_YET if stage.upstream else None)
+                            _NO_TEXT_YET if stage.upstream else None, plan.backend_ids.get(stage.role))
     size = counter.count(request.prompt, max(limit, 0))
     if size.tokens <= limit:
         return None
