@@ -1,7 +1,8 @@
 """Chaos: random SIGKILLs and SIGTERMs across a run's stages and while it builds the built-in data, runs over bad
-rows (a megabyte question, text that is not UTF-8 among them), concurrent runs on one fresh store, runs on store
-roots with odd paths. Each trial runs `python -m mai.flows.cli` in its own process group on its
-own store and is judged against a clean reference run of the same configuration:
+rows (a megabyte question or hint, text that is not UTF-8, a yes/no answer `maybe` among them: each must become a
+recorded per-sample error with its reason, and the same command again must give the same routes), concurrent runs
+on one fresh store, runs on store roots with odd paths. Each trial runs `python -m mai.flows.cli` in its own process
+group on its own store and is judged against a clean reference run of the same configuration:
 
 - survived: the run (or, after a kill, the same command again) completed with exit status 0;
 - identical: its routes (sample, route, final answer, score) and metrics equal the reference run's;
@@ -10,9 +11,9 @@ own store and is judged against a clean reference run of the same configuration:
 
 Also recorded: how long a SIGTERMed run took to exit (the goal is within a batch) and at which step a kill landed.
 
-Run: `.venv/bin/python benchmarks/chaos.py [--kills 12] [--data-kills 3] [--bad-rows 1] [--hint-rows 1] [--concurrent 2]
-[--odd-homes 4] [--limit 24] [--seed 0] [--json results.json]` (about a minute per kill trial on 2 CPU cores; a scratch directory
-under the system temp dir is removed at the end).
+Run: `.venv/bin/python benchmarks/chaos.py [--kills 12] [--data-kills 3] [--bad-rows 1] [--hint-rows 1]
+[--concurrent 2] [--odd-homes 4] [--limit 24] [--seed 0] [--json results.json]` (about a minute per kill trial on 2
+CPU cores; a scratch directory under the system temp dir is removed at the end).
 """
 
 from __future__ import annotations
