@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import fcntl
 import json
 import os
 import signal
@@ -103,9 +104,23 @@ def start_temporary_server() -> subprocess.Popen[bytes]:
     """Prefect's API app on a free port on 127.0.0.1 for this process alone (its database is Prefect's default, as
     for Prefect's own temporary server); PREFECT_API_URL points this process at it. Call from the main thread:
     the death signal follows the thread that started the server."""
-    port = _free_port()
     # the server keeps its database in PREFECT_HOME: the folder exists before the server starts
-    Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser().mkdir(parents=True, exist_ok=True)
+    prefect_home = Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser()
+    prefect_home.mkdir(parents=True, exist_ok=True)
+    # one start at a time per database: a server creates and migrates its database before its API answers, and
+    # two servers migrating a fresh database at once fail (alembic: "Online migration expected to match one row");
+    # the kernel drops the lock when this process dies
+    with open(prefect_home / ".mai-server-start.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        process, url = _start_server_process()
+    os.environ["PREFECT_API_URL"] = url
+    atexit.register(_stop_temporary, process)
+    return process
+
+
+def _start_server_process() -> tuple[subprocess.Popen[bytes], str]:
+    """Prefect's API app on a free port, once its API answers (its database created and migrated by then)."""
+    port = _free_port()
     # the app and settings Prefect's own temporary server runs with (prefect.server.api.server.SubprocessASGIServer,
     # prefect 3.8-3.9): no UI, and the reduced set of background services of an ephemeral server
     env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
@@ -120,9 +135,7 @@ def start_temporary_server() -> subprocess.Popen[bytes]:
             process.kill()
             raise RuntimeError(f"the temporary Prefect server did not start (exit status {process.poll()})")
         time.sleep(0.1)
-    os.environ["PREFECT_API_URL"] = url
-    atexit.register(_stop_temporary, process)
-    return process
+    return process, url
 
 
 def _die_with_parent() -> None:

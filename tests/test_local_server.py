@@ -105,3 +105,16 @@ def test_a_killed_run_leaves_no_process_behind(tmp_path: Path) -> None:
     while session_processes(run.pid) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert session_processes(run.pid) == []
+
+
+def test_temporary_servers_started_together_share_a_fresh_database(tmp_path: Path) -> None:
+    """Three commands that start their temporary Prefect server at once on one fresh PREFECT_HOME all get one: the
+    starts take turns, so no two servers migrate the new database together (alembic failed all but one: 3 of 4
+    tries with three servers before the lock)."""
+    env = {key: value for key, value in os.environ.items() if key != "PREFECT_API_URL"}
+    env.update(PREFECT_HOME=str(tmp_path / "a-fresh-prefect-home"), PREFECT_LOGGING_LEVEL="WARNING")
+    start = "from mai.flows.local_server import start_temporary_server; start_temporary_server(); print('ok')"
+    starts = [subprocess.Popen([sys.executable, "-c", start], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True) for _ in range(3)]
+    results = [process.communicate(timeout=300) for process in starts]
+    assert [out.strip() for out, _ in results] == ["ok"] * 3, [err[-1500:] for _, err in results]
