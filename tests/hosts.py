@@ -101,16 +101,35 @@ class Host:
         self.process.wait(timeout=30)
 
 
+def kept_under_tmp() -> list[str]:
+    """What a host must still see of the test machine's /tmp under its private one: the checkout (the deployments'
+    working directory) and the Python environment, when they lie there (a CI clone in /tmp)."""
+    import sys
+
+    wanted = {Path(__file__).resolve().parents[1], Path(sys.prefix).resolve()}
+    under_tmp = sorted(str(path) for path in wanted if path.is_relative_to("/tmp"))
+    return [path for path in under_tmp if not any(path.startswith(other + "/") for other in under_tmp)]
+
+
 def host_script(hostname: str, store: Path, store_path: str, command: list[str], env: dict[str, str]) -> str:
     """The shell run as the host's first process: hostname, the store bind-mounted at `store_path` (first: the
-    test's path of it lies under /tmp, which the private tmpfs then hides), a private /tmp (so the path the run was planned with does not exist on the host: its drains find the store by its
-    id at MAI_HOME), then the command, waited for (PID 1 of a namespace ignores signals it has no handler for,
-    so the command is not exec'd in its place)."""
+    test's path of it lies under /tmp, which the private tmpfs then hides), a private /tmp (so the path the run was
+    planned with does not exist on the host: its drains find the store by its id at MAI_HOME) where only the checkout
+    and the Python environment are bound back if they lay under /tmp, then the command, waited for (PID 1 of a
+    namespace ignores signals it has no handler for, so the command is not exec'd in its place)."""
     exports = " ".join(f"{key}={shlex.quote(value)}" for key, value in env.items())
+    keep = kept_under_tmp()
     lines = ["set -e", f"hostname {shlex.quote(hostname)}", "mount --make-rprivate /",
              "mount -t tmpfs mai-host-mnt /mnt", f"mkdir -p {shlex.quote(store_path)}",
-             f"mount --bind {shlex.quote(str(store))} {shlex.quote(store_path)}",
-             "mount -t tmpfs mai-host-tmp /tmp"]
+             f"mount --bind {shlex.quote(str(store))} {shlex.quote(store_path)}"]
+    if keep:  # the machine's /tmp stays reachable for a moment, to bind the kept paths back from it
+        lines += ["mkdir -p /mnt/.machine-tmp", "mount --bind /tmp /mnt/.machine-tmp"]
+    lines.append("mount -t tmpfs mai-host-tmp /tmp")
+    for path in keep:
+        inside = "/mnt/.machine-tmp/" + str(Path(path).relative_to("/tmp"))
+        lines += [f"mkdir -p {shlex.quote(path)}", f"mount --bind {shlex.quote(inside)} {shlex.quote(path)}"]
+    if keep:
+        lines.append("umount -l /mnt/.machine-tmp")  # the rest of the machine's /tmp (the planned store) is gone
     return "\n".join([*lines, "cd /tmp", f"env {exports} {shlex.join(command)} &", "wait $!"])
 
 
