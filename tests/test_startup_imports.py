@@ -47,7 +47,7 @@ SQL_PROBE = """
 import json, sys
 from mai.flows.cli import main
 code = main(sys.argv[1:])
-loaded = sorted(m for m in ("torch", "transformers", "datasets", "prefect", "pandas") if m in sys.modules)
+loaded = sorted(m for m in ("torch", "transformers", "datasets", "prefect", "pandas", "pydantic") if m in sys.modules)
 print(json.dumps({"code": code, "loaded": loaded}), file=sys.stderr)
 """
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mai.config import RunConfig, config_from_mapping
 from mai.errors import ConfigError
 from mai.types import PROMPT_KINDS, RUN_MODES
+
+if TYPE_CHECKING:  # RunConfig is pydantic: imported by the commands that build one, not by `mai sql`
+    from mai.config import RunConfig
 
 
 def add_run_options(run: argparse.ArgumentParser) -> None:
@@ -56,6 +58,8 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
 
 def run_config(args: argparse.Namespace, defaults: RunConfig | None = None) -> RunConfig:
     """Flags over a --config file over `defaults` (default: RunConfig's own defaults)."""
+    from mai.config import RunConfig, config_from_mapping  # pydantic: loaded by the run commands only
+
     values: dict[str, Any] = defaults.model_dump(exclude={"home"}) if defaults else {}
     values.update(config_file(args.config) if args.config else {})
     for field in RunConfig.model_fields:
