@@ -11,7 +11,6 @@ as before, and computes only what is missing. Nothing here loads a model or impo
 from __future__ import annotations
 
 import os
-import socket
 import time
 from collections.abc import Mapping, Sequence
 
@@ -23,6 +22,7 @@ from mai.tasks.answers import load_stage_answers
 from mai import cascade
 from mai.evals.base import Benchmark
 from mai.evals.registry import get_benchmark
+from mai.host import host_name
 from mai.manifest import ShardOutcome, StageMaps
 from mai.plan import RunPlan
 from mai.progress import Tally
@@ -89,7 +89,7 @@ def _maps_of(shard: str, outputs_by_stage: dict[StageName, dict[str, str]], shar
 
 
 def _outcome(shard: str, stage_maps: StageMaps, seconds: float) -> ShardOutcome:
-    return ShardOutcome(shard_path=shard, stage_maps=stage_maps, tally=Tally(), host=socket.gethostname(),
+    return ShardOutcome(shard_path=shard, stage_maps=stage_maps, tally=Tally(), host=host_name(),
                         pid=os.getpid(), worker_pid=os.getppid(), wall_s=seconds)
 
 
