@@ -104,6 +104,12 @@ class RunConfig(BaseModel):
                                         json_schema_extra={"propertyNames": {"enum": list(get_args(PromptKind))}})
     max_new_tokens: dict[str, int] = Field(default_factory=lambda: dict(DEFAULT_MAX_NEW_TOKENS),
                                            json_schema_extra={"propertyNames": {"enum": list(get_args(PromptKind))}})
+    # a floor on output length per prompt kind (with max_new_tokens = N: exactly N tokens), for latency runs with
+    # random-weight models, whose outputs would otherwise end anywhere; part of each generation's identity
+    min_new_tokens: dict[str, int] = Field(default_factory=dict,
+                                           description="per prompt kind, e.g. {\"R\": 256}: generate at least N "
+                                                       "tokens (latency runs with fixed output lengths)",
+                                           json_schema_extra={"propertyNames": {"enum": list(get_args(PromptKind))}})
     max_image_pixels: int = Field(DEFAULT_MAX_IMAGE_PIXELS, ge=1,
                                   description="a sample whose image has more pixels is an error (read from the "
                                               "image's header, before decoding)")
@@ -149,8 +155,17 @@ class RunConfig(BaseModel):
                              "output the supported models are run with); a budget is a cap, not a target")
         return {**DEFAULT_MAX_NEW_TOKENS, **value}
 
+    @model_validator(mode="after")
+    def _floors_under_budgets(self) -> RunConfig:
+        _per_kind(self.min_new_tokens, "min_new_tokens")
+        over = {kind: n for kind, n in self.min_new_tokens.items() if n > self.max_new_tokens[kind]}
+        if over:
+            raise ValueError(f"min_new_tokens {over} above max_new_tokens for the same kind "
+                             f"({ {kind: self.max_new_tokens[kind] for kind in over} }): raise --max-new-tokens too")
+        return self
+
     def decoding(self, kind: PromptKind) -> Decoding:
-        return Decoding(max_new_tokens=self.max_new_tokens[kind])
+        return Decoding(max_new_tokens=self.max_new_tokens[kind], min_new_tokens=self.min_new_tokens.get(kind, 0))
 
     def key(self) -> str:
         """Identifies what the run computes (not its name, store location or extra captured layers)."""
@@ -164,7 +179,8 @@ class RunConfig(BaseModel):
 
 
 # fields added after runs were stored, with their defaults: a run at the default has the key it had before
-_ADDED_FIELDS: dict[str, object] = {"max_image_pixels": DEFAULT_MAX_IMAGE_PIXELS, "max_prompt_tokens": None}
+_ADDED_FIELDS: dict[str, object] = {"max_image_pixels": DEFAULT_MAX_IMAGE_PIXELS, "max_prompt_tokens": None,
+                                    "min_new_tokens": {}}
 
 
 def default_budgets(values: Mapping[str, Any]) -> dict[str, int]:

@@ -79,3 +79,19 @@ def test_a_malformed_config_file_is_one_line(home: Path, tmp_path: Path, content
 def test_a_missing_config_file_is_named(home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert mai(home, "run", "--config", str(tmp_path / "nope.json")) == 2
     assert "nope.json: cannot be read" in capsys.readouterr().err
+
+
+def test_an_output_floor_above_its_budget_is_refused(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert mai(home, "run", "--max-new-tokens", "R=16", "--min-new-tokens", "R=17") == 2
+    err = capsys.readouterr().err
+    assert "min_new_tokens {'R': 17} above max_new_tokens" in err and "Traceback" not in err
+    assert loaded_engines() == []
+
+
+def test_an_output_floor_reaches_the_decoding_and_only_then_the_run_key() -> None:
+    from mai.config import RunConfig
+
+    fixed = RunConfig(max_new_tokens={"R": 256}, min_new_tokens={"R": 256})
+    assert (fixed.decoding("R").min_new_tokens, fixed.decoding("R").max_new_tokens) == (256, 256)
+    assert fixed.decoding("S").min_new_tokens == 0
+    assert RunConfig(min_new_tokens={}).key() == RunConfig().key() != fixed.key()

@@ -47,6 +47,9 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
                           "--batch-size 16 --batch-size R=64); never changes outputs")
     run.add_argument("--max-new-tokens", action="append", default=[], metavar="KIND=N",
                      help=f"output budget per prompt kind {list(PROMPT_KINDS)}, repeatable")
+    run.add_argument("--min-new-tokens", action="append", default=[], metavar="KIND=N",
+                     help="generate at least N tokens for a prompt kind (with --max-new-tokens KIND=N: exactly N; "
+                          "for latency runs with random-weight models), repeatable")
     run.add_argument("--max-image-pixels", type=int, help="a sample whose image has more pixels is a per-sample "
                                                           "error, refused before decoding (default 2**26 = 8192 x 8192)")
     run.add_argument("--max-prompt-tokens", type=int, metavar="N",
@@ -64,11 +67,15 @@ def run_config(args: argparse.Namespace, defaults: RunConfig | None = None) -> R
     values.update(config_file(args.config) if args.config else {})
     for field in RunConfig.model_fields:
         value = getattr(args, field, None)
-        if value is not None and field not in ("max_new_tokens", "batch_size"):
+        if value is not None and field not in ("max_new_tokens", "min_new_tokens", "batch_size"):
             values[field] = value
     values.update(_batch_sizes(args.batch_size, values))
     if args.max_new_tokens:
-        values["max_new_tokens"] = {**values.get("max_new_tokens", {}), **_budgets(args.max_new_tokens)}
+        values["max_new_tokens"] = {**values.get("max_new_tokens", {}),
+                                    **_budgets(args.max_new_tokens, "--max-new-tokens")}
+    if args.min_new_tokens:
+        values["min_new_tokens"] = {**values.get("min_new_tokens", {}),
+                                    **_budgets(args.min_new_tokens, "--min-new-tokens")}
     if args.vllm_url:
         values["vllm_urls"] = {**values.get("vllm_urls", {}), **role_urls(args.vllm_url)}
     values["home"] = args.home
@@ -93,12 +100,12 @@ def config_file(path: Path) -> dict[str, Any]:
     return values
 
 
-def _budgets(items: list[str]) -> dict[str, int]:
+def _budgets(items: list[str], flag: str) -> dict[str, int]:
     budgets = {}
     for item in items:
         kind, _, number = item.partition("=")
         if not number.isdigit():
-            raise ConfigError(f"--max-new-tokens expects KIND=N, got '{item}'")
+            raise ConfigError(f"{flag} expects KIND=N, got '{item}'")
         budgets[kind] = int(number)
     return budgets
 
