@@ -32,7 +32,10 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mai.manifest import RunManifest
 
 # table 5 (Qwen3-VL, ChartQA column): mean generated tokens, rounded
 FIXED_LENGTHS = {"S": 4, "R": 256, "RT": 4}
@@ -49,7 +52,8 @@ class Checklist:
         self.out, self.deadline = out, time.monotonic() + budget_s
         self.home = Path(os.environ.get("MAI_HOME", "/tmp/mai-gpu-home"))
         self.log = (out / "log.txt").open("a")
-        self.manifests: dict[str, dict[str, Any]] = {}
+        self.manifests: dict[str, RunManifest] = {}
+        self.command_s: dict[str, float] = {}  # each run command, Prefect's start and model loads included
         self.cap_s = budget_s  # the running step's own limit (a hung step must not eat the whole budget)
 
     def left_s(self) -> float:
@@ -79,13 +83,14 @@ class Checklist:
             raise RuntimeError(f"mai {args[0]} exited {done.returncode}: {done.stderr.strip()[-300:]}")
         return done.stdout
 
-    def run(self, label: str, *args: str) -> dict[str, Any]:
+    def run(self, label: str, *args: str) -> RunManifest:
         started = time.monotonic()
-        manifest: dict[str, Any] = json.loads(self.mai("run", "--json", "--name", label, *args))
-        manifest["command_s"] = round(time.monotonic() - started, 3)
+        manifest: RunManifest = json.loads(self.mai("run", "--json", "--name", label, *args))
+        self.command_s[label] = round(time.monotonic() - started, 3)
         self.manifests[label] = manifest
         # at most 8 files come back from a lent machine: the runs' table is made from this file afterwards
-        (self.out / "manifests.json").write_text(json.dumps(self.manifests, indent=1))
+        (self.out / "manifests.json").write_text(json.dumps({"manifests": self.manifests, "command_s": self.command_s},
+                                                             indent=1))
         return manifest
 
     def _status(self, name: str, outcome: str, seconds: float, detail: str) -> None:
@@ -99,7 +104,7 @@ class Checklist:
         print(f"[{outcome}] {name} {seconds:.1f} s {detail}", flush=True)
 
 
-def _write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:
+def _write_csv(path: Path, rows: Sequence[dict[str, object]]) -> None:
     if not rows:
         return
     columns = list(dict.fromkeys(key for row in rows for key in row))
@@ -109,15 +114,14 @@ def _write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:
         writer.writerows(rows)
 
 
-def _run_row(label: str, manifest: dict[str, Any]) -> dict[str, Any]:
-    counts, timings = manifest.get("counts", {}), manifest.get("timings", {})
-    metrics = {f"{m['metric']}:{m['subset']}": m["value"] for m in manifest.get("metrics", [])}
-    return {"run": label, "run_id": manifest.get("run_id"), **{f"route_{k}": v for k, v in
-                                                                manifest.get("routes", {}).items()},
-            "samples": counts.get("samples"), "computed": counts.get("generations_computed"),
-            "reused": counts.get("generations_reused"), "wall_s": timings.get("wall_s"),
-            "engine_generate_s": timings.get("engine_generate_s"), "model_load_s": timings.get("model_load_s"),
-            "command_s": manifest.get("command_s"), **metrics}
+def _run_row(label: str, manifest: RunManifest, command_s: float | None) -> dict[str, object]:
+    counts, timings = manifest["counts"], manifest["timings"]
+    metrics = {f"{m['metric']}:{m['subset']}": m["value"] for m in manifest["metrics"]}
+    return {"run": label, "run_id": manifest["run_id"], **{f"route_{k}": v for k, v in manifest["routes"].items()},
+            "samples": counts["samples"], "computed": counts["generations_computed"],
+            "reused": counts["generations_reused"], "wall_s": timings["wall_s"],
+            "engine_generate_s": timings["engine_generate_s"], "model_load_s": timings["model_load_s"],
+            "command_s": command_s, **metrics}
 
 
 def fixed_lengths(lengths: dict[str, int]) -> list[str]:
@@ -132,7 +136,7 @@ def environment(out: Path) -> None:
     import torch
     import transformers
 
-    row: dict[str, Any] = {"python": sys.version.split()[0], "torch": torch.__version__,
+    row: dict[str, object] = {"python": sys.version.split()[0], "torch": torch.__version__,
                            "transformers": transformers.__version__, "cuda": torch.version.cuda,
                            "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"}
     for name in ("prefect", "duckdb", "pyarrow"):
@@ -177,7 +181,8 @@ def roofline(out: Path, model: str, dtype: str, batches: Sequence[int], tokens: 
     parameters = sum(p.numel() for p in network.parameters())
     weight_bytes = sum(p.numel() * p.element_size() for p in network.parameters())
     env = next(csv.DictReader((out / "env.csv").open()))
-    copy_bytes_s, flop_s = float(env["copy_gb_s"]) / 2 * 1e9, float(env["bf16_tflop_s"]) * 1e12  # read-only traffic
+    # a copy moves its bytes twice (read + write) through the same HBM: its total is the traffic a decode step has
+    copy_bytes_s, flop_s = float(env["copy_gb_s"]) * 1e9, float(env["bf16_tflop_s"]) * 1e12
     rows = []
     for batch in batches:
         ids = torch.randint(1000, 20000, (batch, 64), device="cuda")
@@ -247,8 +252,10 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="tiny lengths and grid: checks the script on a CPU")
     args = parser.parse_args()
     if args.tabulate:
-        manifests = json.loads((args.out / "manifests.json").read_text())
-        _write_csv(args.out / "runs.csv", [_run_row(name, m) for name, m in manifests.items()])
+        saved = json.loads((args.out / "manifests.json").read_text())
+        manifests, command_s = saved.get("manifests", saved), saved.get("command_s", {})
+        _write_csv(args.out / "runs.csv", [_run_row(name, m, command_s.get(name, m.get("command_s")))
+                                              for name, m in manifests.items()])
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
     checklist = Checklist(args.out, args.budget_s)
@@ -283,7 +290,7 @@ def main() -> int:
     return 0
 
 
-def _computes_nothing(manifest: dict[str, Any]) -> None:
+def _computes_nothing(manifest: RunManifest) -> None:
     if manifest["counts"]["generations_computed"] != 0:
         raise AssertionError(f"the same run again computed {manifest['counts']['generations_computed']} generations")
 
