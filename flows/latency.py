@@ -9,7 +9,7 @@ from typing import TypedDict
 
 from mai.flows.prefect_sync import synchronous
 from mai.storage.catalog import build_catalog
-from mai.storage.latency import read_profile, read_run_calls, write_estimate, write_profile
+from mai.storage.latency import profile_path, read_profile, read_run_calls, write_estimate, write_profile
 from mai.storage.paths import Home
 from mai.storage.runs import is_complete
 from mai.storage.schemas import LatencyProfileRow
@@ -41,6 +41,8 @@ def mai_profile(model: str, name: str, resolutions: list[int], query_tokens: lis
     spec = resolve_model(model, revision, dtype, root.models)
     if repeats < 1 or not (resolutions and query_tokens and output_tokens):
         raise ConfigError("profiling needs at least one resolution, query length and output length, and repeats >= 1")
+    if profile_path(root, name).exists() and not replace:  # before the model loads, not after minutes of timing
+        raise ConfigError(f"latency profile '{name}' exists: choose another name or pass --replace")
     engine = get_engine(spec, backend)
     if not isinstance(engine, TransformersEngine):
         raise ConfigError("profiling is implemented for the transformers backend")
@@ -53,8 +55,10 @@ def mai_profile(model: str, name: str, resolutions: list[int], query_tokens: lis
     for index, (resolution, query, output) in enumerate(grid):
         point = engine.profile(resolution, query, output, repeats, on_call=lambda: progress.advanced("profile", 1))
         rows.append(_profile_row(point, spec.identity_name, backend, dtype, hardware))
+        # every point as soon as it is measured: a profile stopped part-way (a time limit, a lost machine) keeps
+        # what it measured
+        write_profile(root, name, rows, replace=True)
         update_progress_artifact(artifact, 100.0 * (index + 1) / len(grid))
-    write_profile(root, name, rows, replace=replace)
     build_catalog(root)
     return rows
 

@@ -5,7 +5,9 @@ carry the noise of two calls, more than the few steps between them, and can come
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import pytest
 from mai.flows.latency import mai_profile
 from mai.storage.catalog import query
 from mai.storage.paths import Home
@@ -24,3 +26,33 @@ def test_short_forced_outputs_have_a_positive_decode_time(home: Path) -> None:
     _, stored = query(Home.at(home), "SELECT min(decode_ms), count(*) FILTER (WHERE output_tokens > 1 AND "
                                      "tokens_per_s IS NULL) FROM latency_profiles WHERE profile_name = 'short'")
     assert stored[0][0] >= 0 and stored[0][1] == 0
+
+
+@pytest.mark.prefect
+def test_a_stopped_profile_keeps_its_measured_points_and_a_taken_name_fails_before_loading(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lent GPU's time limit stopped a profile part-way and kept nothing: each point is now written as soon as it
+    is measured. A name already taken fails before the model loads, not after the timing."""
+    from mai.backends.registry import clear_engines, loaded_engines
+    from mai.backends.transformers_backend import TransformersEngine
+    from mai.errors import ConfigError
+
+    measure, calls = TransformersEngine.profile, []
+
+    def stopped_at_the_second_point(self: TransformersEngine, *args: Any, **kwargs: Any) -> Any:
+        calls.append(args)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # what a time limit's SIGINT is to the process
+        return measure(self, *args, **kwargs)
+
+    monkeypatch.setattr(TransformersEngine, "profile", stopped_at_the_second_point)
+    with pytest.raises(KeyboardInterrupt):
+        mai_profile("mai-tiny-large", "stopped", resolutions=[64], query_tokens=[16], output_tokens=[2, 3],
+                    repeats=1, home=str(home))
+    _, stored = query(Home.at(home), "SELECT output_tokens FROM latency_profiles WHERE profile_name = 'stopped'")
+    assert stored == [(2,)]
+    clear_engines()
+    with pytest.raises(ConfigError, match="exists: choose another name or pass --replace"):
+        mai_profile("mai-tiny-large", "stopped", resolutions=[64], query_tokens=[16], output_tokens=[2],
+                    repeats=1, home=str(home))
+    assert loaded_engines() == []
