@@ -138,3 +138,11 @@ def test_the_prefix_store_finds_the_longest_shared_prefix_within_its_byte_bound(
     assert store.find((str(one),), [1, 2, 3, 7], first_new_token=2) is None
     assert (store.hits, store.misses) == (3, 3)
     assert PrefixStore(max_bytes=0).find((str(two),), [5, 6, 7, 8], first_new_token=1) is None
+
+
+def test_a_mixed_batch_runs_as_two_calls_only_on_a_cpu() -> None:
+    """The GPU side of this rule was measured on an H100 (docs/benchmarks.md, GPU) and cannot run here; the CPU
+    side is what `test_continuing_from_a_cached_prefix_gives_the_tokens_of_a_full_prefill` exercises."""
+    from mai.backends.transformers_backend import splits_mixed_batches
+
+    assert splits_mixed_batches("cpu") and not splits_mixed_batches("cuda")
