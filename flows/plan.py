@@ -24,6 +24,10 @@ def prepare_run(config: RunConfig, home: Home, run_id: str | None = None) -> Run
     """Validate and resolve `config` on `home`; raises ConfigError (what to fix) before any model loads."""
     require_working_locks(home.locks)  # a store without working locks would compute identities twice: refused first
     plan = build_plan(config, store_locations(home), run_id)
+    if config.benchmark_spec is not None:  # the store keeps what its spec benchmarks mean (for reports, rescore)
+        from mai.storage.benchmark_specs import record_spec
+
+        record_spec(home, config.benchmark_spec)
     if config.workers:
         from mai.flows.fanout import check_fanout  # imports Prefect: only a fanned-out run needs it here
 
