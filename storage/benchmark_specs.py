@@ -47,3 +47,15 @@ def register_recorded_specs(home: Home) -> list[BenchmarkSpec]:
         register_spec(spec)
         specs.append(spec)
     return specs
+
+
+def recorded_spec(home: Home, name: str) -> BenchmarkSpec | None:
+    """The spec a name last meant in this store (its most recently used version), None when it has none."""
+    files = sorted((home.benchmark_specs / name).glob("*.json"), key=lambda p: p.stat().st_mtime_ns) \
+        if (home.benchmark_specs / name).is_dir() else []
+    for file in reversed(files):
+        try:
+            return BenchmarkSpec.model_validate_json(file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValidationError):
+            continue
+    return None

@@ -162,6 +162,12 @@ def test_cli_lists_benchmarks_and_checks_a_spec(tmp_path: Path, capsys: pytest.C
     assert "no such file" in capsys.readouterr().err
 
 
+def test_the_shipped_example_reads_clean() -> None:
+    found = check_spec(load_spec(Path(__file__).resolve().parent.parent / "examples" / "colours" / "bench.yaml"))
+    assert (found.rows, found.usable, found.images, found.errors) == (8, 8, 8, [])
+    assert found.categories == {"warm": 4, "cool": 4}
+
+
 # --- through the cascade --------------------------------------------------------------------------------------
 
 
@@ -197,7 +203,10 @@ def test_a_vlmevalkit_tsv_runs_reruns_moves_and_rescored_answers(home: Path, tmp
     assert before["colours-2"]["score"] == float(before["colours-2"]["final_answer"] == "C")
     assert after["colours-2"]["score"] == float(after["colours-2"]["final_answer"] == "A")
 
-    # a fresh process knows the benchmark from the store (no spec file): rescore under the other profile
+    # a fresh process knows the benchmark from the store (no spec file): run by its name, rescore
+    monkeypatch.setattr(registry, "_SPECS", {})
+    by_name = run_spec(home, "colours")
+    assert by_name["counts"]["generations_computed"] == 0 and by_name["config"]["benchmark_spec"] is not None
     monkeypatch.setattr(registry, "_SPECS", {})
     api.rescore(first["run_id"], "official", home=str(home))
     assert registry.registered_spec("colours") is not None
