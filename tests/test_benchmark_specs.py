@@ -160,6 +160,13 @@ def test_cli_lists_benchmarks_and_checks_a_spec(tmp_path: Path, capsys: pytest.C
     assert "rows 6, usable 6, errors 0, images decoded 6" in report and "answers: A 2, B 2, C 1, D 1" in report
     assert main(["benchmark", "check", "data/none.yaml"]) == 2
     assert "no such file" in capsys.readouterr().err
+    # `mai score` takes a spec too: rows in the spec's columns plus `prediction`, no images needed
+    lines = [json.dumps({"index": i, "question": "What colour?", **dict(zip("ABCD", NAMES)), "answer": "ABCD"[i],
+                         "category": "c", "prediction": prediction})
+             for i, prediction in enumerate(["A", "The answer is (C)", "green", "D."])]
+    scored = api.score("data/bench.yaml", lines).summary
+    assert scored["benchmark"] == "colours" and scored["scored"] == 4
+    assert [m["value"] for m in scored["metrics"] if (m["name"], m["subset"]) == ("accuracy", "overall")] == [0.5]
 
 
 def test_the_shipped_example_reads_clean() -> None:
