@@ -5,20 +5,18 @@ done by every RunConfig that carries it, and for a store's recorded specs by the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from mai.errors import ConfigError
 from mai.evals.base import Benchmark
 from mai.evals.chartqa import ChartQABenchmark
 from mai.evals.demo import DemoBenchmark
 from mai.evals.infovqa import InfoVQABenchmark
-from mai.evals.loading import local_splits
 from mai.evals.mmbench import MMBenchBenchmark
 from mai.evals.mmmu import MMMUBenchmark
 from mai.evals.pope import PopeBenchmark
 from mai.evals.realworldqa import RealWorldQABenchmark
 from mai.evals.shapes import ShapesBenchmark
-from mai.evals.spec import BenchmarkSpec, SpecBenchmark, is_spec_path, load_spec
+from mai.evals.spec import BenchmarkSpec, SpecBenchmark, is_spec_path, load_spec, spec_split
 
 
 @dataclass(frozen=True)
@@ -82,13 +80,7 @@ def get_entry(name: str) -> BenchmarkEntry:
     get_benchmark(name)
     spec = _SPECS.get(name)
     if name not in BENCHMARKS and spec is not None:
-        return BenchmarkEntry(SpecBenchmark, hub_ids=(spec.data,), split=spec.split or _only_split(spec) or "test",
+        return BenchmarkEntry(SpecBenchmark, hub_ids=(spec.data,), split=spec_split(spec),
                               config=spec.subset, revision=spec.revision)
     return BENCHMARKS[name]
 
-
-def _only_split(spec: BenchmarkSpec) -> str | None:
-    """A local Parquet directory's one split, when it names exactly one (a spec then needs no `split`)."""
-    path = Path(spec.data)
-    splits = local_splits(path) if spec.local and path.is_dir() else None
-    return splits[0] if splits and len(splits) == 1 else None

@@ -68,6 +68,7 @@ from mai.evals.loading import (
     DEFAULT_MAX_IMAGE_PIXELS,
     DataSource,
     load_dataset_rows,
+    local_splits,
     resolve_source,
     rows_to_samples,
 )
@@ -219,6 +220,16 @@ def load_spec(path: str | Path) -> BenchmarkSpec:
     return spec.model_copy(update={"data": str(data)})
 
 
+def spec_split(spec: BenchmarkSpec) -> str:
+    """The split a spec reads: its own; else a local Parquet folder's one split, when it names exactly one; else
+    `test`."""
+    if spec.split:
+        return spec.split
+    path = Path(spec.data)
+    splits = local_splits(path) if spec.local and path.is_dir() else None
+    return splits[0] if splits and len(splits) == 1 else "test"
+
+
 def _problem(error: object) -> str:
     """One pydantic error as `field: what is wrong` (the spec's field names, not pydantic's)."""
     assert isinstance(error, dict)
@@ -258,6 +269,8 @@ class SpecBenchmark:
 
     def read_rows(self, source: DataSource) -> tuple[list[str], Iterator[HubRow]]:
         """The column names and rows of the data (`source.location`: the spec's data or `--data`)."""
+        if self.spec.local:  # image paths in the rows are relative to the data read, which `--data` may change
+            self._base = Path(source.location)
         if self.spec.format == "vlmevalkit-tsv":
             return read_tsv(Path(source.location))
         if self.spec.format == "jsonl":
@@ -487,8 +500,7 @@ class SpecCheck:
 def check_spec(spec: BenchmarkSpec, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> SpecCheck:
     """Read every row of the spec's data as a run would (images decoded, nothing stored), and count."""
     benchmark = SpecBenchmark(spec)
-    split = spec.split or "test"
-    source = resolve_source(spec.data, split, spec.subset, spec.revision)
+    source = resolve_source(spec.data, spec_split(spec), spec.subset, spec.revision)
     benchmark.check_data(source)
     columns, rows = benchmark.read_rows(source)
     samples = rows_to_samples(benchmark, rows, lambda encoded: ("", hashlib.sha256(encoded).hexdigest()),
