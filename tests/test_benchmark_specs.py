@@ -107,6 +107,16 @@ def test_not_yaml_and_a_missing_column_fail_before_any_model_loads(home: Path, t
     assert loaded_engines() == []
 
 
+def test_a_hub_spec_plans_its_pinned_revision(home: Path, tmp_path: Path) -> None:
+    """The hub format reads through the built-in benchmarks' code (no hub here: the plan is checked, not the rows)."""
+    spec = write_spec(tmp_path, name="hub-colours", data="org/colours", format="hub", revision="0123abcd",
+                      subset="en", split="validation", answer_kind="text", metric="exact_match")
+    plan = api.plan_run(config_from_mapping({"benchmark": str(spec), "home": str(home)}))
+    assert (plan.benchmark, plan.source.location, plan.source.revision, plan.source.config, plan.source.split) == \
+        ("hub-colours", "org/colours", "0123abcd", "en", "validation")
+    assert plan.source.fingerprint == "org/colours@0123abcd"
+
+
 def test_bad_rows_become_per_sample_errors_with_their_reasons(tmp_path: Path) -> None:
     bad = [["6", base64.b64encode(b"not an image " * 8).decode(), "q", "", *NAMES, "A", "warm"],
            ["7", "%%%not base64%%%" * 8, "q", "", *NAMES, "A", "warm"],
