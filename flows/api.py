@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # the run types only in signatures: `mai sql` and the other s
 
     from mai.config import RunConfig
     from mai.evals.base import ScoredSample
+    from mai.evals.spec import SpecCheck
     from mai.manifest import RunManifest
     from mai.plan import RunPlan
     from mai.scoring import PredictionLine
@@ -254,12 +255,12 @@ def quiet_library_progress_bars() -> None:
 
 
 def score(benchmark: str, prediction_lines: Iterable[str | bytes], profile: str | None = None) -> ScoreReport:
-    """Score JSONL lines (benchmark rows in the hub's column schema plus `prediction`) without a model. The
-    benchmark and profile are checked before the first line is read."""
-    from mai.evals.registry import get_benchmark
+    """Score JSONL lines (benchmark rows in the hub's column schema, or a spec's columns, plus `prediction`) without
+    a model; `benchmark` is a built-in's name or a spec file. The benchmark and profile are checked before the first line is read."""
+    from mai.evals.registry import benchmark_named
     from mai.scoring import check_profile, read_prediction_lines, score_outputs
 
-    chosen = get_benchmark(benchmark)
+    chosen = benchmark_named(benchmark)
     scorer_profile = check_profile(chosen, profile)
     lines = read_prediction_lines(chosen, prediction_lines)
     usable = [(line.sample, line.prediction) for line in lines if line.sample is not None]
@@ -286,6 +287,37 @@ def rescore(run_id: str, profile: str, home: str | Path | None = None) -> Rescor
     from mai.flows.rescore import mai_rescore
 
     return mai_rescore(run_id, profile, _root(home))
+
+
+# --- benchmarks ---------------------------------------------------------------------------------------------
+
+
+class BuiltInBenchmark(NamedTuple):
+    name: str
+    data: str            # the default hub id, or "generated"
+    split: str
+    agreement_rule: str
+    profiles: tuple[str, ...]
+
+
+def benchmarks() -> list[BuiltInBenchmark]:
+    """The built-in benchmarks: name, default data, split, agreement rule and scorer profiles."""
+    from mai.evals.registry import BENCHMARKS, get_benchmark
+
+    listed = []
+    for name, entry in BENCHMARKS.items():
+        benchmark = get_benchmark(name)
+        listed.append(BuiltInBenchmark(name, entry.hub_ids[0] if entry.hub_ids else "generated", entry.split,
+                                       benchmark.agreement_rule, benchmark.profiles))
+    return listed
+
+
+def check_benchmark(spec_file: str | Path) -> SpecCheck:
+    """Validate a benchmark spec and read its data as a run would (every row, images decoded), without a model and
+    without writing anything."""
+    from mai.evals.spec import check_spec, load_spec
+
+    return check_spec(load_spec(spec_file))
 
 
 # --- latency ------------------------------------------------------------------------------------------------
@@ -405,6 +437,15 @@ def build_demo(home: str | Path | None = None, rows: int | None = None, seed: in
     return build_demo_dataset(Home.at(home), n=rows or DEMO_ROWS, seed=seed or DEMO_SEED, force=force)
 
 
+def _store_with_specs(home: str | Path | None) -> Home:
+    """The store, with its spec benchmarks known by name in this process (the reports parse and score them)."""
+    from mai.storage.benchmark_specs import register_recorded_specs
+
+    store = Home.at(home)
+    register_recorded_specs(store)
+    return store
+
+
 def _root(home: str | Path | None) -> str | None:
     """The flows take the store root as a string (a Prefect parameter)."""
     return str(home) if home is not None else None
@@ -444,7 +485,7 @@ def compare(run_a: str, run_b: str, profile: str | None = None, resamples: int =
     """Run B against run A, paired per sample: each run's score, samples better / worse, exact McNemar (or sign)
     p-value, bootstrap 95 % interval of the difference, per category, tokens and estimated time."""
     from mai.dashboards.compare import compare_runs
-    return compare_runs(Home.at(home), run_a, run_b, profile, resamples, seed)
+    return compare_runs(_store_with_specs(home), run_a, run_b, profile, resamples, seed)
 
 
 def parity(run_a: str, run_b: str, home: str | Path | None = None, home_b: str | Path | None = None
@@ -464,7 +505,7 @@ def policies(benchmark: str | None = None, small_model: str | None = None, large
     ...), the Pareto frontier and APGR-style areas; a policy whose outputs are missing names the `mai run`
     command that stores them."""
     from mai.dashboards.policies import policy_labs
-    return policy_labs(Home.at(home), benchmark, small_model, large_model, dataset, profile, small_profile,
+    return policy_labs(_store_with_specs(home), benchmark, small_model, large_model, dataset, profile, small_profile,
                        large_profile)
 
 
@@ -477,7 +518,7 @@ def report(run_ids: list[str] | None = None, out: str | Path = "report.html", tr
     from mai.flows.output_file import checked_output, temp_beside
     if trace_samples < 1:
         raise ConfigError("--trace-samples must be at least 1")
-    store = Home.at(home)
+    store = _store_with_specs(home)
     target = checked_output(store, Path(out), ".html")
     try:
         built = build_report(store, run_ids, target, trace_samples, compare or [])

@@ -23,9 +23,27 @@ def store_locations(home: Home) -> StoreLocations:
 def prepare_run(config: RunConfig, home: Home, run_id: str | None = None) -> RunPlan:
     """Validate and resolve `config` on `home`; raises ConfigError (what to fix) before any model loads."""
     require_working_locks(home.locks)  # a store without working locks would compute identities twice: refused first
+    config = _with_recorded_spec(config, home)
     plan = build_plan(config, store_locations(home), run_id)
+    if config.benchmark_spec is not None:  # the store keeps what its spec benchmarks mean (for reports, rescore)
+        from mai.storage.benchmark_specs import record_spec
+
+        record_spec(home, config.benchmark_spec)
     if config.workers:
         from mai.flows.fanout import check_fanout  # imports Prefect: only a fanned-out run needs it here
 
         check_fanout()
     return plan
+
+
+def _with_recorded_spec(config: RunConfig, home: Home) -> RunConfig:
+    """`--benchmark NAME` of a spec benchmark this store has run (the policy lab's suggested commands name it so):
+    the spec the store recorded for it, as if its file had been given."""
+    from mai.evals.registry import BENCHMARKS
+
+    if config.benchmark_spec is not None or config.benchmark in BENCHMARKS:
+        return config
+    from mai.storage.benchmark_specs import recorded_spec
+
+    spec = recorded_spec(home, config.benchmark)
+    return config if spec is None else RunConfig(**{**config.model_dump(), "benchmark_spec": spec})

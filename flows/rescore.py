@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
+from mai.storage.benchmark_specs import register_recorded_specs
 from mai.storage.catalog import build_catalog
 from mai.storage.generations import read_texts
 from mai.storage.paths import Home
@@ -32,6 +33,7 @@ def mai_rescore(run_id: str, profile: str, home: str | None = None) -> Rescored:
     if not is_complete(root, run_id):
         raise ConfigError(f"no completed run '{run_id}' in {root.root} (see `mai sql \"SELECT run_id FROM runs\"`)")
     manifest = read_manifest(root, run_id)
+    register_recorded_specs(root)  # a spec benchmark's name means what its spec said (recorded in the store)
     benchmark = get_benchmark(str(manifest["config"]["benchmark"]))
     chosen = check_profile(benchmark, profile)
     samples = {s.sample_id: s for path in manifest["shard_paths"] for s in read_shard(root.root / path)}

@@ -15,6 +15,7 @@ from mai.backends.base import BACKENDS
 from mai.backends.untested_family import check_checkpoint_config
 from mai.errors import ConfigError
 from mai.evals.loading import DEFAULT_MAX_IMAGE_PIXELS
+from mai.evals.spec import NAME_PATTERN, BenchmarkSpec, is_spec_path, load_spec
 from mai.types import (
     PROMPT_KINDS,
     BackendName,
@@ -68,7 +69,14 @@ class RunConfig(BaseModel):
     # closed sets are enums in the JSON schema (Prefect's form shows dropdowns, its API refuses other values
     # when a run is created); in Python they stay strings checked by `prepare_run` with a ConfigError that says
     # what to fix
-    benchmark: str = Field("demo", json_schema_extra={"enum": list(get_args(BenchmarkName))})
+    # a built-in benchmark's name, a spec file's path (.yaml: read when the configuration is made, see
+    # `_spec_file`), or a spec benchmark's name with its `benchmark_spec`; the built-in names are the schema's examples
+    # (a free name is checked when the run is planned, before any model loads, saying what to choose)
+    benchmark: str = Field("demo", description="a built-in benchmark, or a benchmark spec file (path/to/bench.yaml)",
+                           json_schema_extra={"examples": list(get_args(BenchmarkName)),
+                                              "pattern": f"({NAME_PATTERN})|(\\.[yY][aA]?[mM][lL]$)"})
+    benchmark_spec: BenchmarkSpec | None = Field(None, description="the spec of a benchmark given as a spec file "
+                                                                   "(filled from the file; recorded with the run)")
     data: str | None = Field(None, description="local Parquet/save_to_disk copy or hub id; default per benchmark")
     split: str | None = None
     subset: str | None = Field(None, description="dataset config name (e.g. 'en' for MMBench)")
@@ -137,6 +145,28 @@ class RunConfig(BaseModel):
             data = {**data, "batch_sizes": {**default_batch_sizes(data), **(given_sizes or {})}}
         return data
 
+    @model_validator(mode="before")
+    @classmethod
+    def _spec_file(cls, data: Any) -> Any:
+        """`benchmark: path/to/bench.yaml` becomes the spec's name and content: a configuration carries its
+        benchmark's spec wherever it goes (a worker, a manifest), so nothing later reads the file again."""
+        if isinstance(data, dict) and isinstance(data.get("benchmark"), str) and is_spec_path(data["benchmark"]):
+            spec = load_spec(data["benchmark"])
+            data = {**data, "benchmark": spec.name, "benchmark_spec": spec}
+        return data
+
+    @model_validator(mode="after")
+    def _register_spec(self) -> RunConfig:
+        """A spec benchmark is known by its name in every process that holds this configuration."""
+        if self.benchmark_spec is not None:
+            if self.benchmark_spec.name != self.benchmark:
+                raise ValueError(f"benchmark '{self.benchmark}' and its spec's name '{self.benchmark_spec.name}' "
+                                 "differ: give the spec file as the benchmark")
+            from mai.evals.registry import register_spec
+
+            register_spec(self.benchmark_spec)
+        return self
+
     @field_validator("batch_sizes")
     @classmethod
     def _batch_kinds(cls, value: dict[str, int]) -> dict[str, int]:
@@ -175,12 +205,14 @@ class RunConfig(BaseModel):
         for field, default in _ADDED_FIELDS.items():  # at their defaults, fields added later keep older keys
             if payload.get(field) == default:
                 del payload[field]
+        if self.benchmark_spec is not None:  # the spec by its content, not where its file or data lie
+            payload["benchmark_spec"] = {**self.benchmark_spec.identity(), "metric": self.benchmark_spec.chosen_metric}
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
 # fields added after runs were stored, with their defaults: a run at the default has the key it had before
 _ADDED_FIELDS: dict[str, object] = {"max_image_pixels": DEFAULT_MAX_IMAGE_PIXELS, "max_prompt_tokens": None,
-                                    "min_new_tokens": {}}
+                                    "min_new_tokens": {}, "benchmark_spec": None}
 
 
 def default_budgets(values: Mapping[str, Any]) -> dict[str, int]:
@@ -347,6 +379,13 @@ def _hash_files(path: Path, files: list[Path]) -> str:
 
 
 def config_from_mapping(values: Mapping[str, Any]) -> RunConfig:
+    benchmark = values.get("benchmark")
+    spec = values.get("benchmark_spec")
+    if isinstance(benchmark, str) and is_spec_path(benchmark):
+        spec = load_spec(benchmark)  # here, so that a spec's ConfigError reaches the user as it is
+        values = {**values, "benchmark": spec.name, "benchmark_spec": spec}
+    elif spec is not None and (spec.get("name") if isinstance(spec, dict) else spec.name) != benchmark:
+        values = {**values, "benchmark_spec": None}  # another benchmark given over a spec one's defaults
     try:
         return RunConfig(**values)
     except ValueError as error:

@@ -34,6 +34,7 @@ from mai.errors import ConfigError
 from mai.evals.fingerprint_cache import FingerprintCache
 from mai.evals.loading import DataSource, resolve_source
 from mai.evals.registry import get_entry
+from mai.evals.spec import SpecBenchmark
 from mai.host import host_name
 from mai.identity import needs_backend
 from mai.types import Decoding, ModelSpec, PromptKind, Role, RunMode, StageName, StageSpec
@@ -171,8 +172,10 @@ def build_plan(config: RunConfig, store: StoreLocations, run_id: str | None = No
     roles: set[Role] = {stage.role for stage in stages}
     models = {role: _resolve_role(config, role, store.models) for role in sorted(roles)}
     source = resolve_source(_data_location(config, store, entry.hub_ids), config.split or entry.split,
-                            config.subset or entry.config, config.revision,
+                            config.subset or entry.config, config.revision or entry.revision,
                             FingerprintCache(store.fingerprints) if store.fingerprints else None)
+    if config.benchmark_spec is not None:
+        SpecBenchmark(config.benchmark_spec).check_data(source)
     check_transfer(config, models.get("large"))
     if config.backend == "vllm":
         from mai.backends.vllm_backend import check_setup  # the vLLM client's checks, only for vLLM runs

@@ -47,6 +47,11 @@ class Home:
         return self.root / "datasets"
 
     @property
+    def benchmark_specs(self) -> Path:
+        """The specs of the store's spec benchmarks (storage/benchmark_specs.py)."""
+        return self.root / "benchmarks"
+
+    @property
     def images(self) -> Path:
         return self.root / "images"
 

@@ -18,10 +18,10 @@ from mai.evals.loading import (
     DataSource,
     assign_shards,
     check_columns,
-    load_dataset_rows,
     rows_to_samples,
 )
 from mai.evals.registry import get_benchmark
+from mai.evals.spec import benchmark_rows
 from mai.identity import canonical_hash
 from mai.plan import RunPlan
 
@@ -47,7 +47,7 @@ def materialize_samples(home: str, benchmark: str, source: DataSource, n_shards:
     if done.exists():
         log.info("samples of %s (%s) already materialised in %s", bench.name, source.fingerprint, directory.name)
     else:
-        columns, rows = load_dataset_rows(source, image_columns=bench.image_columns)
+        columns, rows = benchmark_rows(bench, source)
         check_columns(bench, columns)
         limited = itertools.islice(rows, limit)
         samples = assign_shards(rows_to_samples(bench, limited, lambda b: store_image(root, b), max_image_pixels),

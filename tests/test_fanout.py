@@ -215,7 +215,7 @@ def test_a_partial_config_runs_the_deployments_configuration_with_that_change(wo
     assert manifest["counts"]["samples"] == 6
     # closed sets are enums of the deployment's schema: a bad value is refused when the run is created
     with pytest.raises(Exception, match="(?i)valid"):
-        run_deployment("mai-run/cascade-test", parameters={"config": {"benchmark": "mmlu"}}, timeout=0)
+        run_deployment("mai-run/cascade-test", parameters={"config": {"dtype": "float8"}}, timeout=0)
 
 
 def test_concurrent_runs_on_one_store_each_compute_only_their_own_identities(home: Path) -> None:

@@ -21,7 +21,7 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 from typing import TYPE_CHECKING
 
 from mai.flows.api import run as execute  # the name the training scripts (and tests) imported
-from mai.flows.cli import assets, latency, parity, report, runs, server, store
+from mai.flows.cli import assets, benchmarks, latency, parity, report, runs, server, store
 from mai.flows.cli.expected_failures import quiet_expected_failures
 from mai.flows.local_server import provide_api
 
@@ -46,7 +46,7 @@ def __getattr__(name: str) -> object:
 # `mai --help` lists the commands in this order (the order they were introduced), across the groups
 ORDER = ("demo", "run", "sql", "sweep", "speculative", "score", "rescore", "profile", "import-profile", "estimate",
          "build-models", "build-shapes", "build-demo", "serve", "regress", "baseline", "catalog", "compare",
-         "policies", "report", "parity", "server")
+         "policies", "report", "parity", "server", "benchmarks", "benchmark")
 
 
 # the commands whose work runs as Prefect flows (the others read the store, or serve, and need no Prefect API)
@@ -113,7 +113,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mai", description=__doc__)
     parser.add_argument("--home", default=None, help="store root (default: $MAI_HOME or ~/.mai)")
     commands = parser.add_subparsers(required=True, metavar="COMMAND", dest="command")
-    for group in (runs, store, latency, assets, report, parity, server):
+    for group in (runs, store, latency, assets, report, parity, server, benchmarks):
         group.register(commands)
     _in_order(commands)
     return parser
