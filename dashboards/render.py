@@ -9,6 +9,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
+import unicodedata
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -42,9 +44,13 @@ def _backend_lines(backend: BackendReport) -> list[str]:
 
 
 def format_rows(columns: list[str], rows: Sequence[tuple[object, ...]], style: str) -> str:
-    """`style` is table (aligned, with a row count), csv or json (a list of objects)."""
+    """`style` is table (aligned, with a row count; control characters shown escaped), csv or json (a list of
+    objects: a repeated column name gets a suffix, `x`, `x_1`, as DuckDB names them; NaN and infinities are null,
+    which JSON has no number for)."""
     if style == "json":
-        return json.dumps([dict(zip(columns, row)) for row in rows], indent=2, default=str)
+        names = unique_names(columns)
+        return json.dumps([{n: _json_value(v) for n, v in zip(names, row)} for row in rows], indent=2, default=str,
+                          allow_nan=False)
     if style == "csv":
         buffer = io.StringIO()
         writer = csv.writer(buffer)
@@ -52,13 +58,62 @@ def format_rows(columns: list[str], rows: Sequence[tuple[object, ...]], style: s
         writer.writerows(rows)
         return buffer.getvalue().rstrip("\n")
     cells = [[_cell(v) for v in row] for row in rows]
-    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)), "  ".join("-" * w for w in widths)]
+    heads = [_visible(c) for c in columns]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(heads)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(heads, widths)), "  ".join("-" * w for w in widths)]
     lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in cells]
     return "\n".join(lines + [f"({len(rows)} rows)"])
+
+
+def unique_names(columns: list[str]) -> list[str]:
+    """`columns` with each repeat renamed `name_1`, `name_2`, ... (skipping names the query already has), so a
+    JSON object keeps every column (`SELECT 1 AS x, 2 AS x`)."""
+    taken, names = set(columns), []
+    for name in columns:
+        if name in names:
+            suffix = 1
+            while f"{name}_{suffix}" in taken:
+                suffix += 1
+            name = f"{name}_{suffix}"
+            taken.add(name)
+        names.append(name)
+    return names
+
+
+def _json_value(value: object) -> object:
+    """NaN and +-Infinity as None (JSON has no such numbers; Python would write the bare words), inside lists
+    and structs too."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, (list, tuple)):
+        return [_json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _json_value(v) for k, v in value.items()}
+    return value
 
 
 def _cell(value: object) -> str:
     if isinstance(value, float):
         return f"{value:.4f}"
-    return "NULL" if value is None else str(value)
+    return "NULL" if value is None else _visible(str(value))
+
+
+# bidirectional overrides and isolates: they reorder what a terminal shows ("Trojan Source")
+_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def _visible(text: str) -> str:
+    """`text` with control characters written as escapes (`\\n`, `\\x1b`, `\\u202e`): a value from the store never
+    sends the terminal a sequence (ESC and OSC ones set titles, move the cursor, write links) and never breaks a
+    row over lines."""
+    if text.isprintable():
+        return text
+    return "".join(_escaped(char) if _is_control(char) else char for char in text)
+
+
+def _is_control(char: str) -> bool:
+    return unicodedata.category(char) == "Cc" or char in _BIDI_CONTROLS
+
+
+def _escaped(char: str) -> str:
+    return repr(char)[1:-1] if char not in "\"'" else char

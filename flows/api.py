@@ -391,8 +391,6 @@ def query(home: str | Path | None, sql: str, timeout_s: float | None = QUERY_TIM
     with a ConfigError after `timeout_s` seconds or past `memory_limit` (None: no limit)."""
     from mai.storage.catalog import QueryLimits
     from mai.storage.catalog import query as run_query
-    if timeout_s is not None and timeout_s <= 0:
-        raise ConfigError(f"the query timeout must be positive, got {timeout_s:g} s")
     return run_query(Home.at(home), sql, QueryLimits(timeout_s, memory_limit))
 
 

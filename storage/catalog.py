@@ -20,7 +20,9 @@ Queries are read-only over the store (`connect`, `query`), in two layers:
 from __future__ import annotations
 
 import hashlib
+import math
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -165,6 +167,23 @@ class QueryLimits:
 
     timeout_s: float | None = None
     memory_limit: str | None = None
+
+    def __post_init__(self) -> None:
+        """Only finite positive amounts: a NaN timeout compared false with everything (no limit at all), an
+        infinite or huge one overflowed the timer, and DuckDB reads a memory limit of -1GB or 'none' as no limit
+        and 0 as no memory."""
+        timeout = self.timeout_s
+        if timeout is not None and not (math.isfinite(timeout) and 0 < timeout <= MAX_QUERY_TIMEOUT_S):
+            raise ConfigError(f"the query timeout must be a number of seconds above 0 and at most "
+                              f"{MAX_QUERY_TIMEOUT_S:g} (a week), got {timeout:g}")
+        size = _MEMORY_SIZE.fullmatch(self.memory_limit) if self.memory_limit is not None else None
+        if self.memory_limit is not None and not (size and math.isfinite(float(size[1])) and float(size[1]) > 0):
+            raise ConfigError(f"memory limit '{self.memory_limit}' is not a size above 0 (such as 2GB, 512MB)")
+
+
+MAX_QUERY_TIMEOUT_S = 7 * 24 * 3600.0
+# a memory size as DuckDB reads one: a number (decimals and an exponent allowed) and a unit such as GB, MiB or none
+_MEMORY_SIZE = re.compile(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*")
 
 
 def connect(home: Home, limits: QueryLimits = QueryLimits()) -> duckdb.DuckDBPyConnection:
