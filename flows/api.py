@@ -517,10 +517,34 @@ def report(run_ids: list[str] | None = None, out: str | Path = "report.html", tr
     if trace_samples < 1:
         raise ConfigError("--trace-samples must be at least 1")
     store = _store_with_specs(home)
+    if str(out) == STDOUT:
+        return _report_to_stdout(store, run_ids, trace_samples, compare)
     target = checked_output(store, Path(out), ".html")
     try:
         built = build_report(store, run_ids, target, trace_samples, compare or [])
     finally:  # on every way out: written and renamed (nothing left), or failed (a full disk, Ctrl-C)
         temp_beside(target).unlink(missing_ok=True)
     return {"path": str(built.path), "bytes": built.bytes, "seconds": built.seconds, "runs": built.runs,
+            "sections": list(built.sections), "trace_samples": built.trace_samples}
+
+
+STDOUT = "-"  # `--out -`: the report goes to standard output (a file named '-' is `--out ./-`)
+
+
+def _report_to_stdout(store: Home, run_ids: list[str] | None, trace_samples: int,
+                      compare: list[str] | None) -> BuiltReport:
+    """The report written whole to a private temp file, then copied to standard output: nothing reaches stdout
+    unless the page was built."""
+    import shutil
+    import sys
+    import tempfile
+
+    from mai.dashboards.report import build_report
+    with tempfile.TemporaryDirectory(prefix="mai-report-") as scratch:
+        built = build_report(store, run_ids, Path(scratch) / "report.html", trace_samples, compare or [])
+        with built.path.open("rb") as page:
+            sys.stdout.flush()
+            shutil.copyfileobj(page, sys.stdout.buffer)
+            sys.stdout.buffer.flush()
+    return {"path": STDOUT, "bytes": built.bytes, "seconds": built.seconds, "runs": built.runs,
             "sections": list(built.sections), "trace_samples": built.trace_samples}

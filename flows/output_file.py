@@ -15,12 +15,15 @@ _MANAGED = ("store", "models", "datasets", "images", "locks", "prefect-results")
 
 
 def checked_output(home: Home, out: Path, suffix: str) -> Path:
-    """`out` (absolute) when writing it can harm nothing: an existing `out` must be a regular file (a directory, a
-    device such as /dev/full or /dev/null, a FIFO or a socket is refused, through a symbolic link too); inside the
+    """`out` (absolute) when writing it can harm nothing: a new path, or an existing regular file (a symbolic link,
+    /dev/stdout included, a directory, a device such as /dev/full or /dev/null, a FIFO or a socket is refused); inside the
     store root only a `suffix` file outside the store's own folders (a previous report, say), never the catalog
     or anything the pipeline reads. A ConfigError says what to change."""
     target = Path(out).expanduser().absolute()
-    if target.exists() or target.is_symlink():
+    if target.is_symlink():  # the report is renamed into place: that replaces the link itself, wherever it points
+        raise ConfigError(f"--out {out} is a symbolic link: name the file it points to, or write to stdout with "
+                          f"--out -")
+    if target.exists():
         try:
             mode = target.stat().st_mode
         except OSError as error:

@@ -111,9 +111,34 @@ def test_report_beside_the_store_and_a_full_disk(store: Home, tmp_path: Path) ->
     assert Path(written["path"]).stat().st_size > 1000
     api.report(out=store.root / "report.html", home=store.root)  # a previous report is replaced
     link = tmp_path / "full.html"
-    link.symlink_to("/dev/full")  # a link to a device is refused like the device
-    with pytest.raises(ConfigError, match="character device"):
+    link.symlink_to("/dev/full")  # a link to a device is refused, as every link is
+    with pytest.raises(ConfigError, match="symbolic link"):
         api.report(out=link, home=store.root)
+
+
+@pytest.mark.parametrize("points_to", ["/proc/self/fd/1", "/dev/stdout", "FILE", "MISSING"])
+def test_report_out_never_replaces_a_symbolic_link(store: Home, tmp_path: Path, points_to: str) -> None:
+    """A link to stdout's file (what /dev/stdout is), to a regular file or to nothing: renaming the report into
+    place would replace the link itself (rc 0, the link gone); each is refused and stays a link."""
+    (tmp_path / "file.html").write_text("kept")
+    target = {"FILE": str(tmp_path / "file.html"), "MISSING": str(tmp_path / "missing.html")}.get(points_to, points_to)
+    link = tmp_path / "link.html"
+    link.symlink_to(target)
+    with pytest.raises(ConfigError, match="symbolic link.*--out -"):
+        api.report(out=link, home=store.root)
+    assert link.is_symlink() and os.readlink(link) == target
+    assert (tmp_path / "file.html").read_text() == "kept" and not (tmp_path / "missing.html").exists()
+    with pytest.raises(ConfigError, match="symbolic link"):
+        api.report(out="/dev/stdout", home=store.root)
+
+
+def test_report_out_dash_writes_the_page_to_stdout_and_the_summary_to_stderr(
+        store: Home, tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["--home", str(store.root), "report", "--out", "-"]) == 0
+    out, err = capfd.readouterr()
+    assert out.startswith("<!DOCTYPE html>") and out.rstrip().endswith("</html>")
+    assert err.startswith("-: 1 runs") and not list(tmp_path.iterdir())  # no file named '-' or temp file
 
 
 def test_verify_reports_and_repair_removes_orphan_temp_files(store: Home) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from mai.flows import api
@@ -40,7 +41,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     report.add_argument("run_ids", nargs="*", metavar="RUN_ID",
                         help="runs to report (default: every completed run); two runs add a run-vs-run section")
     report.add_argument("--all", action="store_true", help="every completed run (the default without RUN_IDs)")
-    report.add_argument("--out", type=Path, default=Path("report.html"), help="output file (default report.html)")
+    report.add_argument("--out", type=Path, default=Path("report.html"),
+                        help="output file (default report.html; - writes the page to stdout and the summary to "
+                             "stderr)")
     report.add_argument("--compare", nargs=2, metavar=("RUN_A", "RUN_B"), default=[],
                         help="add the run-vs-run section (B against A); two RUN_IDs alone compare those")
     report.add_argument("--trace-samples", type=int, default=500,
@@ -79,9 +82,10 @@ def _report(args: argparse.Namespace) -> int:
         raise ConfigError("give RUN_IDs or --all, not both")
     built = api.report(args.run_ids or None, out=args.out, trace_samples=args.trace_samples, compare=args.compare,
                        home=args.home)
+    summary = sys.stderr if built["path"] == api.STDOUT else sys.stdout  # stdout then holds the page alone
     if args.json:
-        print(json.dumps(built, indent=2))
+        print(json.dumps(built, indent=2), file=summary)
         return 0
     print(f"{built['path']}: {built['runs']} runs, {built['bytes'] / 1e6:.1f} MB, built in {built['seconds']:.1f} s; "
-          f"sections {', '.join(built['sections'])}; trace browser holds {built['trace_samples']} samples")
+          f"sections {', '.join(built['sections'])}; trace browser holds {built['trace_samples']} samples", file=summary)
     return 0
