@@ -97,8 +97,11 @@ def _asset(name: str) -> str:
 
 
 def _script_json(text: str) -> str:
-    """JSON inside <script>: no '</' may close the element early."""
-    return text.replace("</", "<\\/")
+    """JSON inside <script> holds no `<`, `>` or `&` (each written as its \\u escape, the same string to JSON.parse):
+    the HTML tokenizer changes state inside a script element only at a `<`, so no store string (`</script>`, or
+    `<!--<script>`, after which `</script>` no longer ends the element) can end it early or swallow the page's
+    later scripts."""
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def render_page(home: Home, store: sections.Store, parts: list[Section], trace_json: str) -> str:
