@@ -3,11 +3,12 @@ any model runs, like a row that cannot be read (mai/evals/loading.py): its route
 samples run, and a re-run reports it the same way without trying it again.
 
 A prompt fits when, for every generating stage of the plan, on the stage's model:
-- its tokens (text and image tokens, as the model's processor counts them: mai/backends/prompt_length.py) are at
-  most `--max-prompt-tokens` (when set), and
-- those tokens, the upstream output the prompt carries (S2 and RT read the small model's reasoning: at most the R
-  budget) and the stage's own output budget fit the model's context (`max_position_embeddings` of its text config;
-  with the vLLM backend, also the `--max-model-len` of the servers it starts).
+- its tokens (text and image tokens, as the model's processor counts them: mai/backends/prompt_length.py) and the
+  upstream output it carries (S2 and RT read the small model's reasoning: at most the R budget) are at most
+  `--max-prompt-tokens` (when set), and
+- those tokens, that upstream output and the stage's own output budget fit the model's context
+  (`max_position_embeddings` of its text config; with the vLLM backend, also the `--max-model-len` of the servers it
+  starts).
 The upstream output is counted at its budget, not at what a model happens to write, so the decision is known before
 anything runs and is the same in every run of the configuration.
 
@@ -40,7 +41,7 @@ from mai.stages import build_request
 from mai.types import Sample, StageAnswer, StageSpec
 
 # bump when what is checked or how it is counted changes (a new key, so stores check their samples again)
-PROMPT_CHECK_VERSION = "1"
+PROMPT_CHECK_VERSION = "2"  # 2: the carried reasoning counts against --max-prompt-tokens
 # the upstream output of an S2 / RT prompt as the check builds it: empty, its tokens are added at their budget
 _NO_TEXT_YET = StageAnswer(gen_id="", text="", answer=None)
 
@@ -116,7 +117,8 @@ def prompt_refusal(plan: RunPlan, stage: StageSpec, benchmark: Benchmark, sample
     context, context_source = _context(plan, stage, counter)
     room = context - own - upstream
     configured = plan.config.max_prompt_tokens
-    limit = min(room, configured) if configured is not None else room
+    # the prompt as it runs carries the upstream output: it counts against the configured limit as against the context
+    limit = min(room, configured - upstream) if configured is not None else room
     request = build_request(stage, sample, benchmark, model, plan.decodings[stage.prompt_kind],
                             _NO_TEXT_YET if stage.upstream else None, plan.backend_ids.get(stage.role))
     size = counter.count(request.prompt, max(limit, 0))
@@ -125,9 +127,10 @@ def prompt_refusal(plan: RunPlan, stage: StageSpec, benchmark: Benchmark, sample
     tokens = (f"{size.tokens} tokens" if size.exact else
               f"at least {size.tokens} tokens ({len(request.prompt.text)} characters)")
     prompt = f"its {stage.prompt_kind} prompt for the {stage.role} model has {tokens}, image tokens included"
-    if configured is not None and size.tokens > configured:
-        return f"{prompt}, over --max-prompt-tokens {configured}"
     carried = f", the reasoning it reads (up to {upstream})" if upstream else ""
+    if configured is not None and size.tokens + upstream > configured:
+        with_reasoning = f" (with the reasoning it reads, up to {upstream}: {size.tokens + upstream})" if upstream else ""
+        return f"{prompt}{with_reasoning}, over --max-prompt-tokens {configured}"
     return (f"{prompt}; with its output budget ({own}){carried} that is over {context_source} of {context} tokens "
             "(shorten the budgets or use a model with a longer context)")
 

@@ -22,7 +22,8 @@ from mai.backends.model_family import context_length
 from mai.backends.prompt_length import PromptCounter
 from mai.backends.transformers_inputs import encode_prompts
 from mai.config import BUILTIN_MODELS, RunConfig, resolve_model
-from mai.types import ChatPrompt, Decoding, GenRequest
+from mai.plan import RunPlan
+from mai.types import ChatPrompt, Decoding, GenRequest, Sample, StageSpec
 from tests.test_flow_cascade import BUDGET
 from tests.test_hardening_rows import hostile_copy
 
@@ -174,3 +175,46 @@ def test_a_rerun_answered_from_the_store_refuses_the_same_prompts(home: Path, mo
     routes = {r["sample_id"]: r for r in read_routes(Home.at(home), limited["run_id"])}
     assert routes["demo-3"]["route"] == "ERROR" and "over --max-prompt-tokens 200" in (routes["demo-3"]["error"] or "")
     assert limited["counts"]["errors"] == 1
+
+
+def test_max_prompt_tokens_counts_the_reasoning_an_s2_or_rt_prompt_carries(home: Path) -> None:
+    """S2 and RT prompts carry the small model's reasoning (counted at the R budget, as against the context): a limit
+    that holds each prompt's own tokens but not the reasoning as well refuses the sample, naming the reasoning; a
+    limit that holds both lets it run. Decided from the plan: no model generates."""
+    from mai.flows.plan import prepare_run
+    from mai.storage.samples import read_shard
+    from mai.tasks.materialize import materialize_samples
+    from mai.tasks.prompt_limits import prompt_refusal, refused_samples, upstream_budget
+
+    from mai.backends.prompt_length import prompt_counter
+    from mai.evals.registry import get_benchmark
+    from mai.stages import build_request
+    from mai.types import StageAnswer
+
+    config = RunConfig(home=str(home), max_new_tokens=BUDGET, s2=True, shards=1)
+    plan = prepare_run(config, Home.at(home))
+    (shard,) = materialize_samples.fn(str(home), plan.benchmark, plan.source, 1, None)
+    samples, benchmark = read_shard(home / shard)[:3], get_benchmark(plan.benchmark)
+
+    def limited(tokens: int) -> RunPlan:
+        return plan.model_copy(update={"config": config.model_copy(update={"max_prompt_tokens": tokens})})
+
+    def own_tokens(stage: StageSpec, sample: Sample) -> int:  # the prompt with an empty reasoning in it
+        request = build_request(stage, sample, benchmark, plan.models[stage.role], plan.decodings[stage.prompt_kind],
+                                StageAnswer("", "", None) if stage.upstream else None, None)
+        return prompt_counter(plan.models[stage.role]).count(request.prompt, 10**9).tokens
+
+    carrying = [stage for stage in plan.stages if stage.generates and stage.upstream]
+    assert sorted(stage.prompt_kind for stage in carrying) == ["RT", "S2"]
+    for stage in carrying:
+        whole = own_tokens(stage, samples[0]) + upstream_budget(plan, stage)
+        assert upstream_budget(plan, stage) == BUDGET["R"]
+        assert prompt_refusal(limited(whole), stage, benchmark, samples[0]) is None
+        reason = prompt_refusal(limited(whole - 1), stage, benchmark, samples[0]) or ""
+        assert f"with the reasoning it reads, up to {BUDGET['R']}: {whole}), over --max-prompt-tokens {whole - 1}" \
+            in reason, reason
+    # a limit all of a sample's prompts fit by their own tokens: refused for the reasoning its S2 or RT prompt carries
+    for sample in samples:
+        longest = max(own_tokens(stage, sample) for stage in plan.stages if stage.generates)
+        refused = refused_samples(limited(longest), [sample])
+        assert list(refused) == [sample.sample_id] and "the reasoning it reads" in refused[sample.sample_id], refused
