@@ -74,8 +74,13 @@ def _over_listed(files: list[Path], schema: pa.Schema) -> str:
 
 def _glob_literal(path: str) -> str:
     """DuckDB expands `*`, `?` and `[` in every name given to read_parquet, a list of files included: each is
-    written as a one-character class, which matches only itself. (DuckDB's globbing has no escape for a
-    backslash: a path that holds a backslash and one of these characters cannot be read.)"""
+    written as a one-character class, which matches only itself. A path with a backslash is given as it is:
+    DuckDB's globbing splits a path at backslashes as at slashes (so no pattern names a file whose name holds
+    one, and an escaped name such as `jb\\[[]x` matches nothing), and when a pattern matches nothing DuckDB opens
+    the name as written, which is this file. (It could read another file only where the path with each backslash
+    read as a slash, globbed, names one: `jb/[x...` beside `jb\\[x`.)"""
+    if "\\" in path:
+        return path
     return "".join(f"[{char}]" if char in "*?[" else char for char in path)
 
 

@@ -23,7 +23,8 @@ from mai.errors import ConfigError
 
 RUN = ["run", "--limit", "6", "--max-new-tokens", "S=6", "--max-new-tokens", "R=12", "--max-new-tokens", "RT=6",
        "--max-new-tokens", "S2=6"]
-ODD_NAMES = ["store'b", "a[1]", "x*y?", "with space", "ünïcødé ☃", "semi;colon -- x", "[!q]{a,b}"]
+ODD_NAMES = ["store'b", "a[1]", "x*y?", "with space", "ünïcødé ☃", "semi;colon -- x", "[!q]{a,b}", "jb\\[x",
+             "back\\slash*[q]?"]
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +60,18 @@ def test_any_home_path_reads_the_same_store(store: Home, tmp_path: Path, name: s
         assert connection.execute("SELECT count(*) FROM routes").fetchall() == [(6,)]
     assert main(["--home", str(odd), "sql", "SELECT count(*) AS n FROM routes", "--format", "csv"]) == 0
     assert capsys.readouterr().out.splitlines() == ["n", "6"]
+
+
+def test_a_cached_run_under_a_home_with_a_backslash_and_a_bracket_completes(store: Home, tmp_path: Path) -> None:
+    """It stored its run and then failed building the catalog (exit 1): DuckDB reads a backslash as a separator."""
+    odd = Home.at(tmp_path / "jb\\[x" / "home")
+    for folder in ("store", "models", "datasets"):
+        shutil.copytree(store.root / folder, odd.root / folder, symlinks=True)
+    assert main(["--home", str(odd.root), *RUN]) == 0
+    plain = tmp_path / "catalog.duckdb"  # DuckDB opens no database file under a path with a backslash
+    shutil.copyfile(build_catalog(odd), plain)
+    with duckdb.connect(str(plain), read_only=True) as connection:
+        assert connection.execute("SELECT count(DISTINCT run_id) FROM routes").fetchall() == [(2,)]
 
 
 def test_sql_stops_at_its_timeout_and_memory_limit(store: Home, capsys: pytest.CaptureFixture[str]) -> None:
