@@ -5,15 +5,19 @@
 
 Each text is given as a model's output to every sample kind the benchmark has (multiple choice, open, yes/no,
 numeric ...), under every scorer profile: `parse_answer`, then `score` of what it parsed, then `agree` of that
-with the text less its last character. Prints a Markdown table (docs/benchmarks.md, "Chaos").
+with the text less its last character. Then pairs of different megabyte texts (two answers of random words, of random
+letters, a text and its reverse, ...): `agree` of the two texts and of what each parses to, and `score` of one
+against the other as the sample's reference. Prints a Markdown table (docs/benchmarks.md, "Chaos").
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 
 from mai.evals.registry import BENCHMARKS, get_benchmark
@@ -27,6 +31,28 @@ MEGABYTE = {
     "1e flood": "1e" * 500_000, "1,000, flood": "1,000," * 166_666, "long decimal": "0." + "1" * 999_998,
     "huge exponent": "1" * 999_999 + "e5", "#½": "#" + "½" * 500_000, "Answer: A": "Answer: A " * 100_000,
     "lone surrogates": "\ud800" * 1_000_000, "so flood": "so " * 333_333, "é": "é" * 1_000_000,
+}
+_RANDOM = random.Random(30)
+_WORDS = ["north", "america", "revenue", "2019", "the", "chart", "shows", "of", "in", "percent", "[[", "]]", "1,000"]
+
+
+def _words(n: int) -> str:
+    return " ".join(_RANDOM.choice(_WORDS) for _ in range(n // 4))[:n]
+
+
+def _letters(n: int, alphabet: str) -> str:
+    return "".join(_RANDOM.choice(alphabet) for _ in range(n))
+
+
+_PROSE = _words(900_000)
+# pairs of different megabyte answers: the edit distance between two such is quadratic (~10 s in full)
+DIFFERENT = {
+    "two texts of random words": (_PROSE, _words(900_000)),
+    "two texts of random letters": (_letters(1_000_000, "abcd "), _letters(1_000_000, "abcd ")),
+    "a text and its reverse": (_PROSE, _PROSE[::-1]),
+    "a text and its shift by one word": (_PROSE, _PROSE[6:] + _PROSE[:6]),
+    "a text and 1,000 edits of it": (_PROSE, "".join("Z" if i % 900 == 3 else c for i, c in enumerate(_PROSE))),
+    "digits and letters": ("1" * 1_000_000, _letters(1_000_000, "ab")),
 }
 # one row per kind of sample each benchmark has, in the hub's schema
 ROWS: dict[str, list[dict[str, object]]] = {
@@ -73,6 +99,18 @@ def slowest(name: str, repeats: int) -> tuple[float, str]:
                 calls = {"parse": partial(benchmark.parse_answer, text, sample, profile),
                          "score": partial(benchmark.score, parsed, sample, profile),
                          "agree": partial(benchmark.agree, parsed, text[:-1], sample)}
+                for kind, call in calls.items():
+                    seconds = min(cpu(call) for _ in range(repeats))
+                    if seconds > worst:
+                        worst, where = seconds, f"{label} ({kind})"
+    for label, (a, b) in DIFFERENT.items():
+        for sample in samples(name):
+            for profile in benchmark.profiles:
+                parsed_a, parsed_b = benchmark.parse_answer(a, sample, profile), benchmark.parse_answer(b, sample, profile)
+                against_b = replace(sample, answer=b, references=(b,))
+                calls = {"agree": partial(benchmark.agree, a, b, sample),
+                         "agree parsed": partial(benchmark.agree, parsed_a, parsed_b, sample),
+                         "score": partial(benchmark.score, a, against_b, profile)}
                 for kind, call in calls.items():
                     seconds = min(cpu(call) for _ in range(repeats))
                     if seconds > worst:

@@ -200,6 +200,29 @@ def test_anls_of_two_8k_answers_takes_milliseconds() -> None:
     assert levenshtein(a[:700], b[:700]) == reference_levenshtein(a[:700], b[:700])
 
 
+def test_agreement_and_anls_of_two_different_megabyte_answers_do_not_stall() -> None:
+    """Two different 900 KB answers: the exact distance is quadratic (~10 s per call); within the affordable band
+    (AFFORDABLE_DISTANCE_CELLS) they are apart, so ANLS 0 and no agreement, at once. A pair within the band keeps its
+    exact value."""
+    from mai.evals.common import AFFORDABLE_DISTANCE_CELLS
+    from mai.evals.registry import get_benchmark
+
+    rng = random.Random(2)
+    words = ["north", "america", "revenue", "2019", "the", "chart", "shows", "of", "in", "percent"]
+    a, b = (" ".join(rng.choice(words) for _ in range(150_000))[:900_000] for _ in range(2))
+    infovqa, sample = get_benchmark("infovqa"), None
+    started = time.process_time()
+    assert anls(a, (b,), "lmms-eval") == 0.0 and anls(a, (b,), "anls-paper") == 0.0
+    assert not infovqa.agree(a, b, sample)  # type: ignore[arg-type]  # agree reads no field of the sample
+    assert time.process_time() - started < 2.0  # CPU seconds; ~10 s per call when the whole distance was computed
+    edits = AFFORDABLE_DISTANCE_CELLS // len(a) // 2
+    near = "".join("Z" if i % (len(a) // edits) == 7 else char for i, char in enumerate(a))
+    distance = sum(x != y for x, y in zip(a, near))
+    assert levenshtein(a, near, cutoff=len(a) // 2) == distance
+    assert anls(near, (a,), "official") == pytest.approx(1 - distance / len(a))
+    assert infovqa.agree(a, near, sample)  # type: ignore[arg-type]
+
+
 _OLD_NUMBER_PATTERNS = (re.compile(r"-?\b\d{1,3}(?:,\d{3})+\b"), re.compile(r"-?\d+(?:\.\d+)?[eE][+-]?\d+"),
                         re.compile(r"-?(?:\d+\.\d+|\.\d+|\d+\b)(?![eE][+-]?\d+)(?![,\d])"))
 NUMBERY = st.text(st.sampled_from(list("0123456789119.,eE-+ ax_٣")), max_size=24)

@@ -69,12 +69,27 @@ def unparsed_rate(scored: list[ScoredSample]) -> list[Metric]:
     return [Metric("unparsed_rate", sum(s.parsed is None for s in scored) / len(scored), len(scored))]
 
 
+# The most cells (the longer text's length x the band of edits searched) one distance with a cutoff computes: the
+# exact distance is quadratic in the length, and rapidfuzz's banded bit-parallel algorithm takes about 0.03 s for
+# 5e8 cells on one core here (two different 900 KB answers in full: ~10 s). Within it every pair of texts up to
+# ~31,000 characters is exact, and longer pairs are exact up to 5e8 / length edits (500 for a megabyte).
+AFFORDABLE_DISTANCE_CELLS = 500_000_000
+
+
 def levenshtein(a: str, b: str, cutoff: int | None = None) -> int:
     """Unit-cost edit distance over code points (insert, delete, substitute), as the RRC script's pure-Python
     one; rapidfuzz computes the same number in C with a bit-parallel algorithm (an 8k x 8k pair: ~0.002 s
-    instead of ~20 s), so a huge model output cannot stall scoring. With `cutoff`, any distance above it is
-    returned as `cutoff + 1` (rapidfuzz then stops early, e.g. when the lengths alone differ by more)."""
-    return int(Levenshtein.distance(a, b, score_cutoff=cutoff))
+    instead of ~20 s). With `cutoff`, any distance above it is returned as `cutoff + 1` (rapidfuzz then stops
+    early, e.g. when the lengths alone differ by more), and so is a distance above what one call affords
+    (AFFORDABLE_DISTANCE_CELLS over the longer length: two megabyte texts more than 500 edits apart count as
+    apart), so that no pair of answers stalls scoring."""
+    if cutoff is None:
+        return int(Levenshtein.distance(a, b))
+    affordable = AFFORDABLE_DISTANCE_CELLS // max(len(a), len(b), 1)
+    # score_hint: rapidfuzz searches a band of 64 edits first and doubles it up to the cutoff, so a pair a few edits
+    # apart costs what those edits need, not what the cutoff allows
+    distance = int(Levenshtein.distance(a, b, score_cutoff=min(cutoff, affordable), score_hint=64))
+    return distance if distance <= min(cutoff, affordable) else cutoff + 1
 
 
 def anls(prediction: str, references: tuple[str, ...], profile: str, threshold: float = 0.5) -> float:
