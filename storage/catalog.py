@@ -21,13 +21,16 @@ from __future__ import annotations
 
 import hashlib
 import math
+import multiprocessing
 import os
+import pickle
 import re
 import shutil
 import tempfile
 import threading
 import uuid
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import duckdb
@@ -256,11 +259,24 @@ def _excerpt(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def query(home: Home, sql: str, limits: QueryLimits = QueryLimits()) -> tuple[list[str], list[tuple[object, ...]]]:
+def query(home: Home, sql: str, limits: QueryLimits = QueryLimits()) -> Rows:
     """(columns, rows) of the last statement; `sql` holds SELECT statements only (module docstring). An error
     DuckDB reports, such as a file outside the store, a missing column or a syntax error, is a ConfigError; so is
-    a query stopped by `limits`."""
+    a query stopped by `limits`. With a timeout the statements run in a worker process (`_in_worker`), so that the
+    timeout holds for any statement and a signal that stops the caller stops the query at once."""
     statements = read_only_statements(sql)
+    if limits.timeout_s is None:
+        return _answer(home, statements, limits)
+    return _in_worker(home, statements, limits)
+
+
+Rows = tuple[list[str], list[tuple[object, ...]]]
+# how long a worker may run past its timeout before it is killed: DuckDB checks for an interrupt between chunks of
+# work, and one huge function call (`length(repeat('x', 1500000000))`: 80 s, 2.9 GB) is one chunk
+WORKER_GRACE_S = 1.0
+
+
+def _answer(home: Home, statements: list[duckdb.Statement], limits: QueryLimits) -> Rows:
     with connect(home, limits) as connection:
         timer = threading.Timer(limits.timeout_s, connection.interrupt) if limits.timeout_s else None
         if timer is not None:
@@ -272,8 +288,7 @@ def query(home: Home, sql: str, limits: QueryLimits = QueryLimits()) -> tuple[li
             columns = [d[0] for d in cursor.description] if cursor.description else []
             return columns, cursor.fetchall()
         except duckdb.InterruptException as error:
-            raise ConfigError(f"the query was stopped after {limits.timeout_s:g} s (raise the limit with "
-                              f"--timeout)") from error
+            raise ConfigError(_stopped(limits)) from error
         except duckdb.OutOfMemoryException as error:
             raise ConfigError(f"the query needs more memory than its limit of {limits.memory_limit} (raise it "
                               f"with --memory-limit): {error}") from error
@@ -282,6 +297,69 @@ def query(home: Home, sql: str, limits: QueryLimits = QueryLimits()) -> tuple[li
         finally:
             if timer is not None:
                 timer.cancel()
+
+
+def _stopped(limits: QueryLimits) -> str:
+    return f"the query was stopped after {limits.timeout_s:g} s (raise the limit with --timeout)"
+
+
+def _in_worker(home: Home, statements: list[duckdb.Statement], limits: QueryLimits) -> Rows:
+    """`_answer` in a forked worker process (forked: it starts in milliseconds with DuckDB imported and the
+    statements parsed; nothing is pickled but the answer). The worker interrupts its own query at the timeout;
+    one that has not answered `WORKER_GRACE_S` later is killed, and so is one whose caller stops waiting (SIGTERM
+    raises in the waiting main thread, as does Ctrl-C). A worker whose caller dies ends by itself (its lifeline pipe
+    closes). The spill directory of a killed worker is removed here."""
+    context = multiprocessing.get_context("fork")
+    answers, answer_end = context.Pipe(duplex=False)
+    lifeline, lifeline_end = context.Pipe(duplex=False)
+    worker = context.Process(target=_worker, args=(home, statements, limits, answer_end, lifeline, lifeline_end),
+                             name="mai-sql-worker", daemon=True)
+    worker.start()
+    answer_end.close()
+    lifeline.close()
+    try:
+        kind, value = answers.recv() if answers.poll(limits.timeout_s + WORKER_GRACE_S) else ("error", _stopped(limits))
+    except EOFError:  # killed from outside (the kernel's OOM killer, say)
+        kind, value = "error", "the query's worker process ended without an answer (out of memory?)"
+    finally:
+        lifeline_end.close()
+        worker.join(WORKER_GRACE_S)
+        if worker.is_alive():
+            worker.kill()
+            worker.join()
+        answers.close()
+        _remove_spill(worker.pid)
+    if kind == "error":
+        raise ConfigError(str(value))
+    return value  # type: ignore[return-value]  # the worker sends (columns, rows) with "rows"
+
+
+def _worker(home: Home, statements: list[duckdb.Statement], limits: QueryLimits, answers: Connection,
+            lifeline: Connection, lifeline_end: Connection) -> None:
+    lifeline_end.close()  # the caller's end, inherited: only the caller may hold it open
+    threading.Thread(target=_exit_with_caller, args=(lifeline,), daemon=True).start()
+    try:
+        answer: tuple[str, object] = ("rows", _answer(home, statements, limits))
+    except ConfigError as error:
+        answer = ("error", str(error))
+    try:
+        answers.send(answer)
+    except (pickle.PicklingError, TypeError, AttributeError) as error:  # a value pickle cannot carry
+        answers.send(("error", f"the query's answer cannot be passed on: {type(error).__name__}: {error}"))
+
+
+def _exit_with_caller(lifeline: Connection) -> None:
+    """Wait until the caller closes its end of the lifeline (done with this worker, or dead), then exit."""
+    try:
+        lifeline.recv_bytes()
+    except (EOFError, OSError):
+        pass
+    os._exit(0)
+
+
+def _remove_spill(pid: int | None) -> None:
+    for spill in Path(tempfile.gettempdir()).glob(f"mai-sql-{pid}-*"):
+        shutil.rmtree(spill, ignore_errors=True)
 
 
 def final_generations(home: Home, run_id: str, scorer_profile: str) -> list[tuple[str, str, str, float]]:

@@ -5,6 +5,11 @@ an empty store (the views exist and are empty; DuckDB answers the SELECTs), real
 from __future__ import annotations
 
 import json
+import multiprocessing
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -50,3 +55,56 @@ def test_the_table_shows_control_characters_escaped(tmp_path: Path, capsys: pyte
     assert not any(char in out for char in "\x1b\x07\x9b\u202e")
     assert "\\x1b]0;owned\\x07\\x1b[2J\\x9bx\\ny\\u202eé" in out and "a\\x1b[31m" in out
     assert len(out.splitlines()) == 4  # header, rule, one row, count: the newline did not split the row
+
+
+def _children(pid: int) -> list[int]:
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def _gone(pid: int, within_s: float) -> bool:
+    """The process has ended (a zombie counts: it runs nothing, its parent has not reaped it yet)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_the_timeout_holds_for_one_huge_function_call(tmp_path: Path) -> None:
+    """DuckDB checks for an interrupt between chunks of work, and `repeat` of 400 million characters is one chunk
+    (~20 s, it was answered `stopped after 0.5 s` only when it ended): its worker process is killed a second after
+    the timeout, and its spill directory removed."""
+    started = time.monotonic()
+    with pytest.raises(ConfigError, match="stopped after 0.5 s"):
+        api.query(tmp_path, "SELECT length(repeat('x', 400000000))", timeout_s=0.5)
+    assert time.monotonic() - started < 8
+    assert not multiprocessing.active_children()
+    assert api.query(tmp_path, "SELECT 1", timeout_s=0.5)[1] == [(1,)]  # a short query still answers
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
+def test_a_signal_stops_a_running_query_at_once(tmp_path: Path, signum: int) -> None:
+    """SIGTERM ends `mai sql` and its query at once (exit status 143), not at the timeout; SIGKILL, which nothing
+    can handle, ends the query too (the worker process exits when its caller's end of the lifeline closes)."""
+    command = [sys.executable, "-m", "mai.flows.cli", "--home", str(tmp_path), "sql", "--timeout", "300",
+               "SELECT sum(a.range * b.range) FROM range(1000000) a, range(1000000) b"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not _children(process.pid) and time.monotonic() < deadline:  # the worker has started
+            time.sleep(0.05)
+        (worker,) = _children(process.pid)
+        time.sleep(0.5)  # the query is running
+        process.send_signal(signum)
+        _, err = process.communicate(timeout=10)
+    finally:
+        process.kill()
+    assert _gone(worker, within_s=5)
+    if signum == signal.SIGTERM:
+        assert process.returncode == 143 and "stopped by signal SIGTERM" in err, err
+    else:
+        assert process.returncode == -signal.SIGKILL
