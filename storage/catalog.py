@@ -267,7 +267,7 @@ def query(home: Home, sql: str, limits: QueryLimits = QueryLimits()) -> Rows:
     statements = read_only_statements(sql)
     if limits.timeout_s is None:
         return _answer(home, statements, limits)
-    return _in_worker(home, statements, limits)
+    return _in_worker(home, statements, limits, limits.timeout_s)
 
 
 Rows = tuple[list[str], list[tuple[object, ...]]]
@@ -303,7 +303,7 @@ def _stopped(limits: QueryLimits) -> str:
     return f"the query was stopped after {limits.timeout_s:g} s (raise the limit with --timeout)"
 
 
-def _in_worker(home: Home, statements: list[duckdb.Statement], limits: QueryLimits) -> Rows:
+def _in_worker(home: Home, statements: list[duckdb.Statement], limits: QueryLimits, timeout_s: float) -> Rows:
     """`_answer` in a forked worker process (forked: it starts in milliseconds with DuckDB imported and the
     statements parsed; nothing is pickled but the answer). The worker interrupts its own query at the timeout;
     one that has not answered `WORKER_GRACE_S` later is killed, and so is one whose caller stops waiting (SIGTERM
@@ -318,7 +318,7 @@ def _in_worker(home: Home, statements: list[duckdb.Statement], limits: QueryLimi
     answer_end.close()
     lifeline.close()
     try:
-        kind, value = answers.recv() if answers.poll(limits.timeout_s + WORKER_GRACE_S) else ("error", _stopped(limits))
+        kind, value = answers.recv() if answers.poll(timeout_s + WORKER_GRACE_S) else ("error", _stopped(limits))
     except EOFError:  # killed from outside (the kernel's OOM killer, say)
         kind, value = "error", "the query's worker process ended without an answer (out of memory?)"
     finally:

@@ -70,10 +70,11 @@ def unparsed_rate(scored: list[ScoredSample]) -> list[Metric]:
 
 
 # The most cells (the longer text's length x the band of edits searched) one distance with a cutoff computes: the
-# exact distance is quadratic in the length, and rapidfuzz's banded bit-parallel algorithm takes about 0.03 s for
-# 5e8 cells on one core here (two different 900 KB answers in full: ~10 s). Within it every pair of texts up to
-# ~31,000 characters is exact, and longer pairs are exact up to 5e8 / length edits (500 for a megabyte).
-AFFORDABLE_DISTANCE_CELLS = 500_000_000
+# exact distance is quadratic in the length, and rapidfuzz's banded bit-parallel algorithm takes about 0.02 s for
+# 2.5e8 cells on one core here (two different 900 KB answers in full: ~10 s). Within it every pair of texts up to
+# ~22,000 characters is exact (a reasoning budget of 1,024 tokens is ~4,000), and longer pairs are exact up to
+# 2.5e8 / length edits (250 for a megabyte).
+AFFORDABLE_DISTANCE_CELLS = 250_000_000
 
 
 def levenshtein(a: str, b: str, cutoff: int | None = None) -> int:
@@ -81,7 +82,7 @@ def levenshtein(a: str, b: str, cutoff: int | None = None) -> int:
     one; rapidfuzz computes the same number in C with a bit-parallel algorithm (an 8k x 8k pair: ~0.002 s
     instead of ~20 s). With `cutoff`, any distance above it is returned as `cutoff + 1` (rapidfuzz then stops
     early, e.g. when the lengths alone differ by more), and so is a distance above what one call affords
-    (AFFORDABLE_DISTANCE_CELLS over the longer length: two megabyte texts more than 500 edits apart count as
+    (AFFORDABLE_DISTANCE_CELLS over the longer length: two megabyte texts more than 250 edits apart count as
     apart), so that no pair of answers stalls scoring."""
     if cutoff is None:
         return int(Levenshtein.distance(a, b))
