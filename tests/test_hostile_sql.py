@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -74,14 +76,35 @@ def _gone(pid: int, within_s: float) -> bool:
     return False
 
 
-def test_the_timeout_holds_for_one_huge_function_call(tmp_path: Path) -> None:
-    """DuckDB checks for an interrupt between chunks of work, and `repeat` of 400 million characters is one chunk
-    (~20 s, it was answered `stopped after 0.5 s` only when it ended): its worker process is killed a second after
-    the timeout, and its spill directory removed."""
+def _release_after(fifo: Path, seconds: float) -> threading.Timer:
+    """Open the FIFO's writing end and close it after `seconds` (its reader then reads an empty file), if a reader
+    still waits on it."""
+    def release() -> None:
+        try:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:  # ENXIO: no reader any more
+            pass
+    timer = threading.Timer(seconds, release)
+    timer.start()
+    return timer
+
+
+def test_the_timeout_holds_for_a_statement_that_never_checks_for_an_interrupt(tmp_path: Path) -> None:
+    """DuckDB checks for an interrupt between chunks of work: a read blocked on a FIFO in the store (or one huge
+    function call, `length(repeat('x', 1500000000))`: 80 s under --timeout 2) never reaches a check. Its worker
+    process is killed a second after the timeout (the FIFO is released after 10 s, so without a worker the query
+    would answer then)."""
+    fifo = tmp_path / "store" / "pipe"
+    fifo.parent.mkdir()
+    os.mkfifo(fifo)
+    released = _release_after(fifo, 10)
     started = time.monotonic()
-    with pytest.raises(ConfigError, match="stopped after 0.5 s"):
-        api.query(tmp_path, "SELECT length(repeat('x', 400000000))", timeout_s=0.5)
-    assert time.monotonic() - started < 8
+    try:
+        with pytest.raises(ConfigError, match="stopped after 0.5 s"):
+            api.query(tmp_path, f"SELECT * FROM read_text('{fifo}')", timeout_s=0.5)
+        assert time.monotonic() - started < 8
+    finally:
+        released.cancel()
     assert not multiprocessing.active_children()
     assert api.query(tmp_path, "SELECT 1", timeout_s=0.5)[1] == [(1,)]  # a short query still answers
 
