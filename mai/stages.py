@@ -17,11 +17,11 @@ def build_request(
     model: ModelSpec,
     decoding: Decoding,
     upstream: StageAnswer | None,
-    backend: str | None = None,
+    backend: str | None,
 ) -> GenRequest:
-    """The identity covers the template, the question formatting, the model, the decoding, the sample
-    and the upstream generation (whose own identity determines its text), and outside float32 the backend and
-    its version (`backend`, required there)."""
+    """The identity covers the template, the question formatting, the model, the decoding, the sample,
+    the upstream generation (whose own identity determines its text) and the backend that computes it
+    (`backend`: engine, versions and image processor; required, mai.identity)."""
     if stage.upstream is not None and upstream is None:
         raise ValueError(f"stage {stage.name} of {sample.sample_id} needs its upstream {stage.upstream} output")
     style = benchmark.answer_style(sample)
@@ -54,6 +54,6 @@ def build_requests(
     model: ModelSpec,
     decoding: Decoding,
     upstream: Mapping[str, StageAnswer],
-    backend: str | None = None,
+    backend: str | None,
 ) -> list[GenRequest]:
     return [build_request(stage, s, benchmark, model, decoding, upstream.get(s.sample_id), backend) for s in samples]

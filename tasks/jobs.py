@@ -42,14 +42,14 @@ class StageJob(BaseModel):
         return ledger_key(self.plan.run_id, self.shard_path)
 
     def cache_key(self) -> str:
-        """Everything that determines the step's outputs and nothing that does not (run id, batch size, and in
-        float32 the backend: float32 greedy outputs are identical across them)."""
+        """Everything that determines the step's outputs and nothing that does not (run id, batch size). The
+        backend is part of it, as of every generation identity (mai.identity)."""
         model = self.plan.models[self.stage.role]
         transfer = ([self.plan.transfer_layer, self.plan.transfer_delta, self.plan.capture_layers]
                     if self.stage.name == "select_rt" else None)
         backend = self.plan.backend_ids.get(self.stage.role)
         return canonical_hash({
-            **({"backend": backend} if backend else {}),  # outside float32 only: float32 keys stay as they were
+            **({"backend": backend} if backend else {}),
             "home": self.plan.home,
             "benchmark": self.plan.benchmark,
             "mode": self.plan.mode,

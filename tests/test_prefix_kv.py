@@ -51,7 +51,8 @@ def _outputs(home: Path, samples: list[Sample], reuse: bool) -> dict[str, GenRes
         if not reuse:
             engine.prefixes.max_bytes = 0  # type: ignore[attr-defined]
         decoding = plan.decodings.get(stage.prompt_kind, plan.decodings["S"])
-        out = engine.generate(build_requests(stage, chosen, benchmark, model, decoding, upstream), batch_size)
+        out = engine.generate(build_requests(stage, chosen, benchmark, model, decoding, upstream,
+                                             plan.backend_ids[stage.role]), batch_size)
         results.update({r.gen_id: r for r in out})
         return out
 
@@ -94,14 +95,15 @@ def test_a_batch_too_large_for_the_store_is_not_kept(home: Path) -> None:
     model = plan.models["small"]
     engine = get_engine(model, "transformers")
     benchmark = get_benchmark(config.benchmark)
-    s_requests = build_requests(S_SMALL, samples, benchmark, model, plan.decodings["S"], {})
+    s_requests = build_requests(S_SMALL, samples, benchmark, model, plan.decodings["S"], {}, plan.backend_ids["small"])
     engine.generate(s_requests[:1], batch_size=1)
     one_prompt = engine.prefixes.bytes  # type: ignore[attr-defined]
     assert one_prompt > 0
     engine.prefixes.max_bytes = 3 * one_prompt  # type: ignore[attr-defined]
     engine.generate(s_requests[1:], batch_size=len(samples))  # 7 prompts at once: more than the store holds
     assert engine.prefixes.bytes == one_prompt  # type: ignore[attr-defined]
-    r_results = engine.generate(build_requests(R_SMALL, samples, benchmark, model, plan.decodings["R"], {}), 8)
+    r_results = engine.generate(build_requests(R_SMALL, samples, benchmark, model, plan.decodings["R"], {},
+                                               plan.backend_ids["small"]), 8)
     assert [bool(r.cached_prompt_tokens) for r in r_results] == [True] + [False] * (len(samples) - 1)
 
 

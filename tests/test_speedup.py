@@ -93,7 +93,8 @@ def test_order_and_batch_size_never_change_an_engines_outputs(home: Path) -> Non
     upstream = {s.sample_id: StageAnswer(gen_id=f"u{i}", text=" ".join(["there are two red shapes"] * (i % 7)),
                                          answer=None) for i, s in enumerate(samples)}
     model = plan.models["large"]
-    requests = build_requests(RT_LARGE, samples, benchmark, model, plan.decodings["RT"], upstream)
+    requests = build_requests(RT_LARGE, samples, benchmark, model, plan.decodings["RT"], upstream,
+                              plan.backend_ids["large"])
     assert len({len(r.prompt.text) for r in requests}) >= 5
     assert [r.gen_id for r in by_prompt_size(requests)] != [r.gen_id for r in requests]
     engine = get_engine(model, "transformers")

@@ -36,12 +36,15 @@ def _create(model: ModelSpec, backend: str, options: EngineOptions) -> Engine:
 
 
 def backend_identity(backend: str, model: ModelSpec, options: EngineOptions) -> str:
-    """The backend and its version as they enter a generation's identity outside float32 (mai.identity): in
-    bfloat16/float16 two backends, or two versions of one, give other outputs for the same request."""
+    """The backend as it enters every generation's identity (mai.identity): the engine and its version, and which
+    image processor turns images into pixels. transformers picks the torchvision one wherever torchvision is
+    installed (vLLM always has it) and the PIL one elsewhere; the two give pixels up to 0.017 apart, and a long
+    greedy output can follow them."""
     if backend == "transformers":
         from importlib import metadata
 
-        return f"transformers {metadata.version('transformers')} torch {metadata.version('torch')}"
+        return (f"transformers {metadata.version('transformers')} torch {metadata.version('torch')} "
+                f"images {in_process_image_processing()}")
     if backend == "vllm":
         from pathlib import Path
 
@@ -49,6 +52,14 @@ def backend_identity(backend: str, model: ModelSpec, options: EngineOptions) -> 
 
         return vllm_identity(model, options.url, options.env, Path(options.home or "."))
     raise ConfigError(f"unknown backend '{backend}': choose one of {BACKENDS}")
+
+
+def in_process_image_processing() -> str:
+    """'torchvision' or 'pil': the image processors transformers loads in this process (its own rule: torchvision
+    whenever it can be imported), found without importing either."""
+    from importlib.util import find_spec
+
+    return "torchvision" if find_spec("torchvision") is not None else "pil"
 
 
 def loaded_engines() -> list[Engine]:

@@ -259,14 +259,14 @@ def check_setup(roles_models: Mapping[Role, ModelSpec], urls: Mapping[str, str],
 
 
 def backend_identity(model: ModelSpec, url: str | None, env: str | None, home: Path) -> str:
-    """`vllm <version>` of the server that will answer for `model` (a given URL, a `mai serve` server, or one
-    started from the environment): part of every generation identity outside float32."""
+    """`vllm <version> images torchvision` for the server that will answer for `model` (a given URL, a `mai serve`
+    server, or one started from the environment): part of every generation identity. vLLM depends on torchvision,
+    and transformers then loads the torchvision image processors."""
     if url is None:
         registered = servers.lookup(home, model)
         url = registered.url if registered is not None else None
     version = servers.server_version(url) if url else servers.env_version(servers.require_env(env))
     if version is None:
-        raise ConfigError(f"cannot tell the vLLM version of {url or env} (GET /version): outside float32 it is part "
-                          "of every generation's identity, since backends and their versions give other outputs")
-    return f"vllm {version}"
-
+        raise ConfigError(f"cannot tell the vLLM version of {url or env} (GET /version): it is part of every "
+                          "generation's identity, since backends and their versions give other outputs")
+    return f"vllm {version} images torchvision"
