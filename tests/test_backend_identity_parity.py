@@ -52,6 +52,16 @@ def test_a_plan_carries_its_backend_and_image_processor_into_identities_and_cach
     assert job.cache_key() != other.cache_key()  # Prefect's task cache never hands one backend's outputs to another
 
 
+@pytest.mark.parametrize("model", ["mai-tiny-small", "mai-tiny-internvl-small"])
+def test_the_identity_names_the_image_processor_transformers_loads(assets_home: Path, model: str) -> None:
+    from transformers import AutoImageProcessor
+
+    from mai.backends.registry import in_process_image_processing
+
+    loaded = type(AutoImageProcessor.from_pretrained(assets_home / "models" / model)).__name__
+    assert loaded.endswith("Pil") == (in_process_image_processing() == "pil"), loaded
+
+
 def second_store(tmp_path: Path, assets_home: Path) -> Path:
     root = tmp_path / "home-b"
     shutil.copytree(assets_home / "models", root / "models")
