@@ -135,12 +135,16 @@ def _integer(value: object) -> int:
 
 
 def identical(home_a: Home, home_b: Home) -> tuple[int, int]:
+    """Outputs of store B equal to store A's for the same request. Paired by (sample, model, prompt kind): the two
+    backends' identities differ (each names its backend, mai.identity)."""
     import pyarrow.parquet as pq
 
-    def rows(home: Home) -> dict[str, tuple[str, tuple[int, ...]]]:
+    columns = ["sample_id", "model", "prompt_kind", "text", "output_token_ids"]
+
+    def rows(home: Home) -> dict[tuple[str, str, str], tuple[str, tuple[int, ...]]]:
         files = sorted(home.generations.glob("*/*/*.parquet"))
-        return {r["gen_id"]: (r["text"], tuple(r["output_token_ids"])) for f in files
-                for r in pq.read_table(f, columns=["gen_id", "text", "output_token_ids"]).to_pylist()}
+        return {(r["sample_id"], r["model"], r["prompt_kind"]): (r["text"], tuple(r["output_token_ids"]))
+                for f in files for r in pq.read_table(f, columns=columns).to_pylist()}
 
     a, b = rows(home_a), rows(home_b)
     return sum(1 for g in a if b.get(g) == a[g]), len(a)
