@@ -201,7 +201,8 @@ def test_max_prompt_tokens_counts_the_reasoning_an_s2_or_rt_prompt_carries(home:
 
     def own_tokens(stage: StageSpec, sample: Sample) -> int:  # the prompt with an empty reasoning in it
         request = build_request(stage, sample, benchmark, plan.models[stage.role], plan.decodings[stage.prompt_kind],
-                                StageAnswer("", "", None) if stage.upstream else None, None)
+                                StageAnswer("", "", None) if stage.upstream else None,
+                                plan.backend_ids.get(stage.role))
         return prompt_counter(plan.models[stage.role]).count(request.prompt, 10**9).tokens
 
     carrying = [stage for stage in plan.stages if stage.generates and stage.upstream]
