@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
-from mai.dashboards.charts import Section, Table, layout, num, short, subplots
+from mai.dashboards.charts import PALETTE, Section, Table, layout, num, short, subplots
+from mai.dashboards.groups import SampleSet
 from mai.dashboards.rows import AttentionPairRow, HeadCellRow, SweepRow, TopTokenRow
 from mai.dashboards.saved import load_saved
 from mai.dashboards.sections import Store
@@ -96,39 +97,87 @@ class _SparseRun:
     row: SweepRow
 
 
+@dataclass(frozen=True, order=True)
+class _SweepKey:
+    """A sweep's comparison group: its samples and its model pair."""
+
+    group: SampleSet
+    small_model: str
+    large_model: str
+
+
 def _table_9(store: Store, section: Section) -> None:
-    sweep = [r for r in fetch(store.home, SweepRow, load_saved("transfer_layer_sweep")) if r["run_id"] in store.run_ids]
-    sparse = [_SparseRun(f"{_sweep_name(r)}, delta {delta:g}", layer, r) for r in sweep if r["setting"] == "sparse RT"
-              and (layer := r["layer"]) is not None and (delta := r["delta"]) is not None]
-    if not sparse:
+    """Per sweep (sample set and model pair): the paper's grid, a column per transfer layer and one for full
+    transfer ("Full"), a score row and a tokens-transferred row per mode and delta; the full-transfer and large-S
+    baselines are runs of the sweep's own pair over its own samples, without S2."""
+    rows = fetch(store.home, SweepRow, load_saved("transfer_layer_sweep"))
+    runs = {r["run_id"]: r for r in store.all_runs}
+    sweeps: dict[_SweepKey, list[_SparseRun]] = defaultdict(list)
+    for r in rows:
+        run = runs.get(r["run_id"])
+        if (r["run_id"] in store.run_ids and r["setting"] == "sparse RT" and run is not None
+                and (layer := r["layer"]) is not None and (delta := r["delta"]) is not None):
+            key = _SweepKey(store.sample_sets[r["run_id"]], run["small_model"] or "", run["large_model"] or "")
+            sweeps[key].append(_SparseRun(f"{_sweep_name(r)}, delta {delta:g}", layer, r))
+    if not sweeps:
         section.notes.append(f"No sparse-RT run in this report: {SWEEP_COMMAND}.")
-    else:
-        fig = subplots(rows=1, cols=2, subplot_titles=("score by transfer layer", "tokens transferred"),
-                       horizontal_spacing=0.12)
-        for line in sorted({s.line for s in sparse}):
-            points = sorted((s for s in sparse if s.line == line), key=lambda s: s.layer)
-            layers = [s.layer for s in points]
-            fig.add_trace(go.Scatter(x=layers, y=[100 * s.row["value"] for s in points], mode="lines+markers",
-                                     name=line, legendgroup=line), row=1, col=1)
-            fig.add_trace(go.Scatter(x=layers, y=[s.row["mean_transferred_tokens"] for s in points],
-                                     mode="lines+markers", name=f"{line}: transferred", legendgroup=line,
-                                     showlegend=False), row=1, col=2)
-        layers = [s.layer for s in sparse]
-        for r in sweep:
-            if r["setting"] != "sparse RT":
-                fig.add_trace(go.Scatter(x=[min(layers), max(layers)], y=[100 * r["value"]] * 2, mode="lines",
-                                         line={"dash": "dash"}, name=f"{_baseline_name(r)} ({short(r['run_id'])})"),
-                              row=1, col=1)
-        fig.update_xaxes(title_text="transfer layer (0-based)", dtick=1)
-        fig.update_yaxes(title_text="score (%)", row=1, col=1)
-        fig.update_yaxes(title_text="mean tokens transferred", row=1, col=2)
-        section.figures.append(layout(fig, "Transfer-layer sweep"))
-    section.tables.append(Table(["setting", "layer", "delta", "mode", "RT samples", "reasoning tokens",
-                                 "transferred tokens", "share kept", "metric", "value %", "run"],
-                                [[r["setting"], r["layer"], r["delta"], r["mode"], r["rt_samples"],
-                                  num(r["mean_reasoning_tokens"]), num(r["mean_transferred_tokens"]),
-                                  num(r["mean_share_selected"]), r["metric"], f"{100 * r['value']:.1f}", r["run_id"]]
-                                 for r in sweep]))
+        return
+    for key, sparse in sorted(sweeps.items()):
+        def same(row: SweepRow, key: _SweepKey = key) -> bool:
+            run = runs[row["run_id"]]
+            return (store.sample_sets.get(row["run_id"]) == key.group and not run["s2"]
+                    and run["large_model"] == key.large_model
+                    and (row["setting"] == "large S" or run["small_model"] == key.small_model))
+        baselines: dict[tuple[str, str], SweepRow] = {(b["setting"], str(b["mode"])): b for b in rows
+                                                      if b["setting"] != "sparse RT" and same(b)}
+        _sweep_grid(section, key, sparse, baselines)
+
+
+def _sweep_grid(section: Section, key: _SweepKey, sparse: list[_SparseRun],
+                baselines: dict[tuple[str, str], SweepRow]) -> None:
+    title = f"{key.group.label}: {key.large_model} + {key.small_model} R"
+    layers = sorted({s.layer for s in sparse})
+    table = Table(["line", "quantity", *(f"L{layer}" for layer in layers), "Full"], [],
+                  f"{title}. Full: the same mode with full transfer (every reasoning token). Large S: " + (
+                      f"{100 * baselines[('large S', 'single')]['value']:.1f} % "
+                      f"({baselines[('large S', 'single')]['run_id']})" if ("large S", "single") in baselines
+                      else "not stored on these samples"), group=key.group.key)
+    fig = subplots(rows=1, cols=2, subplot_titles=("score by transfer layer", "tokens transferred"),
+                   horizontal_spacing=0.12)
+    for index, line in enumerate(sorted({s.line for s in sparse})):
+        colour = PALETTE[index % len(PALETTE)]
+        points = sorted((s for s in sparse if s.line == line), key=lambda s: s.layer)
+        by_layer = {s.layer: s.row for s in points}
+        full = baselines.get(("full RT", points[0].row["mode"]))
+        table.runs.extend(s.row["run_id"] for s in points)
+        if full is not None:
+            table.runs.append(full["run_id"])
+        table.rows.append([line, "score %", *(f"{100 * by_layer[layer]['value']:.1f}" if layer in by_layer
+                                               else None for layer in layers),
+                           f"{100 * full['value']:.1f}" if full else "not stored"])
+        table.rows.append([line, "tokens transferred", *(num(by_layer[layer]["mean_transferred_tokens"], 1)
+                                                         if layer in by_layer else None for layer in layers),
+                           num(full["mean_reasoning_tokens"], 1) if full else "not stored"])
+        fig.add_trace(go.Scatter(x=[s.layer for s in points], y=[100 * s.row["value"] for s in points],
+                                 mode="lines+markers", name=line, legendgroup=line, line={"color": colour},
+                                 marker={"color": colour}), row=1, col=1)
+        fig.add_trace(go.Scatter(x=[s.layer for s in points], y=[s.row["mean_transferred_tokens"] for s in points],
+                                 mode="lines+markers", name=f"{line}: transferred", legendgroup=line,
+                                 showlegend=False, line={"color": colour}, marker={"color": colour}), row=1, col=2)
+        if full is not None:
+            fig.add_trace(go.Scatter(x=[min(layers), max(layers)], y=[100 * full["value"]] * 2, mode="lines",
+                                     line={"dash": "dash", "color": colour}, legendgroup=line,
+                                     name=f"{_baseline_name(full)} ({short(full['run_id'])})"), row=1, col=1)
+    large_s = baselines.get(("large S", "single"))
+    if large_s is not None:
+        fig.add_trace(go.Scatter(x=[min(layers), max(layers)], y=[100 * large_s["value"]] * 2, mode="lines",
+                                 line={"dash": "dot", "color": "#6c757d"},
+                                 name=f"large S ({short(large_s['run_id'])})"), row=1, col=1)
+    fig.update_xaxes(title_text="transfer layer (0-based)", dtick=1)
+    fig.update_yaxes(title_text="score (%)", row=1, col=1)
+    fig.update_yaxes(title_text="mean tokens transferred", row=1, col=2)
+    section.figures.append(layout(fig, f"Transfer-layer sweep: {title}"))
+    section.tables.append(table)
 
 
 def _baseline_name(row: SweepRow) -> str:
