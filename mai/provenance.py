@@ -15,9 +15,9 @@ import os
 import platform
 import shlex
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
 
 from mai.host import host_name
 from mai.manifest import MachineRecord, ModelProvenance
@@ -27,9 +27,17 @@ from mai.types import ModelSpec
 UNKNOWN = "unknown"
 
 
-def checkpoint_config(model: ModelSpec) -> dict[str, Any] | None:
-    """The checkpoint's config.json: from the directory of a local model, from the local Hugging Face cache
-    for a hub id (never fetched: the run already checked the model when it was configured)."""
+@dataclass(frozen=True)
+class Architecture:
+    """What a checkpoint's config.json says it is."""
+
+    model_type: str | None
+    architectures: tuple[str, ...]
+
+
+def checkpoint_architecture(model: ModelSpec) -> Architecture | None:
+    """From the checkpoint's config.json: the directory of a local model, the local Hugging Face cache for a hub
+    id (never fetched: the run already checked the model when it was configured). None where none can be read."""
     if model.local:
         path: Path | None = Path(model.name_or_path) / "config.json"
     else:
@@ -39,28 +47,30 @@ def checkpoint_config(model: ModelSpec) -> dict[str, Any] | None:
                                        revision=None if model.revision == "main" else model.revision)
         path = Path(found) if isinstance(found, str) else None
     try:
-        loaded = json.loads(path.read_text(encoding="utf-8")) if path is not None else None
+        config = json.loads(path.read_text(encoding="utf-8")) if path is not None else None
     except (OSError, ValueError):
         return None
-    return loaded if isinstance(loaded, dict) else None
+    if not isinstance(config, dict):
+        return None
+    return Architecture(str(config.get("model_type") or "") or None,
+                        tuple(str(a) for a in config.get("architectures") or []))
 
 
-def family_of_config(config: dict[str, Any] | None) -> str:
+def family_of(architecture: Architecture | None) -> str:
     """The transformers backend's family for this config ('qwen-vl', 'internvl', 'untested'), or 'unknown'."""
-    if config is None:
+    if architecture is None:
         return UNKNOWN
-    from mai.backends.transformers_loading import family_of  # no torch: matching reads the config only
+    from mai.backends.transformers_loading import family_of as backend_family  # no torch: it reads the config
 
-    return family_of(SimpleNamespace(model_type=str(config.get("model_type") or ""))).name
+    return backend_family(SimpleNamespace(model_type=architecture.model_type or "")).name
 
 
 def model_provenance(model: ModelSpec) -> ModelProvenance:
-    config = checkpoint_config(model)
-    architectures = [str(a) for a in (config or {}).get("architectures") or []]
+    architecture = checkpoint_architecture(model)
     return {"name": model.identity_name, "name_or_path": model.name_or_path, "revision": model.revision,
-            "dtype": model.dtype, "family": family_of_config(config),
-            "model_type": str((config or {}).get("model_type") or "") or None,
-            "architecture": architectures[0] if architectures else None}
+            "dtype": model.dtype, "family": family_of(architecture),
+            "model_type": architecture.model_type if architecture else None,
+            "architecture": architecture.architectures[0] if architecture and architecture.architectures else None}
 
 
 def _cpu_name() -> str:
