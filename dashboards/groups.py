@@ -19,7 +19,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TypedDict
 
-from mai.dashboards.views import fetch
+from mai.dashboards.charts import Cell, Section, Table
+from mai.dashboards.paper_internvl import PaperTable, paper_value
+from mai.dashboards.views import fetch, run_models
 from mai.storage.paths import Home
 from mai.storage.schemas import RunRow
 
@@ -145,3 +147,42 @@ def elsewhere(all_runs: Iterable[RunRow], sample_sets: dict[str, SampleSet], gro
         return "not stored"
     run = others[-1]
     return f"not on these samples (run {run['run_id']}: n={sample_sets[run['run_id']].n})"
+
+
+# --- the grid of tables 6, 7 and 14 ------------------------------------------------------------------------------
+
+# a column per prompt, and E and R with S2 (the small model re-answering after its own explanation or reasoning:
+# the paper's E and R numbers for the small models are S2 numbers)
+SCORE_COLUMNS = (("S", False), ("E", False), ("E", True), ("R", False), ("R", True))
+
+
+def score_column(prompt: str, s2: bool) -> str:
+    return prompt + (" +S2" if s2 else "")
+
+
+def scores_grid(section: Section, group: SampleSet, singles: list[RunRow],
+                scored: Callable[[str], Scored | None], paper: PaperTable | None = None) -> None:
+    """A row per model, a column per prompt without and with S2 (the paper's tables 6, 7 and 14): the latest
+    single-model run of each in the group, with the paper's value beside the measured one without S2."""
+    cells: dict[str, dict[str, RunRow]] = defaultdict(dict)
+    for run in singles:  # oldest first: the latest run of a setting wins
+        cells[run_models(run)][score_column(run["single_prompt"] or "", run["s2"])] = run
+    if not cells:
+        return
+    columns = [score_column(p, s2) for p, s2 in SCORE_COLUMNS]
+    table = Table(["model", *columns], [], f"{group.label}: headline score %, 95 % interval, n" + (
+        "; the paper's value beside the measured one without S2" if paper else ""), group=group.key,
+        scored=tuple(columns))
+    for model, found in sorted(cells.items()):
+        row: list[Cell] = [model]
+        for prompt, s2 in SCORE_COLUMNS:
+            chosen = found.get(score_column(prompt, s2))
+            result = scored(chosen["run_id"]) if chosen else None
+            if chosen is None or result is None:
+                row.append(None)
+                continue
+            table.runs.append(chosen["run_id"])
+            reference = paper_value(paper, model, group.benchmark, prompt) if paper and not s2 else None
+            row.append(score_cell(result) + (f" (paper {reference:.1f})" if reference is not None else ""))
+        table.rows.append(row)
+    section.tables.append(table)

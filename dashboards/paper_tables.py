@@ -12,8 +12,16 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 
-from mai.dashboards.charts import Cell, Section, Table
-from mai.dashboards.groups import INTERNVL, SampleSet, elsewhere, latest, paired_cell, score_cell
+from mai.dashboards.charts import Section, Table
+from mai.dashboards.groups import (
+    INTERNVL,
+    SampleSet,
+    elsewhere,
+    latest,
+    paired_cell,
+    score_cell,
+    scores_grid,
+)
 from mai.dashboards.paper_internvl import (
     TABLE_13_TOKENS,
     TABLE_14_SCORES,
@@ -63,15 +71,6 @@ def _is_internvl(store: Store, model: str | None) -> bool:
     return store.family(model) == INTERNVL
 
 
-# the columns of tables 7 and 14: each prompt, and E and R with S2 (the small model re-answering after its own
-# explanation or reasoning: the paper's E and R numbers for the small models are S2 numbers)
-SCORE_COLUMNS = (("S", False), ("E", False), ("E", True), ("R", False), ("R", True))
-
-
-def _column(prompt: str, s2: bool) -> str:
-    return prompt + (" +S2" if s2 else "")
-
-
 def tokens_and_scores(store: Store) -> Section:
     section = Section("paper-tables", "Generated tokens and performance per model (tables 5, 7, 8, 13, 14)",
                       "Mean output tokens per model and prompt (S: simple, E: explain, R: reason) over the "
@@ -95,9 +94,9 @@ def tokens_and_scores(store: Store) -> Section:
         _tokens_table(table_13, group, ids, [t for t in tokens if _is_internvl(store, t["model"])],
                       TABLE_13_TOKENS)
         singles = [r for r in runs if r["mode"] == "single" and r["run_id"] in store.headline]
-        _scores_table(store, table_7, group, [r for r in singles if not _is_internvl(store, run_models(r))])
-        _scores_table(store, table_14, group, [r for r in singles if _is_internvl(store, run_models(r))],
-                      TABLE_14_SCORES)
+        scores_grid(table_7, group, [r for r in singles if not _is_internvl(store, run_models(r))], store.scored)
+        scores_grid(table_14, group, [r for r in singles if _is_internvl(store, run_models(r))], store.scored,
+                    TABLE_14_SCORES)
         _transfer_table(store, table_8, group, runs)
     for part, missing in ((table_5, ""), (table_13, INTERNVL_COMMAND), (table_7, ""), (table_14, INTERNVL_COMMAND)):
         if not part.tables:
@@ -134,33 +133,6 @@ def _tokens_table(section: Section, group: SampleSet, run_ids: list[str], tokens
                                                           for m, c in sorted(rows.items())],
                                     f"{group.label}: mean output tokens (n generations)", group=group.key,
                                     runs=list(run_ids)))
-
-
-def _scores_table(store: Store, section: Section, group: SampleSet, singles: list[RunRow],
-                  paper: PaperTable | None = None) -> None:
-    """A row per model, a column per prompt without and with S2: the latest run of each in the group."""
-    cells: dict[str, dict[str, RunRow]] = defaultdict(dict)
-    for run in singles:  # oldest first: the latest run of a setting wins
-        cells[run_models(run)][_column(run["single_prompt"] or "", run["s2"])] = run
-    if not cells:
-        return
-    columns = [_column(p, s2) for p, s2 in SCORE_COLUMNS]
-    table = Table(["model", *columns], [], f"{group.label}: headline score %, 95 % interval, n" + (
-        "; the paper's value beside the measured one without S2" if paper else ""), group=group.key,
-        scored=tuple(columns))
-    for model, found in sorted(cells.items()):
-        row: list[Cell] = [model]
-        for prompt, s2 in SCORE_COLUMNS:
-            chosen = found.get(_column(prompt, s2))
-            scored = store.scored(chosen["run_id"]) if chosen else None
-            if chosen is None or scored is None:
-                row.append(None)
-                continue
-            table.runs.append(chosen["run_id"])
-            reference = paper_value(paper, model, group.benchmark, prompt) if paper and not s2 else None
-            row.append(score_cell(scored) + (f" (paper {reference:.1f})" if reference is not None else ""))
-        table.rows.append(row)
-    section.tables.append(table)
 
 
 def _transfer_table(store: Store, section: Section, group: SampleSet, runs: list[RunRow]) -> None:

@@ -25,6 +25,7 @@ from mai.dashboards.groups import (
     paired_cell,
     read_sample_sets,
     score_cell,
+    scores_grid,
 )
 from mai.dashboards.outputs import OUTPUT_KINDS, OutputKind
 from mai.dashboards.rows import (
@@ -217,6 +218,10 @@ def s2_toggle(store: Store) -> Section:
                                                    "after its own reasoning"),
                 "cascade": section.child("table-15", "Table 15 · S2 in the cascade: MV2 and RT counts without "
                                                      "and with S2")}
+    for group, runs in store.groups().items():  # table 6 in the paper's layout: models x S, E, E+S2, R, R+S2
+        singles = [r for r in runs if r["mode"] == "single" and r["run_id"] in store.headline]
+        if any(r["s2"] for r in singles):
+            scores_grid(children["single"], group, singles, store.scored)
     for mode, part in children.items():
         mine = [p for p in pairs if (p["mode"] == "single") == (mode == "single")]
         if not mine:

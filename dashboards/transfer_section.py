@@ -17,10 +17,18 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 from mai.dashboards.charts import PALETTE, Section, Table, layout, num, short, subplots
 from mai.dashboards.groups import SampleSet
-from mai.dashboards.rows import AttentionPairRow, HeadCellRow, SweepRow, TopTokenRow
+from mai.dashboards.rows import (
+    AttentionPairRow,
+    ExampleSampleRow,
+    ExampleWeightsRow,
+    HeadCellRow,
+    SweepRow,
+)
 from mai.dashboards.saved import load_saved
 from mai.dashboards.sections import Store
 from mai.dashboards.views import FULL_RT, fetch
+
+from mai.transfer import tokens_to_reach
 
 # the captures the runs used (through their selections) or wrote
 RUN_CAPTURES = """
@@ -47,21 +55,22 @@ PER_HEAD = f"""
     SELECT model, reasoning_model, layer, head, avg(attention) AS attention, avg(share) AS share_for_80
     FROM heads GROUP BY ALL ORDER BY model, reasoning_model, layer, head
 """
-TOP_TOKENS = f"""
-    WITH tokens AS (
-        SELECT model, reasoning_model, layer, unnest(token_texts) AS token, unnest(weights) AS weight
-        FROM ({RUN_CAPTURES})
-    ), per_token AS (
-        SELECT model, reasoning_model, layer, token, sum(weight) AS attention FROM tokens GROUP BY ALL
-    ), ranked AS (
-        SELECT model, reasoning_model, layer, token,
-               attention / sum(attention) OVER (PARTITION BY model, reasoning_model, layer) AS share,
-               row_number() OVER (PARTITION BY model, reasoning_model, layer ORDER BY attention DESC, token) AS rank
-        FROM per_token
-    )
-    SELECT model || ' + ' || reasoning_model || ' R' AS model, layer, rank, token, share
-    FROM ranked WHERE rank <= 10 ORDER BY model, layer, rank
+# table 16's example: per pair, the first sample (by id) captured at every layer the pair has, as the paper shows
+# one sample's reasoning
+EXAMPLE_SAMPLE = f"""
+    WITH captured AS (SELECT model || ' + ' || reasoning_model || ' R' AS pair, sample_id, layer
+                      FROM ({RUN_CAPTURES})),
+         layers AS (SELECT pair, count(DISTINCT layer) AS n FROM captured GROUP BY pair)
+    SELECT c.pair, min(c.sample_id) AS sample_id FROM (
+        SELECT pair, sample_id, count(DISTINCT layer) AS n FROM captured GROUP BY ALL) c
+    JOIN layers l ON l.pair = c.pair AND l.n = c.n GROUP BY c.pair ORDER BY c.pair
 """
+EXAMPLE_WEIGHTS = f"""
+    SELECT model || ' + ' || reasoning_model || ' R' AS pair, layer, sample_id, any_value(weights) AS weights,
+           any_value(token_texts) AS token_texts
+    FROM ({RUN_CAPTURES}) WHERE list_contains(?, sample_id) GROUP BY ALL ORDER BY pair, layer
+"""
+TOP_RANKS = 15  # the paper's table 16 lists the 1st to the 15th token
 SWEEP_COMMAND = ("<code>mai sweep --layers 0,1,2</code> stores a cascade-mode sweep, "
                  "<code>mai sweep --mode full_rt --layers 0,1,2</code> a Full-RT one")
 
@@ -81,8 +90,12 @@ def transfer(store: Store) -> Section:
               lambda h: h["attention"], "attention on reasoning")
     _heatmaps(section.child("figure-5", "Figure 5 · Head-wise sparsity within the reasoning across layers"), heads,
               lambda h: h["share_for_80"], "share of tokens for 80 %")
-    top = fetch(store.home, TopTokenRow, TOP_TOKENS, [runs, runs]) if per_layer else []
-    _table_16(section.child("table-16", "Table 16 · Most attended reasoning tokens per layer"), top, per_layer)
+    examples = fetch(store.home, ExampleSampleRow, EXAMPLE_SAMPLE, [runs, runs]) if per_layer else []
+    weights = fetch(store.home, ExampleWeightsRow, EXAMPLE_WEIGHTS,
+                    [runs, runs, [e["sample_id"] for e in examples]]) if examples else []
+    chosen = {(e["pair"], e["sample_id"]) for e in examples}
+    _table_16(section.child("table-16", "Table 16 · Most attended reasoning tokens per layer"),
+              [w for w in weights if (w["pair"], w["sample_id"]) in chosen])
     return section
 
 
@@ -137,11 +150,13 @@ def _sweep_grid(section: Section, key: _SweepKey, sparse: list[_SparseRun],
                 baselines: dict[tuple[str, str], SweepRow]) -> None:
     title = f"{key.group.label}: {key.large_model} + {key.small_model} R"
     layers = sorted({s.layer for s in sparse})
-    table = Table(["line", "quantity", *(f"L{layer}" for layer in layers), "Full"], [],
-                  f"{title}. Full: the same mode with full transfer (every reasoning token). Large S: " + (
-                      f"{100 * baselines[('large S', 'single')]['value']:.1f} % "
-                      f"({baselines[('large S', 'single')]['run_id']})" if ("large S", "single") in baselines
-                      else "not stored on these samples"), group=key.group.key)
+    large_s = baselines.get(("large S", "single"))
+    table = Table(["line", "quantity", "large S", *(f"L{layer}" for layer in layers), "Full"], [],
+                  f"{title}. Large S: the large model's own short answer; Full: the same mode with full transfer "
+                  "(every reasoning token).", group=key.group.key)
+    if large_s is not None:
+        table.runs.append(large_s["run_id"])
+    large_s_score = f"{100 * large_s['value']:.1f}" if large_s else "not stored on these samples"
     fig = subplots(rows=1, cols=2, subplot_titles=("score by transfer layer", "tokens transferred"),
                    horizontal_spacing=0.12)
     for index, line in enumerate(sorted({s.line for s in sparse})):
@@ -152,12 +167,12 @@ def _sweep_grid(section: Section, key: _SweepKey, sparse: list[_SparseRun],
         table.runs.extend(s.row["run_id"] for s in points)
         if full is not None:
             table.runs.append(full["run_id"])
-        table.rows.append([line, "score %", *(f"{100 * by_layer[layer]['value']:.1f}" if layer in by_layer
-                                               else None for layer in layers),
-                           f"{100 * full['value']:.1f}" if full else "not stored"])
-        table.rows.append([line, "tokens transferred", *(num(by_layer[layer]["mean_transferred_tokens"], 1)
-                                                         if layer in by_layer else None for layer in layers),
-                           num(full["mean_reasoning_tokens"], 1) if full else "not stored"])
+        table.rows.append([line, f"{points[0].row['metric']} %", large_s_score,
+                           *(f"{100 * by_layer[layer]['value']:.1f}" if layer in by_layer else None
+                             for layer in layers), f"{100 * full['value']:.1f}" if full else "not stored"])
+        table.rows.append([line, "mean tokens transferred", None,
+                           *(num(by_layer[layer]["mean_transferred_tokens"], 1) if layer in by_layer else None
+                             for layer in layers), num(full["mean_reasoning_tokens"], 1) if full else "not stored"])
         fig.add_trace(go.Scatter(x=[s.layer for s in points], y=[100 * s.row["value"] for s in points],
                                  mode="lines+markers", name=line, legendgroup=line, line={"color": colour},
                                  marker={"color": colour}), row=1, col=1)
@@ -168,7 +183,6 @@ def _sweep_grid(section: Section, key: _SweepKey, sparse: list[_SparseRun],
             fig.add_trace(go.Scatter(x=[min(layers), max(layers)], y=[100 * full["value"]] * 2, mode="lines",
                                      line={"dash": "dash", "color": colour}, legendgroup=line,
                                      name=f"{_baseline_name(full)} ({short(full['run_id'])})"), row=1, col=1)
-    large_s = baselines.get(("large S", "single"))
     if large_s is not None:
         fig.add_trace(go.Scatter(x=[min(layers), max(layers)], y=[100 * large_s["value"]] * 2, mode="lines",
                                  line={"dash": "dot", "color": "#6c757d"},
@@ -232,34 +246,44 @@ def _heatmaps(section: Section, heads: list[HeadCellRow], value: Callable[[HeadC
         layers = sorted({layer for _, layer in cells})
         head_ids = sorted({head for head, _ in cells})
         z = [[cells.get((head, layer), math.nan) for layer in layers] for head in head_ids]
-        fig.add_trace(go.Heatmap(x=layers, y=head_ids, z=z, coloraxis="coloraxis", name=pair,
-                                 hovertemplate="layer %{x}, head %{y}: %{z:.3f}<extra></extra>"), row=1, col=index)
-    fig.update_xaxes(title_text="layer (0-based)", dtick=1)
+        # one column per captured layer, labelled by its index: numeric x would draw layers 1, 3, 5 as blocks
+        # spanning 0-6, as if layers 0, 2, 4 and 6 were measured too
+        fig.add_trace(go.Heatmap(x=[f"L{layer}" for layer in layers], y=head_ids, z=z, coloraxis="coloraxis",
+                                 name=pair, hovertemplate="layer %{x}, head %{y}: %{z:.3f}<extra></extra>"),
+                      row=1, col=index)
+    fig.update_xaxes(title_text="captured layer (0-based)", type="category")
     fig.update_yaxes(title_text="head", dtick=1, row=1, col=1)
     section.figures.append(layout(fig, f"{label}, per head and layer", coloraxis={"colorbar": {"title": label}}))
 
 
-def _table_16(section: Section, top: list[TopTokenRow], per_layer: list[AttentionPairRow]) -> None:
-    """As the paper lays it out: a row per layer and model pair, its share of tokens for 80 % and the ranked
-    tokens with their share of the layer's attention on the reasoning."""
-    if not top:
+def _table_16(section: Section, captures: list[ExampleWeightsRow]) -> None:
+    """As the paper lays it out, over one sample's reasoning per model pair: a row per layer and pair, the share
+    (and number) of reasoning tokens that hold 80 % of the head-averaged attention, which is what sparse RT
+    selects at delta 0.8 (`mai.transfer.select_indices`), and the 15 top-ranked tokens with their share."""
+    if not captures:
         section.notes.append(f"No attention captured for this report's runs ({SWEEP_COMMAND}).")
         return
-    sparsity = {(_pair(r), r["layer"]): r for r in per_layer}
-    ranked: dict[tuple[int, str], list[TopTokenRow]] = defaultdict(list)
-    for r in top:
-        ranked[(r["layer"], r["model"])].append(r)
-    ranks = max(len(v) for v in ranked.values())
-    table = Table(["layer", "large + reasoning", "N-tok (80 %)", *(f"#{i}" for i in range(1, ranks + 1))], [],
+    table = Table(["layer", "large + reasoning", "sample", "N-tok (80 %)", *(_ordinal(i) for i in
+                                                                            range(1, TOP_RANKS + 1))], [],
                   wrap=("large + reasoning",))
-    for (layer, pair), tokens in sorted(ranked.items()):
-        own = sparsity.get((pair, layer))
-        share = (f"{100 * own['share_for_80']:.1f} % ({own['reasoning_tokens'] * own['share_for_80']:.0f})"
-                 if own else None)
-        table.rows.append([f"L{layer}", pair, share, *(_token(t) for t in sorted(tokens, key=lambda t: t["rank"]))])
+    for capture in sorted(captures, key=lambda c: (c["layer"], c["pair"])):
+        weights, total = capture["weights"], sum(capture["weights"])
+        kept = tokens_to_reach(weights, 0.8)
+        share = f"{100 * kept / len(weights):.1f} % ({kept})" if weights else None
+        order = sorted(range(len(weights)), key=lambda i: (-weights[i], i))[:TOP_RANKS]
+        table.rows.append([f"L{capture['layer']}", capture["pair"], capture["sample_id"], share,
+                           *(_token(capture["token_texts"][i], weights[i] / total if total else 0.0)
+                             for i in order), *[None] * (TOP_RANKS - len(order))])
     section.tables.append(table)
+    section.notes.append("One sample per model pair (the first captured at every layer), as the paper shows one; "
+                         "each token's weight is averaged over the heads before ranking, as in the paper and as "
+                         "sparse RT selects.")
 
 
-def _token(row: TopTokenRow) -> str:
+def _ordinal(n: int) -> str:
+    return f"{n}" + ({1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th") if n not in (11, 12, 13) else "th")
+
+
+def _token(text: str, share: float) -> str:
     """A ranked token and its share; blank tokens (spaces, newlines) as their repr."""
-    return f"{row['token'].strip() or repr(row['token'])} {100 * row['share']:.1f}%"
+    return f"{text.strip() or repr(text)} {100 * share:.1f}%"

@@ -116,7 +116,21 @@ def test_no_table_mixes_groups_and_every_score_cell_states_n(store: tuple[Path, 
     assert runs["cascade"] in table_9["runs"]  # a cascade-mode sweep's "Full": the cascade with full transfer
     for other in ("full_rt_b", "cascade_b", "cascade_s2"):
         assert runs[other] not in table_9["runs"], other
-    assert table_9["head"][-1] == "Full"
+    assert table_9["head"][-1] == "Full" and table_9["head"][2] == "large S" and runs["large_s"] in table_9["runs"]
+    # table 16: the paper's 15 ranks, and its N-tok (80 %) is what sparse RT selected for that sample
+    part = section(page, "table-16")
+    assert "<th>15th</th>" in part
+    sample, kept = re.search(r"<td>L1</td><td class=\"text\">[^<]*</td><td>([^<]+)</td><td>[\d.]+ % \((\d+)\)",
+                             part).groups()
+    _, selected = api.query(root, "SELECT s.transferred_tokens FROM selections s WHERE s.layer = 1 AND "
+                                  f"s.sample_id = '{sample}'")
+    assert {int(kept)} == {int(row[0]) for row in selected}
+    # figures 4 and 5: one column per captured layer, named by its index
+    figures = re.search(r'id="chart-data">(.*?)</script>', page, re.S)
+    assert figures is not None
+    heatmaps = [trace for chart in json.loads(figures.group(1)).values() for trace in chart["data"]
+                if trace["type"] == "heatmap"]
+    assert heatmaps and all(trace["x"] == ["L1"] for trace in heatmaps)
 
 
 def test_a_local_internvl35_checkpoint_fills_tables_13_and_14_from_any_directory(
