@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import TypedDict
 
 import plotly.graph_objects as go
 from mai.dashboards.charts import (
@@ -21,15 +22,24 @@ from mai.dashboards.charts import (
     figure,
     layout,
     place_labels,
+    subplots,
 )
-from mai.dashboards.rows import LatencyPointRow
 from mai.dashboards.sections import Store
 from mai.dashboards.views import fetch, run_label, run_models
 
 PROMPT_ORDER = {"S": 0, "E": 1, "R": 2}
 OUTPUT_TOKENS = (1, 64, 128, 256, 512, 1024)
-SPEEDS = "SELECT profile_name, model, avg(tokens_per_s) AS tokens_per_s, arg_min(ttft_ms, input_tokens) AS ttft_ms " \
-         "FROM latency_profiles WHERE tokens_per_s IS NOT NULL GROUP BY ALL ORDER BY profile_name"
+SPEEDS = "SELECT profile_name, model, coalesce(hardware, '?') AS hardware, avg(tokens_per_s) AS tokens_per_s, " \
+         "arg_min(ttft_ms, input_tokens) AS ttft_ms " \
+         "FROM latency_profiles WHERE tokens_per_s IS NOT NULL GROUP BY ALL ORDER BY hardware, profile_name"
+
+
+class SpeedRow(TypedDict):
+    profile_name: str
+    model: str
+    hardware: str
+    tokens_per_s: float
+    ttft_ms: float | None
 
 
 @dataclass(frozen=True)
@@ -74,19 +84,24 @@ def figure_one(store: Store) -> Section:
 
 
 def _latency_panel(store: Store, section: Section) -> None:
-    speeds = fetch(store.home, LatencyPointRow, SPEEDS)
+    speeds = fetch(store.home, SpeedRow, SPEEDS)
     if not speeds:
         section.notes.append("Figure 1 (a) needs a latency profile: <code>mai import-profile "
                              "docs/paper_latency_h100.csv --name h100-8b --model Qwen3-VL-8B</code> or <code>mai "
                              "profile MODEL --name NAME</code>.")
         return
-    fig = figure()
-    for p in speeds:
-        speed, ttft = float(p["tokens_per_s"] or 1.0), float(p["ttft_ms"] or 0.0) / 1000
-        fig.add_trace(go.Scatter(x=list(OUTPUT_TOKENS), y=[ttft + n / speed for n in OUTPUT_TOKENS],
-                                 mode="lines+markers", name=f"{p['model']} ({p['profile_name']})"))
-    section.figures.append(layout(fig, "(a) Latency against output tokens", xaxis={"title": "output tokens"},
-                                  yaxis={"title": "seconds per request"}))
+    # one panel per hardware, each with its own axis: a CPU profile would flatten the H100 lines to zero
+    machines = sorted({p["hardware"] for p in speeds})
+    fig = subplots(rows=1, cols=len(machines), subplot_titles=machines, horizontal_spacing=0.08)
+    for column, machine in enumerate(machines, start=1):
+        for p in (p for p in speeds if p["hardware"] == machine):
+            speed, ttft = float(p["tokens_per_s"] or 1.0), float(p["ttft_ms"] or 0.0) / 1000
+            fig.add_trace(go.Scatter(x=list(OUTPUT_TOKENS), y=[ttft + n / speed for n in OUTPUT_TOKENS],
+                                     mode="lines+markers", name=f"{p['model']} ({p['profile_name']})"),
+                          row=1, col=column)
+    fig.update_xaxes(title_text="output tokens")
+    fig.update_yaxes(title_text="seconds per request", row=1, col=1)
+    section.figures.append(layout(fig, "(a) Latency against output tokens, one panel per hardware"))
 
 
 def _accuracy_panel(mine: list[RunPoint]) -> go.Figure:

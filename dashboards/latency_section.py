@@ -16,10 +16,9 @@ from mai.dashboards.time_tables import table_11
 from mai.dashboards.time_tables import table_12 as table_12_layout
 from mai.dashboards.views import fetch
 
-PROFILES = ("SELECT profile_name, model, input_tokens, query_tokens, output_tokens, image_resolution, ttft_ms, "
-            "tokens_per_s, "
-            "preprocess_ms, vision_ms, decode_ms FROM latency_profiles "
-            "ORDER BY profile_name, input_tokens, image_resolution")
+PROFILES = ("SELECT profile_name, model, coalesce(hardware, '?') AS hardware, input_tokens, query_tokens, "
+            "output_tokens, image_resolution, ttft_ms, tokens_per_s, preprocess_ms, vision_ms, decode_ms "
+            "FROM latency_profiles ORDER BY profile_name, input_tokens, image_resolution")
 
 
 def latency(store: Store) -> Section:

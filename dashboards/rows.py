@@ -158,6 +158,7 @@ class LatencyPointRow(TypedDict):
 
     profile_name: str
     model: str
+    hardware: str
     input_tokens: int
     query_tokens: int | None
     output_tokens: int | None
