@@ -62,26 +62,29 @@ def table_11(store: Store, section: Section, rows: list[SpeedupRow]) -> None:
         section.notes.append("No MAI run with a Full RT run over the same samples in this report: <code>mai run "
                              "--mode full_rt</code> stores one.")
         return
-    table = Table(["group", "model pair", "MAI setting", "quantity", "Full RT", "MAI", "speed-up", "measured on"],
-                  [], "Estimated (equation 27, the profiles named) and measured (this store's wall time) are "
-                      "separate rows: never compare one with the other", wrap=("measured on", "group"))
+    tables: dict[str, Table] = {}
     done: set[str] = set()
     for r in mine:
         run, full_rt = runs[r["run_id"]], runs[r["full_rt_run_id"] or ""]
-        group = store.sample_sets[r["run_id"]].label
+        group = store.sample_sets[r["run_id"]]
+        table = tables.setdefault(group.key, Table(
+            ["model pair", "MAI setting", "quantity", "Full RT", "MAI", "speed-up", "measured on"], [],
+            f"{group.label}: estimated (equation 27, under the profiles named) and measured (this store's wall "
+            "time) are separate rows, never to be compared with each other", wrap=("quantity", "measured on"),
+            group=group.key))
         pair = f"{run['small_model']} + {run['large_model']}"
         if r["estimated_s"] is not None and r["estimated_speedup_vs_full_rt"] is not None:
-            table.rows.append([group, pair, r["setting"], f"estimated s ({r['prices']})",
+            table.rows.append([pair, r["setting"], f"estimated s ({r['prices']})",
                                num(r["estimated_s"] * r["estimated_speedup_vs_full_rt"]), num(r["estimated_s"]),
                                times(r["estimated_speedup_vs_full_rt"]), "-"])
         if r["run_id"] not in done and r["measured_s"] and r["measured_speedup_vs_full_rt"] is not None:
             done.add(r["run_id"])
-            table.rows.append([group, pair, r["setting"], "measured s", num(r["measured_s"] *
-                                                                            r["measured_speedup_vs_full_rt"]),
+            table.rows.append([pair, r["setting"], "measured s", num(r["measured_s"] *
+                                                                     r["measured_speedup_vs_full_rt"]),
                                num(r["measured_s"]), times(r["measured_speedup_vs_full_rt"]),
                                measured_note([run, full_rt])])
         table.runs += [r["run_id"], full_rt["run_id"]]
-    section.tables.append(table)
+    section.tables.extend(tables.values())
 
 
 def table_12(store: Store, section: Section, rows: list[SpeedupRow], speculative: list[SpeculativeRow]) -> None:

@@ -180,11 +180,11 @@ def _sweep_grid(section: Section, key: _SweepKey, sparse: list[_SparseRun],
                                  mode="lines+markers", name=f"{line}: transferred", legendgroup=line,
                                  showlegend=False, line={"color": colour}, marker={"color": colour}), row=1, col=2)
         if full is not None:
-            fig.add_trace(go.Scatter(x=[min(layers), max(layers)], y=[100 * full["value"]] * 2, mode="lines",
+            fig.add_trace(go.Scatter(x=[min(layers) - 0.5, max(layers) + 0.5], y=[100 * full["value"]] * 2, mode="lines",
                                      line={"dash": "dash", "color": colour}, legendgroup=line,
                                      name=f"{_baseline_name(full)} ({short(full['run_id'])})"), row=1, col=1)
     if large_s is not None:
-        fig.add_trace(go.Scatter(x=[min(layers), max(layers)], y=[100 * large_s["value"]] * 2, mode="lines",
+        fig.add_trace(go.Scatter(x=[min(layers) - 0.5, max(layers) + 0.5], y=[100 * large_s["value"]] * 2, mode="lines",
                                  line={"dash": "dot", "color": "#6c757d"},
                                  name=f"large S ({short(large_s['run_id'])})"), row=1, col=1)
     fig.update_xaxes(title_text="transfer layer (0-based)", dtick=1)
