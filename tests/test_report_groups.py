@@ -159,3 +159,19 @@ def test_a_local_internvl35_checkpoint_fills_tables_13_and_14_from_any_directory
     _, rows = api.query(home, "SELECT provenance_json FROM runs")
     recorded = json.loads(str(rows[0][0]))
     assert recorded["models"]["large"]["architecture"] == "InternVLForConditionalGeneration"
+
+
+def test_score_cells_state_an_interval_and_n() -> None:
+    from mai.dashboards.groups import Scored, paired_cell, score_cell
+
+    from mai.paired import mean_interval
+
+    low, high = mean_interval([1.0] * 8 + [0.0] * 2)  # Wilson's interval for 8 of 10, by hand
+    assert (round(low, 4), round(high, 4)) == (0.4902, 0.9433)
+    assert mean_interval([0.5, 0.25, 1.0, 0.0])[0] < 0.4375 < mean_interval([0.5, 0.25, 1.0, 0.0])[1]
+    scores = {f"s{i}": 1.0 if i < 8 else 0.0 for i in range(10)}
+    assert score_cell(Scored("r", "accuracy", 0.8, scores)) == "80.0 [49.0, 94.3] n=10"
+    assert score_cell(Scored("r", "f1", 0.75, scores)) == "75.0 (f1) n=10"  # F1 is no mean over samples
+    worse = {**scores, **{f"s{i}": 0.0 for i in range(5)}}  # B loses 5 samples, wins none: p = 2 / 2**5
+    assert paired_cell(Scored("a", "accuracy", 0.8, scores), Scored("b", "accuracy", 0.3, worse)) == \
+        "-50.0 pts, p=0.062 (McNemar, n=10)"
