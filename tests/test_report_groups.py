@@ -36,7 +36,7 @@ def section(page: str, key: str) -> str:
 def tables(part: str) -> list[dict[str, Any]]:
     """Each group table of `part`: its group, the runs its cells read, its header and its cells (text)."""
     found = []
-    for match in re.finditer(r'<table data-group="([^"]*)" data-runs="([^"]*)">(.*?)</table>', part, re.S):
+    for match in re.finditer(r'<table data-group="([^"]*)" data-runs="([^"]*)">(.*?)</table>', part, re.DOTALL):
         body = match.group(3)
         head = [html.unescape(h) for h in re.findall(r"<th>(.*?)</th>", body)]
         rows = [[(cls, html.unescape(text)) for cls, text in re.findall(r'<td(?: class="(\w+)")?>(.*?)</td>', row)]
@@ -126,7 +126,7 @@ def test_no_table_mixes_groups_and_every_score_cell_states_n(store: tuple[Path, 
                                   f"s.sample_id = '{sample}'")
     assert {int(kept)} == {int(row[0]) for row in selected}
     # figures 4 and 5: one column per captured layer, named by its index
-    figures = re.search(r'id="chart-data">(.*?)</script>', page, re.S)
+    figures = re.search(r'id="chart-data">(.*?)</script>', page, re.DOTALL)
     assert figures is not None
     heatmaps = [trace for chart in json.loads(figures.group(1)).values() for trace in chart["data"]
                 if trace["type"] == "heatmap"]
