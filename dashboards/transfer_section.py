@@ -212,12 +212,15 @@ def _figure_3(section: Section, rows: list[AttentionPairRow]) -> None:
     fig = subplots(rows=1, cols=2, horizontal_spacing=0.12,
                    subplot_titles=("(a) attention weight of all reasoning tokens",
                                    "(b) share of reasoning tokens holding 80 % of it"))
-    for pair in sorted({_pair(r) for r in rows}):
+    for index, pair in enumerate(sorted({_pair(r) for r in rows})):
+        colour = PALETTE[index % len(PALETTE)]  # both panels and the legend in one colour per pair
         mine = [r for r in rows if _pair(r) == pair]
         fig.add_trace(go.Scatter(x=[r["layer"] for r in mine], y=[r["attention"] for r in mine],
-                                 mode="lines+markers", name=pair, legendgroup=pair), row=1, col=1)
+                                 mode="lines+markers", name=pair, legendgroup=pair,
+                                 line={"color": colour}, marker={"color": colour}), row=1, col=1)
         fig.add_trace(go.Scatter(x=[r["layer"] for r in mine], y=[r["share_for_80"] for r in mine],
-                                 mode="lines+markers", name=pair, legendgroup=pair, showlegend=False), row=1, col=2)
+                                 mode="lines+markers", name=pair, legendgroup=pair, showlegend=False,
+                                 line={"color": colour}, marker={"color": colour}), row=1, col=2)
     if len({r["reasoning_model"] for r in rows}) == 1:
         section.notes.append("The paper sets the large model reading the small model's reasoning against it reading "
                              "its own (8B + 2B-R vs 8B + 8B-R); this report holds one reasoning model. A sweep of a "
