@@ -75,6 +75,8 @@ def sample_counts(root: Path) -> dict[str, tuple[str, int]]:
     return {str(row[0]): (str(row[1]), int(row[2])) for row in rows}
 
 
+@pytest.mark.prefect
+@pytest.mark.slow
 def test_no_table_mixes_groups_and_every_score_cell_states_n(store: tuple[Path, dict[str, str]],
                                                              tmp_path: Path) -> None:
     root, runs = store
@@ -133,6 +135,7 @@ def test_no_table_mixes_groups_and_every_score_cell_states_n(store: tuple[Path, 
     assert heatmaps and all(trace["x"] == ["L1"] for trace in heatmaps)
 
 
+@pytest.mark.prefect
 def test_a_local_internvl35_checkpoint_fills_tables_13_and_14_from_any_directory(
         home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     checkpoints = tmp_path / "checkpoints"
