@@ -54,7 +54,7 @@ class RunPoint:
     tokens: float
     run_id: str
     prompt: str | None  # a single-model run's prompt (S, E, R), joined in that order
-    data: str           # the data it ran on (runs on other samples are not joined)
+    data: str           # its comparison group (mai.dashboards.groups): runs on other samples are not joined
 
     @property
     def percent(self) -> float:
@@ -73,13 +73,14 @@ def figure_one(store: Store) -> Section:
     rows = [RunPoint(run["benchmark"], run_models(run), run_label(run), *store.headline[run["run_id"]],
                      store.tokens.get(run["run_id"], 0) / run["n_valid"], run["run_id"],
                      run["single_prompt"] if run["mode"] == "single" and not run["s2"] else None,
-                     f"{run['dataset_fingerprint']}/{run['n_samples']}")
-            for run in store.runs if run["run_id"] in store.headline and run["n_valid"]]
-    for benchmark in sorted({r.benchmark for r in rows}):
-        section.figures.append(_accuracy_panel([r for r in rows if r.benchmark == benchmark]))
-    section.tables.append(Table(["benchmark", "models", "setting", "metric", "value %", "tokens / sample", "run"],
-                                [[r.benchmark, r.models, r.setting, r.metric, f"{r.percent:.1f}", f"{r.tokens:.1f}",
-                                  r.run_id] for r in rows]))
+                     store.sample_sets[run["run_id"]].label)
+            for run in store.runs if run["run_id"] in store.headline and run["n_valid"]
+            and run["run_id"] in store.sample_sets]
+    for group in sorted({r.data for r in rows}):  # one panel per comparison group: no panel mixes sample sets
+        section.figures.append(_accuracy_panel([r for r in rows if r.data == group]))
+    section.tables.append(Table(["group", "models", "setting", "metric", "value %", "tokens / sample", "run"],
+                                [[r.data, r.models, r.setting, r.metric, f"{r.percent:.1f}", f"{r.tokens:.1f}",
+                                  r.run_id] for r in rows], wrap=("group",)))
     return section
 
 
@@ -124,7 +125,7 @@ def _accuracy_panel(mine: list[RunPoint]) -> go.Figure:
             fig.add_trace(go.Scatter(x=[r.tokens for r in steps], y=[r.percent for r in steps], mode="lines",
                                      line={"dash": "dot", "width": 1, "color": colour}, legendgroup=models,
                                      showlegend=False, hoverinfo="skip", name=f"{models} S -> E -> R"))
-    title = f"({mine[0].benchmark}) {mine[0].metric} against mean output tokens per sample"
+    title = f"{mine[0].data}: {mine[0].metric} against mean output tokens per sample"
     return layout(fig, title, height=HEIGHT, margin=MARGIN,
                   xaxis={"title": "mean output tokens per sample (log)", "type": "log", "range": list(x_range)},
                   yaxis={"title": f"{mine[0].metric} (%)", "range": list(y_range)},
@@ -132,12 +133,7 @@ def _accuracy_panel(mine: list[RunPoint]) -> go.Figure:
 
 
 def _prompt_lines(points: list[RunPoint]) -> list[list[RunPoint]]:
-    """A model's single runs on one data set, S -> E -> R (the latest run of each prompt): runs on other samples
-    are other lines."""
-    lines = []
-    for data in sorted({r.data for r in points}):
-        latest = {r.prompt: r for r in points if r.data == data and r.prompt in PROMPT_ORDER}  # oldest first
-        steps = sorted(latest.values(), key=lambda r: PROMPT_ORDER[r.prompt or "S"])
-        if len(steps) > 1:
-            lines.append(steps)
-    return lines
+    """A model's single runs of one group, S -> E -> R (the latest run of each prompt)."""
+    latest = {r.prompt: r for r in points if r.prompt in PROMPT_ORDER}  # oldest first
+    steps = sorted(latest.values(), key=lambda r: PROMPT_ORDER[r.prompt or "S"])
+    return [steps] if len(steps) > 1 else []
