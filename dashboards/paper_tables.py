@@ -80,7 +80,7 @@ def tokens_and_scores(store: Store) -> Section:
                       "and R answers. One table per comparison group (benchmark and sample set): a cell never reads "
                       "a run over other samples. Families are the ones the runs recorded from each checkpoint's "
                       "config.json when they ran.")
-    groups = store.groups()
+    groups, every_group = store.groups(), store.groups(store.all_runs)
     table_5 = section.child("table-5", "Table 5 · Mean generated tokens per model and prompt")
     table_7 = section.child("table-7", "Table 7 · Performance per model and prompt (%)")
     table_8 = section.child("table-8", "Table 8 · Reasoning transfer: large model + small model's reasoning (%), "
@@ -97,7 +97,7 @@ def tokens_and_scores(store: Store) -> Section:
         scores_grid(table_7, group, [r for r in singles if not _is_internvl(store, run_models(r))], store.scored)
         scores_grid(table_14, group, [r for r in singles if _is_internvl(store, run_models(r))], store.scored,
                     TABLE_14_SCORES)
-        _transfer_table(store, table_8, group, runs)
+        _transfer_table(store, table_8, group, runs, every_group.get(group, runs))
     for part, missing in ((table_5, ""), (table_13, INTERNVL_COMMAND), (table_7, ""), (table_14, INTERNVL_COMMAND)):
         if not part.tables:
             kind = "generations" if part in (table_5, table_13) else "single-model run"
@@ -135,10 +135,12 @@ def _tokens_table(section: Section, group: SampleSet, run_ids: list[str], tokens
                                     runs=list(run_ids)))
 
 
-def _transfer_table(store: Store, section: Section, group: SampleSet, runs: list[RunRow]) -> None:
+def _transfer_table(store: Store, section: Section, group: SampleSet, runs: list[RunRow],
+                    baselines: list[RunRow]) -> None:
     """Per model pair with a Full RT run in the group, the paper's rows: the small model's R, the large model's S
     and R, and the large model answering after the small model's reasoning (Full RT), with Full RT's change
-    against large S and the paired test on the group's samples."""
+    against large S and the paired test on the group's samples. The baselines may lie outside the report's runs
+    (`baselines`: every run of the group)."""
     full = [r for r in runs if r["mode"] == "full_rt" and r["transfer"] == "full" and not r["s2"]
             and r["run_id"] in store.headline]
     pairs = sorted({(r["small_model"] or "", r["large_model"] or "") for r in full})
@@ -155,14 +157,14 @@ def _transfer_table(store: Store, section: Section, group: SampleSet, runs: list
         return lambda r: r in full and r["small_model"] == small and r["large_model"] == large
 
     for small, large in pairs:
-        large_s = latest(runs, single(large, "S"))
+        large_s = latest(baselines, single(large, "S"))
         base = store.scored(large_s["run_id"]) if large_s else None
         settings: list[tuple[str, str, Callable[[RunRow], bool]]] = [
             ("small R", small, single(small, "R")), ("large S", large, single(large, "S")),
             ("large R", large, single(large, "R")),
             (FULL_RT, f"{large} + {small} R", transfer_of(small, large))]
         for setting, model, matches in settings:
-            run = latest(runs, matches)
+            run = latest(runs if setting == FULL_RT else baselines, matches)
             scored = store.scored(run["run_id"]) if run else None
             if run is None or scored is None:
                 table.rows.append([setting, model, elsewhere(store.all_runs, store.sample_sets, group, matches),
