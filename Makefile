@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 VLLM_VENV ?= $(or $(MAI_VLLM_ENV),.venv-vllm)
 export MAI_VLLM_ENV := $(abspath $(VLLM_VENV))
 
-.PHONY: venv vllm-env chromium postgresql actionlint demo test lint bench bench-vllm clean-venv
+.PHONY: venv vllm-env chromium postgresql actionlint demo test lint bench bench-vllm clean-venv docs-screenshots
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,12 @@ $(CHROMIUM):
 	   --no-install-recommends chromium)
 
 chromium: $(CHROMIUM)
+
+# screenshots of report sections for docs/reports.md, taken on purpose (tests write no tracked file):
+# `make docs-screenshots STORE=/path/to/store` (the sections: scripts/report_screenshots.py)
+docs-screenshots: venv $(CHROMIUM)
+	@test -n "$(STORE)" || (echo "STORE=/path/to/a/mai/store is needed" && exit 1)
+	MAI_CHROMIUM=$(CHROMIUM) $(BIN)/python scripts/report_screenshots.py --home $(STORE)
 
 # the two-host test (tests/test_two_hosts.py) runs a Prefect server on Debian's PostgreSQL (a throwaway cluster:
 # initdb in a temporary directory, as the package's `postgres` user) and simulates hosts with `ip netns` (iproute2);

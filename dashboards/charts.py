@@ -23,6 +23,10 @@ class Table:
     caption: str = ""
     classes: list[str] = field(default_factory=list)  # per row: '' or 'warning'
     wrap: tuple[str, ...] = ()  # columns of prose, wrapped (others stay on one line)
+    # a table of one comparison group (mai.dashboards.groups): its key, and every run its cells read
+    group: str = ""
+    runs: list[str] = field(default_factory=list)
+    scored: tuple[str, ...] = ()  # columns of score cells ('83.1 [76.5, 88.9] n=160')
 
 
 @dataclass

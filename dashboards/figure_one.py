@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import TypedDict
 
 import plotly.graph_objects as go
 from mai.dashboards.charts import (
@@ -21,15 +22,24 @@ from mai.dashboards.charts import (
     figure,
     layout,
     place_labels,
+    subplots,
 )
-from mai.dashboards.rows import LatencyPointRow
 from mai.dashboards.sections import Store
 from mai.dashboards.views import fetch, run_label, run_models
 
 PROMPT_ORDER = {"S": 0, "E": 1, "R": 2}
 OUTPUT_TOKENS = (1, 64, 128, 256, 512, 1024)
-SPEEDS = "SELECT profile_name, model, avg(tokens_per_s) AS tokens_per_s, arg_min(ttft_ms, input_tokens) AS ttft_ms " \
-         "FROM latency_profiles WHERE tokens_per_s IS NOT NULL GROUP BY ALL ORDER BY profile_name"
+SPEEDS = "SELECT profile_name, model, coalesce(hardware, '?') AS hardware, avg(tokens_per_s) AS tokens_per_s, " \
+         "arg_min(ttft_ms, input_tokens) AS ttft_ms " \
+         "FROM latency_profiles WHERE tokens_per_s IS NOT NULL GROUP BY ALL ORDER BY hardware, profile_name"
+
+
+class SpeedRow(TypedDict):
+    profile_name: str
+    model: str
+    hardware: str
+    tokens_per_s: float
+    ttft_ms: float | None
 
 
 @dataclass(frozen=True)
@@ -44,7 +54,7 @@ class RunPoint:
     tokens: float
     run_id: str
     prompt: str | None  # a single-model run's prompt (S, E, R), joined in that order
-    data: str           # the data it ran on (runs on other samples are not joined)
+    data: str           # its comparison group (mai.dashboards.groups): runs on other samples are not joined
 
     @property
     def percent(self) -> float:
@@ -63,30 +73,36 @@ def figure_one(store: Store) -> Section:
     rows = [RunPoint(run["benchmark"], run_models(run), run_label(run), *store.headline[run["run_id"]],
                      store.tokens.get(run["run_id"], 0) / run["n_valid"], run["run_id"],
                      run["single_prompt"] if run["mode"] == "single" and not run["s2"] else None,
-                     f"{run['dataset_fingerprint']}/{run['n_samples']}")
-            for run in store.runs if run["run_id"] in store.headline and run["n_valid"]]
-    for benchmark in sorted({r.benchmark for r in rows}):
-        section.figures.append(_accuracy_panel([r for r in rows if r.benchmark == benchmark]))
-    section.tables.append(Table(["benchmark", "models", "setting", "metric", "value %", "tokens / sample", "run"],
-                                [[r.benchmark, r.models, r.setting, r.metric, f"{r.percent:.1f}", f"{r.tokens:.1f}",
-                                  r.run_id] for r in rows]))
+                     store.sample_sets[run["run_id"]].label)
+            for run in store.runs if run["run_id"] in store.headline and run["n_valid"]
+            and run["run_id"] in store.sample_sets]
+    for group in sorted({r.data for r in rows}):  # one panel per comparison group: no panel mixes sample sets
+        section.figures.append(_accuracy_panel([r for r in rows if r.data == group]))
+    section.tables.append(Table(["group", "models", "setting", "metric", "value %", "tokens / sample", "run"],
+                                [[r.data, r.models, r.setting, r.metric, f"{r.percent:.1f}", f"{r.tokens:.1f}",
+                                  r.run_id] for r in rows], wrap=("group",)))
     return section
 
 
 def _latency_panel(store: Store, section: Section) -> None:
-    speeds = fetch(store.home, LatencyPointRow, SPEEDS)
+    speeds = fetch(store.home, SpeedRow, SPEEDS)
     if not speeds:
         section.notes.append("Figure 1 (a) needs a latency profile: <code>mai import-profile "
                              "docs/paper_latency_h100.csv --name h100-8b --model Qwen3-VL-8B</code> or <code>mai "
                              "profile MODEL --name NAME</code>.")
         return
-    fig = figure()
-    for p in speeds:
-        speed, ttft = float(p["tokens_per_s"] or 1.0), float(p["ttft_ms"] or 0.0) / 1000
-        fig.add_trace(go.Scatter(x=list(OUTPUT_TOKENS), y=[ttft + n / speed for n in OUTPUT_TOKENS],
-                                 mode="lines+markers", name=f"{p['model']} ({p['profile_name']})"))
-    section.figures.append(layout(fig, "(a) Latency against output tokens", xaxis={"title": "output tokens"},
-                                  yaxis={"title": "seconds per request"}))
+    # one panel per hardware, each with its own axis: a CPU profile would flatten the H100 lines to zero
+    machines = sorted({p["hardware"] for p in speeds})
+    fig = subplots(rows=1, cols=len(machines), subplot_titles=machines, horizontal_spacing=0.08)
+    for column, machine in enumerate(machines, start=1):
+        for p in (p for p in speeds if p["hardware"] == machine):
+            speed, ttft = float(p["tokens_per_s"] or 1.0), float(p["ttft_ms"] or 0.0) / 1000
+            fig.add_trace(go.Scatter(x=list(OUTPUT_TOKENS), y=[ttft + n / speed for n in OUTPUT_TOKENS],
+                                     mode="lines+markers", name=f"{p['model']} ({p['profile_name']})"),
+                          row=1, col=column)
+    fig.update_xaxes(title_text="output tokens")
+    fig.update_yaxes(title_text="seconds per request", row=1, col=1)
+    section.figures.append(layout(fig, "(a) Latency against output tokens, one panel per hardware"))
 
 
 def _accuracy_panel(mine: list[RunPoint]) -> go.Figure:
@@ -109,7 +125,7 @@ def _accuracy_panel(mine: list[RunPoint]) -> go.Figure:
             fig.add_trace(go.Scatter(x=[r.tokens for r in steps], y=[r.percent for r in steps], mode="lines",
                                      line={"dash": "dot", "width": 1, "color": colour}, legendgroup=models,
                                      showlegend=False, hoverinfo="skip", name=f"{models} S -> E -> R"))
-    title = f"({mine[0].benchmark}) {mine[0].metric} against mean output tokens per sample"
+    title = f"{mine[0].data}: {mine[0].metric} against mean output tokens per sample"
     return layout(fig, title, height=HEIGHT, margin=MARGIN,
                   xaxis={"title": "mean output tokens per sample (log)", "type": "log", "range": list(x_range)},
                   yaxis={"title": f"{mine[0].metric} (%)", "range": list(y_range)},
@@ -117,12 +133,7 @@ def _accuracy_panel(mine: list[RunPoint]) -> go.Figure:
 
 
 def _prompt_lines(points: list[RunPoint]) -> list[list[RunPoint]]:
-    """A model's single runs on one data set, S -> E -> R (the latest run of each prompt): runs on other samples
-    are other lines."""
-    lines = []
-    for data in sorted({r.data for r in points}):
-        latest = {r.prompt: r for r in points if r.data == data and r.prompt in PROMPT_ORDER}  # oldest first
-        steps = sorted(latest.values(), key=lambda r: PROMPT_ORDER[r.prompt or "S"])
-        if len(steps) > 1:
-            lines.append(steps)
-    return lines
+    """A model's single runs of one group, S -> E -> R (the latest run of each prompt)."""
+    latest = {r.prompt: r for r in points if r.prompt in PROMPT_ORDER}  # oldest first
+    steps = sorted(latest.values(), key=lambda r: PROMPT_ORDER[r.prompt or "S"])
+    return [steps] if len(steps) > 1 else []

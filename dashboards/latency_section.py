@@ -12,12 +12,13 @@ from mai.dashboards.latency_tables import add_tables
 from mai.dashboards.rows import LatencyPointRow, SpeculativeRow, SpeedupRow
 from mai.dashboards.saved import load_saved
 from mai.dashboards.sections import Store
+from mai.dashboards.time_tables import table_11
+from mai.dashboards.time_tables import table_12 as table_12_layout
 from mai.dashboards.views import fetch
 
-PROFILES = ("SELECT profile_name, model, input_tokens, query_tokens, output_tokens, image_resolution, ttft_ms, "
-            "tokens_per_s, "
-            "preprocess_ms, vision_ms, decode_ms FROM latency_profiles "
-            "ORDER BY profile_name, input_tokens, image_resolution")
+PROFILES = ("SELECT profile_name, model, coalesce(hardware, '?') AS hardware, input_tokens, query_tokens, "
+            "output_tokens, image_resolution, ttft_ms, tokens_per_s, preprocess_ms, vision_ms, decode_ms "
+            "FROM latency_profiles ORDER BY profile_name, input_tokens, image_resolution")
 
 
 def latency(store: Store) -> Section:
@@ -37,10 +38,13 @@ def latency(store: Store) -> Section:
         section.notes.append(f"No latency profile stored: {_PROFILE_COMMAND}.")
     add_tables(section, profiles, _PROFILE_COMMAND)
     rows = [r for r in fetch(store.home, SpeedupRow, load_saved("speedup")) if r["run_id"] in store.run_ids]
-    _table_11(section.child("table-11", "Table 11 · Total inference time (s): estimated (equation 27) and measured, "
-                                        "MAI vs Full RT"), rows)
+    part = section.child("table-11", "Table 11 · Total inference time (s): estimated (equation 27) and measured, "
+                                     "MAI vs Full RT")
+    table_11(store, part, rows)  # the paper's layout first, then each run's time
+    _table_11(part, rows)
     table_12 = section.child("table-12", "Table 12 · Speed-up against the large model's R run (and decoding "
                                          "strategies)")
+    table_12_layout(store, table_12, rows, fetch(store.home, SpeculativeRow, SPECULATIVE, [store.run_ids]))
     _table_12(table_12, rows)
     _speculative(store, table_12)
     return section

@@ -27,7 +27,7 @@ def _pivot(profiles: list[LatencyPointRow], key: Callable[[LatencyPointRow], Key
 
 
 def _row_name(p: LatencyPointRow) -> str:
-    return f"{p['profile_name']} ({p['model']})"
+    return f"{p['profile_name']} ({p['model']}, {p['hardware']})"
 
 
 def _table(columns: list[Key], rows: dict[str, dict[Key, float]], header: Callable[[Key], str], caption: str,
@@ -67,11 +67,16 @@ def add_tables(section: Section, profiles: list[LatencyPointRow], note: str) -> 
         part = section.child(key, title)
         columns, rows = _pivot(profiles, column, value)
         if rows:
-            part.tables.append(_table(columns, rows, header, ""))
+            table = _table(columns, rows, header, "")
+            if key == "table-3":  # the paper's "Total Tokens" row: image and query tokens of each column
+                _, totals = _pivot(profiles, column, lambda p: p["input_tokens"])
+                table.rows.insert(0, ["total tokens", *(_mean_of(totals, c) for c in columns)])
+            part.tables.append(table)
         else:
             part.notes.append(f"No profile holds these timings: {note}")
     part = section.child("table-4", "Table 4 · Decoding time (ms) by input and output tokens, mean tokens / s")
-    columns, rows = _pivot(profiles, lambda p: (p["input_tokens"], p["output_tokens"])
+    # the paper's levels: image resolution (0: none recorded), input tokens, output tokens
+    columns, rows = _pivot(profiles, lambda p: (p["image_resolution"] or 0, p["input_tokens"], p["output_tokens"])
                            if p["output_tokens"] is not None else None, lambda p: p["decode_ms"])
     speeds: dict[str, list[float]] = defaultdict(list)
     for p in profiles:
@@ -81,6 +86,16 @@ def add_tables(section: Section, profiles: list[LatencyPointRow], note: str) -> 
     for name in mean_speed:
         rows.setdefault(name, {})
     if rows:
-        part.tables.append(_table(columns, rows, lambda k: f"{k[0]} in, {k[1]} out", "", mean_speed, "tokens / s"))
+        part.tables.append(_table(columns, rows, _decode_header, "", mean_speed, "tokens / s"))
     else:
         part.notes.append(f"No profile holds decoding timings: {note}")
+
+
+def _decode_header(k: Key) -> str:
+    return (f"{k[0]}² px, " if k[0] else "") + f"{k[1]} in, {k[2]} out"
+
+
+def _mean_of(rows: dict[str, dict[Key, float]], column: Key) -> str | None:
+    """The mean over the profiles of one column's value (total tokens are the same for every model)."""
+    values = [row[column] for row in rows.values() if column in row]
+    return f"{sum(values) / len(values):.0f}" if values else None

@@ -42,9 +42,10 @@ TABLE_14_SCORES: PaperTable = {
 
 
 def paper_value(table: PaperTable, model: str, benchmark: str, prompt: str) -> float | None:
-    """The paper's value for a model named like the paper's (`InternVL3.5-8B`, also as a hub id or checkpoint
-    directory such as `OpenGVLab/InternVL3.5-8B-HF`), or None."""
-    name = model.rstrip("/").split("/")[-1].removesuffix("-HF")
+    """The paper's value for a model named like the paper's (`InternVL3.5-8B`), also as the official hub id or a
+    local directory named like it (`OpenGVLab/InternVL3_5-8B-HF`: the hub writes the version with an
+    underscore), or None."""
+    name = model.rstrip("/").split("/")[-1].removesuffix("-HF").replace("InternVL3_5", "InternVL3.5")
     if name not in table or benchmark not in BENCHMARKS or prompt not in PROMPTS:
         return None
     return table[name][BENCHMARKS.index(benchmark) * len(PROMPTS) + PROMPTS.index(prompt)]

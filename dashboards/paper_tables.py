@@ -2,18 +2,26 @@
 own record: each run's provenance and the share of answers no parser could read, per run and stage (the paper's
 reason for S2).
 
-A model's family is read from its checkpoint's config.json (`model_type`, else `architectures`) at report time:
-tables 5 and 7 show every family but InternVL, tables 13 and 14 the InternVL family, so the InternVL tables fill
-in as soon as such runs are stored."""
+A model's family is the one its runs recorded when they ran (mai.provenance: the checkpoint's config.json, read
+where the run resolved the model), never a path read at report time: tables 5 and 7 show every family but
+InternVL, tables 13 and 14 the InternVL family, so the InternVL tables fill in as soon as such runs are stored.
+Every table is one comparison group's (mai.dashboards.groups)."""
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
-from functools import cache
-from pathlib import Path
+from collections.abc import Callable
 
-from mai.dashboards.charts import Cell, Section, Table
+from mai.dashboards.charts import Section, Table
+from mai.dashboards.groups import (
+    INTERNVL,
+    SampleSet,
+    elsewhere,
+    latest,
+    paired_cell,
+    score_cell,
+    scores_grid,
+)
 from mai.dashboards.paper_internvl import (
     TABLE_13_TOKENS,
     TABLE_14_SCORES,
@@ -27,10 +35,7 @@ from mai.dashboards.sections import Store
 from mai.dashboards.views import FULL_RT, USED_GENERATIONS, fetch, run_label, run_models
 from mai.storage.schemas import RunRow
 
-from mai.config import BUILTIN_MODELS, SHIPPED_MODELS, shipped_models_dir
-
 PROMPTS = ("S", "E", "R")
-INTERNVL = "internvl"
 INTERNVL_COMMAND = ("<code>mai run --benchmark BENCH --mode single --single-model large --single-prompt S "
                     "--large-model mai-tiny-internvl-large</code> (and prompts E, R; the small model likewise)")
 
@@ -62,58 +67,51 @@ STAGE_PARSE = """
 """
 
 
-@cache
-def _config_family(path: Path) -> str | None:
-    try:
-        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    names = [str(config.get("model_type") or ""), *(str(a) for a in config.get("architectures") or [])]
-    return INTERNVL if any(INTERNVL in n.lower() for n in names) else (names[0] or None)
-
-
-def model_family(store: Store, model: str) -> str | None:
-    """The family of a model as its checkpoint's config.json names it (None where no checkpoint is at hand)."""
-    if model in SHIPPED_MODELS:
-        return _config_family(shipped_models_dir() / model)
-    if model in BUILTIN_MODELS:
-        return _config_family(store.home.models / model)
-    return _config_family(Path(model).expanduser())
-
-
 def _is_internvl(store: Store, model: str | None) -> bool:
-    return model is not None and model_family(store, model) == INTERNVL
+    return store.family(model) == INTERNVL
 
 
 def tokens_and_scores(store: Store) -> Section:
     section = Section("paper-tables", "Generated tokens and performance per model (tables 5, 7, 8, 13, 14)",
                       "Mean output tokens per model and prompt (S: simple, E: explain, R: reason) over the "
                       "generations this report's runs used, the single-model scores per prompt (headline metric, "
-                      "default scorer profile, %), and reasoning transfer: the large model answering after the small "
-                      "model's reasoning (Full RT) against the large model's own S and R answers.")
-    tokens = fetch(store.home, TokensByKindRow, TOKENS_BY_KIND, [store.run_ids])
-    qwen = [t for t in tokens if not _is_internvl(store, t["model"])]
-    internvl = [t for t in tokens if _is_internvl(store, t["model"])]
-    _tokens_table(section.child("table-5", "Table 5 · Mean generated tokens per model and prompt"), qwen)
-    singles = [r for r in store.runs if r["mode"] == "single" and r["run_id"] in store.headline]
-    _scores_table(store, section.child("table-7", "Table 7 · Performance per model and prompt (%)"),
-                  [r for r in singles if not _is_internvl(store, run_models(r))])
-    _transfer_table(store, section.child("table-8", "Table 8 · Reasoning transfer: large model + small model's "
-                                                    "reasoning (%), change against the large model's S"))
-    part = section.child("table-13", "Table 13 · Mean generated tokens per model and prompt (InternVL family)")
-    _tokens_table(part, internvl, INTERNVL_COMMAND, TABLE_13_TOKENS)
-    part.tables.append(reference_table(TABLE_13_TOKENS, "mean generated tokens"))
-    part = section.child("table-14", "Table 14 · Performance per model and prompt (InternVL family, %)")
-    _scores_table(store, part, [r for r in singles if _is_internvl(store, run_models(r))], INTERNVL_COMMAND,
-                  TABLE_14_SCORES)
-    part.tables.append(reference_table(TABLE_14_SCORES, "scores (%; MMMU E and R without its 2-stage strategy)"))
+                      "default scorer profile, %, with its 95 % interval and n), and reasoning transfer: the large "
+                      "model answering after the small model's reasoning (Full RT) against the large model's own S "
+                      "and R answers. One table per comparison group (benchmark and sample set): a cell never reads "
+                      "a run over other samples. Families are the ones the runs recorded from each checkpoint's "
+                      "config.json when they ran.")
+    groups, every_group = store.groups(), store.groups(store.all_runs)
+    table_5 = section.child("table-5", "Table 5 · Mean generated tokens per model and prompt")
+    table_7 = section.child("table-7", "Table 7 · Performance per model and prompt (%)")
+    table_8 = section.child("table-8", "Table 8 · Reasoning transfer: large model + small model's reasoning (%), "
+                                       "change against the large model's S")
+    table_13 = section.child("table-13", "Table 13 · Mean generated tokens per model and prompt (InternVL family)")
+    table_14 = section.child("table-14", "Table 14 · Performance per model and prompt (InternVL family, %)")
+    for group, runs in groups.items():
+        ids = [r["run_id"] for r in runs]
+        tokens = fetch(store.home, TokensByKindRow, TOKENS_BY_KIND, [ids]) if ids else []
+        _tokens_table(table_5, group, ids, [t for t in tokens if not _is_internvl(store, t["model"])])
+        _tokens_table(table_13, group, ids, [t for t in tokens if _is_internvl(store, t["model"])],
+                      TABLE_13_TOKENS)
+        singles = [r for r in runs if r["mode"] == "single" and r["run_id"] in store.headline]
+        scores_grid(table_7, group, [r for r in singles if not _is_internvl(store, run_models(r))], store.scored)
+        scores_grid(table_14, group, [r for r in singles if _is_internvl(store, run_models(r))], store.scored,
+                    TABLE_14_SCORES)
+        _transfer_table(store, table_8, group, runs, every_group.get(group, runs))
+    for part, missing in ((table_5, ""), (table_13, INTERNVL_COMMAND), (table_7, ""), (table_14, INTERNVL_COMMAND)):
+        if not part.tables:
+            kind = "generations" if part in (table_5, table_13) else "single-model run"
+            part.notes.append(f"No {kind} of these models in this report: " + (
+                missing or "<code>mai run --mode single --single-model large --single-prompt S</code> (and E, R)")
+                + ".")
+    if not table_8.tables:
+        table_8.notes.append("No Full RT run in this report: <code>mai run --mode full_rt</code> stores one.")
+    table_7.notes.append("The paper's table 7 has a column per benchmark and prompt; here each benchmark and sample "
+                         "set is its own table, with E and R both without and with S2 (the paper's small-model E "
+                         "and R are S2 numbers).")
+    table_13.tables.append(reference_table(TABLE_13_TOKENS, "mean generated tokens"))
+    table_14.tables.append(reference_table(TABLE_14_SCORES, "scores (%; MMMU E and R without its 2-stage strategy)"))
     return section
-
-
-def _grid(rows: dict[str, dict[tuple[str, str], str]], benchmarks: list[str], first: str) -> Table:
-    columns = [(b, p) for b in benchmarks for p in PROMPTS]
-    return Table([first, *(f"{b} {p}" for b, p in columns)],
-                 [[name, *(cells.get(c) for c in columns)] for name, cells in sorted(rows.items())])
 
 
 def _with_paper(measured: float, paper: PaperTable | None, model: str, benchmark: str, prompt: str) -> str:
@@ -122,62 +120,62 @@ def _with_paper(measured: float, paper: PaperTable | None, model: str, benchmark
     return f"{measured:.1f}" + (f" (paper {reference:.1f})" if reference is not None else "")
 
 
-def _tokens_table(section: Section, tokens: list[TokensByKindRow], missing: str = "",
+def _tokens_table(section: Section, group: SampleSet, run_ids: list[str], tokens: list[TokensByKindRow],
                   paper: PaperTable | None = None) -> None:
-    rows: dict[str, dict[tuple[str, str], str]] = defaultdict(dict)
+    rows: dict[str, dict[str, str]] = defaultdict(dict)
     for t in tokens:
         if t["prompt_kind"] in PROMPTS:
-            rows[t["model"]][(t["benchmark"], t["prompt_kind"])] = _with_paper(
-                t["mean_output_tokens"], paper, t["model"], t["benchmark"], t["prompt_kind"])
-    if not rows:
-        section.notes.append("No generations of these models in this report" + (f": {missing}." if missing else "."))
+            rows[t["model"]][t["prompt_kind"]] = (_with_paper(t["mean_output_tokens"], paper, t["model"],
+                                                              t["benchmark"], t["prompt_kind"])
+                                                  + f" n={t['generations']}")
+    if rows:
+        section.tables.append(Table(["model", *PROMPTS], [[m, *(c.get(p) for p in PROMPTS)]
+                                                          for m, c in sorted(rows.items())],
+                                    f"{group.label}: mean output tokens (n generations)", group=group.key,
+                                    runs=list(run_ids)))
+
+
+def _transfer_table(store: Store, section: Section, group: SampleSet, runs: list[RunRow],
+                    baselines: list[RunRow]) -> None:
+    """Per model pair with a Full RT run in the group, the paper's rows: the small model's R, the large model's S
+    and R, and the large model answering after the small model's reasoning (Full RT), with Full RT's change
+    against large S and the paired test on the group's samples. The baselines may lie outside the report's runs
+    (`baselines`: every run of the group)."""
+    full = [r for r in runs if r["mode"] == "full_rt" and r["transfer"] == "full" and not r["s2"]
+            and r["run_id"] in store.headline]
+    pairs = sorted({(r["small_model"] or "", r["large_model"] or "") for r in full})
+    if not pairs:
         return
-    section.tables.append(_grid(rows, sorted({t["benchmark"] for t in tokens}), "model"))
+    table = Table(["setting", "model(s)", "score %", "change vs large S", "paired vs large S"], [],
+                  f"{group.label}: headline score %, 95 % interval, n", group=group.key, scored=("score %",))
 
+    def single(model: str, prompt: str) -> Callable[[RunRow], bool]:
+        return lambda r: (r["mode"] == "single" and not r["s2"] and r["single_prompt"] == prompt
+                          and run_models(r) == model and r["run_id"] in store.headline)
 
-def _scores_table(store: Store, section: Section, singles: list[RunRow], missing: str = "",
-                  paper: PaperTable | None = None) -> None:
-    rows: dict[str, dict[tuple[str, str], str]] = defaultdict(dict)
-    for run in singles:  # oldest first: the latest run of a setting wins
-        prompt, model = run["single_prompt"] or "", run_models(run)
-        value = 100 * store.headline[run["run_id"]][1]
-        rows[model][(run["benchmark"], prompt + (" +S2" if run["s2"] else ""))] = _with_paper(
-            value, None if run["s2"] else paper, model, run["benchmark"], prompt)
-    if not rows:
-        section.notes.append("No single-model run of these models in this report: " + (
-            missing or "<code>mai run --mode single --single-model large --single-prompt S</code> (and E, R)") + ".")
-        return
-    section.tables.append(_grid(rows, sorted({r["benchmark"] for r in singles}), "model"))
+    def transfer_of(small: str, large: str) -> Callable[[RunRow], bool]:
+        return lambda r: r in full and r["small_model"] == small and r["large_model"] == large
 
-
-def _transfer_table(store: Store, section: Section) -> None:
-    """Per benchmark: small R, large S, large R and large + small R (Full RT), with Full RT's relative change
-    against large S, as the paper's table 8."""
-    latest: dict[tuple[str, str], RunRow] = {}
-    for run in store.runs:
-        if run["run_id"] in store.headline and run["transfer"] == "full" and not run["s2"]:
-            latest[(run["benchmark"], run_label(run))] = run
-    benchmarks = sorted({b for b, label in latest if label == FULL_RT})
-    if not benchmarks:
-        section.notes.append("No Full RT run in this report: <code>mai run --mode full_rt</code> stores one.")
-        return
-    settings = ["small R", "large S", "large R", FULL_RT]
-    table = Table(["setting", *benchmarks], [])
-    for setting in settings:
-        cells: list[Cell] = [setting]
-        for benchmark in benchmarks:
-            found = latest.get((benchmark, setting))
-            if found is None:
-                cells.append(None)
+    for small, large in pairs:
+        large_s = latest(baselines, single(large, "S"))
+        base = store.scored(large_s["run_id"]) if large_s else None
+        settings: list[tuple[str, str, Callable[[RunRow], bool]]] = [
+            ("small R", small, single(small, "R")), ("large S", large, single(large, "S")),
+            ("large R", large, single(large, "R")),
+            (FULL_RT, f"{large} + {small} R", transfer_of(small, large))]
+        for setting, model, matches in settings:
+            run = latest(runs if setting == FULL_RT else baselines, matches)
+            scored = store.scored(run["run_id"]) if run else None
+            if run is None or scored is None:
+                table.rows.append([setting, model, elsewhere(store.all_runs, store.sample_sets, group, matches),
+                                   None, None])
                 continue
-            run = found
-            value = 100 * store.headline[run["run_id"]][1]
-            base = latest.get((benchmark, "large S"))
-            change = ""
-            if setting == FULL_RT and base is not None and store.headline[base["run_id"]][1]:
-                change = f" ({100 * (store.headline[run['run_id']][1] / store.headline[base['run_id']][1] - 1):+.1f} %)"
-            cells.append(f"{value:.1f}{change}")
-        table.rows.append(cells)
+            table.runs.append(run["run_id"])
+            change = paired = None
+            if setting != "large S" and base is not None:
+                change = f"{100 * (scored.value / base.value - 1):+.1f} %" if base.value else None
+                paired = paired_cell(base, scored)
+            table.rows.append([setting, model, score_cell(scored), change, paired])
     section.tables.append(table)
 
 
@@ -187,11 +185,12 @@ def runs_record(store: Store) -> Section:
                       "parser could read (the paper adds S2 because the small model's answer after its own "
                       "reasoning is often unparsable).")
     table = Table(["run", "setting", "token budgets", "dtype, backend", "scorer profile", "models @ revision",
-                   "code"], [], "Provenance", wrap=("token budgets", "models @ revision", "code"))
+                   "data", "command", "machine", "code"], [], "Provenance",
+                  wrap=("token budgets", "models @ revision", "data", "command", "machine", "code"))
     for run in store.runs:
         p = Provenance.of(run)
         table.rows.append([run["run_id"], run_label(run), p.budgets, f"{p.dtype}, {p.backend}", p.scorer_profile,
-                           p.revisions, f"{p.code}; {p.packages}"])
+                           p.revisions, p.data, p.command, p.machine, f"{p.code}; {p.packages}"])
     section.tables.append(table)
     parsed = fetch(store.home, StageParseRow, STAGE_PARSE, [store.run_ids])
     labels = {r["run_id"]: run_label(r) for r in store.runs}

@@ -1,7 +1,8 @@
 """What a run was made with (its provenance) and what an estimate prices, for the report and `mai compare`.
 
-Provenance: the token budgets, dtype, backend, scorer profile, model revisions and code version a run recorded
-(the `runs` view's config and versions). Estimates: `mai estimate` names an estimate after the profiles it used
+Provenance: the token budgets, dtype, backend, scorer profile, models (weights fingerprint, family, architecture),
+data (fingerprint, split, limit, n), command, machine and its load, and code version a run recorded (the `runs`
+view's config, versions and run-time provenance). Estimates: `mai estimate` names an estimate after the profiles it used
 ('h100-2b+h100-8b' for a pair, 'h100-8b' for the large model alone), so two runs' estimates are paired by the
 models they price and the profile of each, never by name: they pair when they price their shared models with
 the same profiles."""
@@ -75,31 +76,56 @@ def pair_estimates(mine: list[Priced], theirs: list[Priced]) -> list[tuple[Price
 
 @dataclass(frozen=True)
 class Provenance:
-    """What a run was made with, as recorded with it."""
+    """What a run was made with, as recorded with it. Runs stored before the run-time provenance
+    (`provenance_json`, mai.provenance) show the configured revisions and '?' for what they did not record."""
 
     run_id: str
     budgets: str
     dtype: str
     backend: str
     scorer_profile: str
-    revisions: str
+    revisions: str   # each model @ its revision: a local checkpoint's weights fingerprint 'sha256:...'
     code: str
     packages: str
+    data: str        # the dataset fingerprint, split, limit and n
+    command: str
+    machine: str     # host, hardware, load average at the start and the end
 
     @classmethod
     def of(cls, run: RunRow) -> Provenance:
         config = json.loads(run["config_json"] or "{}")
         versions = json.loads(run["versions_json"] or "{}")
+        recorded = json.loads(run["provenance_json"] or "{}")
         budgets = " ".join(f"{k}={v}" for k, v in (config.get("max_new_tokens") or {}).items())
-        models = [(run["small_model"], config.get("small_revision")), (run["large_model"], config.get("large_revision"))]
-        revisions = ", ".join(f"{model}@{revision or '?'}" for model, revision in models if model)
+        models = recorded.get("models") or {}
+        if models:
+            revisions = ", ".join(f"{m['name']}@{m['revision']} ({m['family']}"
+                                  + (f", {m['architecture']}" if m.get("architecture") else "") + ")"
+                                  for _, m in sorted(models.items()))
+        else:
+            pairs = [(run["small_model"], config.get("small_revision")),
+                     (run["large_model"], config.get("large_revision"))]
+            revisions = ", ".join(f"{model}@{revision or '?'}" for model, revision in pairs if model)
         commit = run["git_commit"] or ""
         short_commit = commit[:12] + ("+dirty" if commit.endswith("+dirty") else "")
         code = f"mai {versions.get('mai', '?')}" + (f", commit {short_commit}" if commit else "")
         packages = ", ".join(f"{name} {versions[name]}" for name in ("torch", "transformers") if name in versions)
+        data = recorded.get("data") or {}
+        limit = recorded.get("limit", config.get("limit"))
+        described = (f"{run['dataset_fingerprint']}, split {data.get('split') or config.get('split') or '?'}, "
+                     f"limit {limit if limit is not None else 'none'}, n={run['n_samples']}")
+        machine = recorded.get("machine") or {}
+        where = (f"{machine['host']}: {machine['hardware']}; load {_load(machine['load_at_start'])} at the start, "
+                 f"{_load(machine['load_at_end'])} at the end" if machine else "not recorded")
         return cls(run["run_id"], budgets, str(config.get("dtype", "?")), run["backend"],
-                   default_profile(run["benchmark"]), revisions, code, packages)
+                   default_profile(run["benchmark"]), revisions, code, packages, described,
+                   recorded.get("command") or "not recorded", where)
 
     def line(self) -> str:
         return (f"budgets {self.budgets}; {self.dtype}, {self.backend}; scorer profile {self.scorer_profile}; "
-                f"models {self.revisions}; {self.code}; {self.packages}")
+                f"models {self.revisions}; data {self.data}; command {self.command}; machine {self.machine}; "
+                f"{self.code}; {self.packages}")
+
+
+def _load(averages: list[float]) -> str:
+    return "/".join(f"{a:g}" for a in averages) or "?"

@@ -168,11 +168,15 @@ def _table_html(table: Table) -> str:
         return f'<p class="note">{html.escape(table.caption)}: none.</p>' if table.caption else ""
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in table.columns)
     classes = table.classes or [""] * len(table.rows)
-    wrapped = ['' if c not in table.wrap else ' class="text"' for c in table.columns]
+    wrapped = [' class="text"' if c in table.wrap else ' class="score"' if c in table.scored else ''
+               for c in table.columns]
     rows = "".join(f'<tr class="{c}">' + "".join(f"<td{w}>{_cell(v)}</td>" for v, w in zip(row, wrapped)) + "</tr>"
                    for row, c in zip(table.rows, classes))
     caption = f"<caption>{html.escape(table.caption)}</caption>" if table.caption else ""
-    return f'<div class="table-wrap"><table>{caption}<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>'
+    group = (f' data-group="{html.escape(table.group)}" data-runs="{html.escape(" ".join(table.runs))}"'
+             if table.group else "")
+    return (f'<div class="table-wrap"><table{group}>{caption}<thead><tr>{head}</tr></thead><tbody>{rows}</tbody>'
+            "</table></div>")
 
 
 def _cell(value: object) -> str:

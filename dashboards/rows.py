@@ -135,14 +135,21 @@ class HeadCellRow(TypedDict):
     share_for_80: float
 
 
-class TopTokenRow(TypedDict):
-    """top_reasoning_tokens.sql."""
+class ExampleSampleRow(TypedDict):
+    """transfer_section.EXAMPLE_SAMPLE: the sample table 16 shows for a model pair."""
 
-    model: str
+    pair: str
+    sample_id: str
+
+
+class ExampleWeightsRow(TypedDict):
+    """transfer_section.EXAMPLE_WEIGHTS: one layer's head-averaged weights over the example's reasoning."""
+
+    pair: str
     layer: int
-    rank: int
-    token: str
-    share: float
+    sample_id: str
+    weights: list[float]
+    token_texts: list[str]
 
 
 class LatencyPointRow(TypedDict):
@@ -151,6 +158,7 @@ class LatencyPointRow(TypedDict):
 
     profile_name: str
     model: str
+    hardware: str
     input_tokens: int
     query_tokens: int | None
     output_tokens: int | None

@@ -14,6 +14,19 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 from mai.dashboards.charts import COLORS, Section, Table, figure, layout, score_range, short, subplots
+from mai.dashboards.groups import (
+    SampleSet,
+    Scored,
+    elsewhere,
+    family,
+    group_runs,
+    latest,
+    model_families,
+    paired_cell,
+    read_sample_sets,
+    score_cell,
+    scores_grid,
+)
 from mai.dashboards.outputs import OUTPUT_KINDS, OutputKind
 from mai.dashboards.rows import (
     HeadlineRow,
@@ -49,10 +62,26 @@ class Store:
     scores: dict[str, dict[str, float]]              # run -> sample -> score, the benchmark's default profile
     tokens: dict[str, int]                           # run -> output tokens of the generations it used
     headline: dict[str, tuple[str, float]]           # run -> (metric, value), default profile
+    sample_sets: dict[str, SampleSet]                # run -> its comparison group (mai.dashboards.groups)
+    families: dict[str, str]                         # model -> family, as runs recorded it
 
     @property
     def run_ids(self) -> list[str]:
         return [r["run_id"] for r in self.runs]
+
+    def scored(self, run_id: str) -> Scored | None:
+        """The run's headline and per-sample scores (None for a run without a headline)."""
+        if run_id not in self.headline:
+            return None
+        metric, value = self.headline[run_id]
+        return Scored(run_id, metric, value, self.scores.get(run_id, {}))
+
+    def groups(self, runs: list[RunRow] | None = None) -> dict[SampleSet, list[RunRow]]:
+        """`runs` (the report's) per comparison group."""
+        return group_runs(self.runs if runs is None else runs, self.sample_sets)
+
+    def family(self, model: str | None) -> str | None:
+        return family(self.families, model)
 
 
 def read_store(home: Home, run_ids: Sequence[str] | None) -> Store:
@@ -68,7 +97,8 @@ def read_store(home: Home, run_ids: Sequence[str] | None) -> Store:
                             "JOIN generations g ON g.gen_id = u.gen_id GROUP BY u.run_id")}
     headline = {r["run_id"]: (r["metric"], float(r["value"])) for r in fetch(home, HeadlineRow, HEADLINE)
                 if profiles.get(r["run_id"]) == r["scorer_profile"]}
-    return Store(home, runs, all_runs, dict(scores), tokens, headline)
+    return Store(home, runs, all_runs, dict(scores), tokens, headline, read_sample_sets(home, all_runs),
+                 model_families(all_runs))
 
 
 def _named(run: RunRow) -> str:
@@ -97,8 +127,9 @@ def routing_funnel(store: Store) -> Section:
     section = Section("routing-funnel", "Table 10 · Routing funnel: samples decided by MV1, MV2 and RT",
                       "Per cascade run: how many samples mutual verification 1 (small S = large S), mutual "
                       "verification 2 (small R = large S) and reasoning transfer decided, and the final score, next "
-                      "to the baselines scored over the same samples (the latest stored run of each setting on the "
-                      "same data and models). A row is marked when MV1 + MV2 + RT + errors does not add up to the "
+                      "to the baselines scored over the same samples (the latest stored run of each setting over "
+                      "exactly the cascade's samples, with the same models), each with MAI's paired difference "
+                      "and the exact McNemar test. A row is marked when MV1 + MV2 + RT + errors does not add up to the "
                       "run's samples.")
     cascades = [r for r in store.runs if r["mode"] == "cascade"]
     if not cascades:
@@ -108,32 +139,46 @@ def routing_funnel(store: Store) -> Section:
     for row in fetch(store.home, RouteCountRow, ROUTE_COUNTS, [[r["run_id"] for r in cascades]]):
         counts[row["run_id"]][row["route"]] = int(row["n"])
     funnel = figure()
-    names = [_named(r) for r in cascades]
+    names = [f"{_named(r)} n={r['n_samples']}" for r in cascades]
     for label in ("MV1", "MV2", "RT", "ERROR"):
         shares = [100 * counts[r["run_id"]][label] / r["n_samples"] for r in cascades]
         funnel.add_trace(go.Bar(y=names, x=shares, name=label, orientation="h", marker_color=COLORS[label],
                                 text=[str(counts[r["run_id"]][label]) for r in cascades], textposition="inside"))
     section.figures.append(layout(funnel, "Share of samples decided at each stage", barmode="stack",
                                   xaxis={"title": "% of samples"}, height=160 + 40 * len(cascades)))
-    table = Table(["run", "setting", "samples", "MV1", "MV2", "RT", "errors", "check", "final %",
-                   *BASELINES], [], "Baselines: mean score over the cascade's samples (n shared)")
     compared = figure()
     bars: dict[str, list[float | None]] = {name: [] for name in ["MAI", *BASELINES]}
+    tables: dict[SampleSet, Table] = {}
     for run in cascades:
+        group = store.sample_sets[run["run_id"]]
+        if group not in tables:
+            tables[group] = Table(["run", "setting", "samples", "MV1", "MV2", "RT", "errors", "check", "final %",
+                                   *BASELINES], [], f"{group.label}: the baselines are runs over the same samples; "
+                                   "each with MAI's paired difference against it", group=group.key,
+                                   scored=("final %", *BASELINES))
+        table = tables[group]
+        table.runs.append(run["run_id"])
         c, n = counts[run["run_id"]], run["n_samples"]
         total = c["MV1"] + c["MV2"] + c["RT"] + c["ERROR"]
+        mine = store.scored(run["run_id"])
         own = store.scores.get(run["run_id"], {})
-        final = 100 * sum(own.values()) / len(own) if own else None
-        bars["MAI"].append(final)
+        bars["MAI"].append(100 * sum(own.values()) / len(own) if own else None)
         cells = []
         for name, kind in BASELINES.items():
-            value, shared = _baseline_score(store, run, own, _baseline_of(run, kind))
-            bars[name].append(value)
-            cells.append(f"{value:.1f} (n={shared})" if value is not None else "not stored")
+            matches = _baseline_of(run, kind)
+            baseline = latest(store.groups(store.all_runs).get(group, []), matches)
+            theirs = store.scored(baseline["run_id"]) if baseline else None
+            if baseline is None or theirs is None:
+                bars[name].append(None)
+                cells.append(elsewhere(store.all_runs, store.sample_sets, group, matches))
+                continue
+            table.runs.append(baseline["run_id"])
+            bars[name].append(100 * sum(theirs.scores.values()) / len(theirs.scores) if theirs.scores else None)
+            cells.append(score_cell(theirs) + (f"; MAI {paired_cell(theirs, mine)}" if mine else ""))
         table.rows.append([run["run_id"], run_label(run), n, *(f"{c[k]} ({100 * c[k] / n:.1f} %)"
                            for k in ("MV1", "MV2", "RT")), c["ERROR"],
                            "ok" if total == n else f"counts add up to {total}, not {n}",
-                           f"{final:.1f}" if final is not None else "-", *cells])
+                           score_cell(mine) if mine else "-", *cells])
         table.classes.append("" if total == n else "warning")
     for name, values in bars.items():
         compared.add_trace(go.Bar(x=names, y=values, name=name))
@@ -141,19 +186,8 @@ def routing_funnel(store: Store) -> Section:
                                   yaxis={"title": "mean score (%)", "range": score_range(
                                       [v for values in bars.values() for v in values if v is not None])},
                                   xaxis={"title": "cascade run"}))
-    section.tables.append(table)
+    section.tables.extend(tables.values())
     return section
-
-
-def _baseline_score(store: Store, cascade_run: RunRow, own: dict[str, float], matches: Callable[[RunRow], bool]
-                    ) -> tuple[float | None, int]:
-    candidates = [r for r in store.all_runs if r["dataset_fingerprint"] == cascade_run["dataset_fingerprint"]
-                  and matches(r)]
-    if not candidates:
-        return None, 0
-    theirs = store.scores.get(candidates[-1]["run_id"], {})
-    shared = [sid for sid in own if sid in theirs]
-    return (100 * sum(theirs[s] for s in shared) / len(shared), len(shared)) if shared else (None, 0)
 
 
 # --- 3. tables 6 and 15: S2 -------------------------------------------------------------------------------------
@@ -184,6 +218,10 @@ def s2_toggle(store: Store) -> Section:
                                                    "after its own reasoning"),
                 "cascade": section.child("table-15", "Table 15 · S2 in the cascade: MV2 and RT counts without "
                                                      "and with S2")}
+    for group, runs in store.groups().items():  # table 6 in the paper's layout: models x S, E, E+S2, R, R+S2
+        singles = [r for r in runs if r["mode"] == "single" and r["run_id"] in store.headline]
+        if any(r["s2"] for r in singles):
+            scores_grid(children["single"], group, singles, store.scored)
     for mode, part in children.items():
         mine = [p for p in pairs if (p["mode"] == "single") == (mode == "single")]
         if not mine:

@@ -1,4 +1,4 @@
--- Speed-up table (paper tables 11-12): each run's estimated time (equation 27, per estimate) and measured time (stored per-call wall time, batch-amortised), with the speed-up against the large model's R run and, for a pair's runs, against Full RT, each over the same set of sample contents, with the same models, dtype, backend and token budgets (the latest such run). Estimates pair by the models they price and the profile of each (`prices`: 'model=profile', sorted), not by name: a cascade's estimate 'h100-2b+h100-8b' pairs with the large R run's 'h100-8b' when both price the large model with h100-8b.
+-- Speed-up table (paper tables 11-12): each run's estimated time (equation 27, per estimate) and measured time (stored per-call wall time, batch-amortised, plus sparse RT's attention-capture prefills), with the speed-up against the large model's R run and, for a pair's runs, against Full RT, each over the same set of sample contents, with the same models, dtype, backend and token budgets (the latest such run). Estimates pair by the models they price and the profile of each (`prices`: 'model=profile', sorted), not by name: a cascade's estimate 'h100-2b+h100-8b' pairs with the large R run's 'h100-8b' when both price the large model with h100-8b.
 WITH used AS (
     UNPIVOT (SELECT run_id, sample_id, gen_s_large, gen_s_small, gen_r_small, gen_s2_small, gen_rt_large, gen_single,
                     gen_single_s2 FROM routes)
@@ -8,9 +8,19 @@ WITH used AS (
     SELECT u.run_id, replace(u.stage, 'gen_', '') AS stage, any_value(g.model) AS model,
            sum(g.wall_s / g.batch_size) AS measured_s, sum(g.output_tokens) AS output_tokens
     FROM used u JOIN generations g USING (gen_id) GROUP BY ALL
+), captured AS (  -- sparse RT's attention-capture prefills: once per capture the run's selections read
+    SELECT run_id, sum(capture_s) AS capture_s FROM (
+        SELECT DISTINCT r.run_id, s.capture_id, a.capture_s
+        FROM routes r
+        JOIN generations g ON g.gen_id = r.gen_rt_large
+        JOIN selections s ON s.selection_id = g.upstream_gen_id
+        JOIN (SELECT capture_id, any_value(capture_s) AS capture_s FROM attention GROUP BY capture_id) a
+          USING (capture_id))
+    GROUP BY run_id
 ), measured AS (
-    SELECT run_id, sum(measured_s) AS measured_s, sum(output_tokens)::BIGINT AS output_tokens
-    FROM per_stage GROUP BY run_id
+    SELECT p.run_id, sum(p.measured_s) + coalesce(any_value(c.capture_s), 0) AS measured_s,
+           sum(p.output_tokens)::BIGINT AS output_tokens
+    FROM per_stage p LEFT JOIN captured c USING (run_id) GROUP BY p.run_id
 ), sample_sets AS (  -- a run's exact set of sample contents
     SELECT r.run_id, md5(string_agg(s.content_hash, ',' ORDER BY s.content_hash)) AS sample_set,
            count(*) AS n_samples

@@ -1,4 +1,4 @@
--- Transfer-layer sweep (paper table 9): per sparse-RT layer and delta, mean selected tokens and the metric, next to full RT and the large model's S baseline on the same data.
+-- Transfer-layer sweep (paper table 9): per sparse-RT layer and delta, mean selected tokens and the metric, next to full RT (its reasoning tokens: all transferred) and the large model's S baseline on the same data.
 WITH headline AS (
     SELECT run_id, metric, value FROM metrics
     WHERE subset = 'overall' AND metric NOT IN ('unparsed_rate', 'yes_ratio', 'precision', 'recall', 'row_accuracy')
@@ -6,11 +6,12 @@ WITH headline AS (
 ),
 transferred AS (
     SELECT r.run_id, avg(s.transferred_tokens) AS mean_transferred_tokens,
-           avg(s.n_reasoning_tokens) AS mean_reasoning_tokens, avg(s.share_selected) AS mean_share_selected,
-           count(*) AS rt_samples
+           coalesce(avg(s.n_reasoning_tokens), avg(rg.output_tokens)) AS mean_reasoning_tokens,
+           avg(s.share_selected) AS mean_share_selected, count(*) AS rt_samples
     FROM routes r
     JOIN generations g ON g.gen_id = r.gen_rt_large
     LEFT JOIN selections s ON s.selection_id = g.upstream_gen_id
+    LEFT JOIN generations rg ON rg.gen_id = r.gen_r_small  -- full transfer: every token of the small R
     WHERE r.route = 'RT'
     GROUP BY ALL
 )

@@ -15,11 +15,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
-from mai.dashboards.charts import Section, Table, layout, num, short, subplots
-from mai.dashboards.rows import AttentionPairRow, HeadCellRow, SweepRow, TopTokenRow
+from mai.dashboards.charts import PALETTE, Section, Table, layout, num, short, subplots
+from mai.dashboards.groups import SampleSet
+from mai.dashboards.rows import (
+    AttentionPairRow,
+    ExampleSampleRow,
+    ExampleWeightsRow,
+    HeadCellRow,
+    SweepRow,
+)
 from mai.dashboards.saved import load_saved
 from mai.dashboards.sections import Store
 from mai.dashboards.views import FULL_RT, fetch
+
+from mai.transfer import tokens_to_reach
 
 # the captures the runs used (through their selections) or wrote
 RUN_CAPTURES = """
@@ -46,21 +55,22 @@ PER_HEAD = f"""
     SELECT model, reasoning_model, layer, head, avg(attention) AS attention, avg(share) AS share_for_80
     FROM heads GROUP BY ALL ORDER BY model, reasoning_model, layer, head
 """
-TOP_TOKENS = f"""
-    WITH tokens AS (
-        SELECT model, reasoning_model, layer, unnest(token_texts) AS token, unnest(weights) AS weight
-        FROM ({RUN_CAPTURES})
-    ), per_token AS (
-        SELECT model, reasoning_model, layer, token, sum(weight) AS attention FROM tokens GROUP BY ALL
-    ), ranked AS (
-        SELECT model, reasoning_model, layer, token,
-               attention / sum(attention) OVER (PARTITION BY model, reasoning_model, layer) AS share,
-               row_number() OVER (PARTITION BY model, reasoning_model, layer ORDER BY attention DESC, token) AS rank
-        FROM per_token
-    )
-    SELECT model || ' + ' || reasoning_model || ' R' AS model, layer, rank, token, share
-    FROM ranked WHERE rank <= 10 ORDER BY model, layer, rank
+# table 16's example: per pair, the first sample (by id) captured at every layer the pair has, as the paper shows
+# one sample's reasoning
+EXAMPLE_SAMPLE = f"""
+    WITH captured AS (SELECT model || ' + ' || reasoning_model || ' R' AS pair, sample_id, layer
+                      FROM ({RUN_CAPTURES})),
+         layers AS (SELECT pair, count(DISTINCT layer) AS n FROM captured GROUP BY pair)
+    SELECT c.pair, min(c.sample_id) AS sample_id FROM (
+        SELECT pair, sample_id, count(DISTINCT layer) AS n FROM captured GROUP BY ALL) c
+    JOIN layers l ON l.pair = c.pair AND l.n = c.n GROUP BY c.pair ORDER BY c.pair
 """
+EXAMPLE_WEIGHTS = f"""
+    SELECT model || ' + ' || reasoning_model || ' R' AS pair, layer, sample_id, any_value(weights) AS weights,
+           any_value(token_texts) AS token_texts
+    FROM ({RUN_CAPTURES}) WHERE list_contains(?, sample_id) GROUP BY ALL ORDER BY pair, layer
+"""
+TOP_RANKS = 15  # the paper's table 16 lists the 1st to the 15th token
 SWEEP_COMMAND = ("<code>mai sweep --layers 0,1,2</code> stores a cascade-mode sweep, "
                  "<code>mai sweep --mode full_rt --layers 0,1,2</code> a Full-RT one")
 
@@ -80,8 +90,12 @@ def transfer(store: Store) -> Section:
               lambda h: h["attention"], "attention on reasoning")
     _heatmaps(section.child("figure-5", "Figure 5 · Head-wise sparsity within the reasoning across layers"), heads,
               lambda h: h["share_for_80"], "share of tokens for 80 %")
-    top = fetch(store.home, TopTokenRow, TOP_TOKENS, [runs, runs]) if per_layer else []
-    _table_16(section.child("table-16", "Table 16 · Most attended reasoning tokens per layer"), top, per_layer)
+    examples = fetch(store.home, ExampleSampleRow, EXAMPLE_SAMPLE, [runs, runs]) if per_layer else []
+    weights = fetch(store.home, ExampleWeightsRow, EXAMPLE_WEIGHTS,
+                    [runs, runs, [e["sample_id"] for e in examples]]) if examples else []
+    chosen = {(e["pair"], e["sample_id"]) for e in examples}
+    _table_16(section.child("table-16", "Table 16 · Most attended reasoning tokens per layer"),
+              [w for w in weights if (w["pair"], w["sample_id"]) in chosen])
     return section
 
 
@@ -96,39 +110,88 @@ class _SparseRun:
     row: SweepRow
 
 
+@dataclass(frozen=True, order=True)
+class _SweepKey:
+    """A sweep's comparison group: its samples and its model pair."""
+
+    group: SampleSet
+    small_model: str
+    large_model: str
+
+
 def _table_9(store: Store, section: Section) -> None:
-    sweep = [r for r in fetch(store.home, SweepRow, load_saved("transfer_layer_sweep")) if r["run_id"] in store.run_ids]
-    sparse = [_SparseRun(f"{_sweep_name(r)}, delta {delta:g}", layer, r) for r in sweep if r["setting"] == "sparse RT"
-              and (layer := r["layer"]) is not None and (delta := r["delta"]) is not None]
-    if not sparse:
+    """Per sweep (sample set and model pair): the paper's grid, a column per transfer layer and one for full
+    transfer ("Full"), a score row and a tokens-transferred row per mode and delta; the full-transfer and large-S
+    baselines are runs of the sweep's own pair over its own samples, without S2."""
+    rows = fetch(store.home, SweepRow, load_saved("transfer_layer_sweep"))
+    runs = {r["run_id"]: r for r in store.all_runs}
+    sweeps: dict[_SweepKey, list[_SparseRun]] = defaultdict(list)
+    for r in rows:
+        run = runs.get(r["run_id"])
+        if (r["run_id"] in store.run_ids and r["setting"] == "sparse RT" and run is not None
+                and (layer := r["layer"]) is not None and (delta := r["delta"]) is not None):
+            key = _SweepKey(store.sample_sets[r["run_id"]], run["small_model"] or "", run["large_model"] or "")
+            sweeps[key].append(_SparseRun(f"{_sweep_name(r)}, delta {delta:g}", layer, r))
+    if not sweeps:
         section.notes.append(f"No sparse-RT run in this report: {SWEEP_COMMAND}.")
-    else:
-        fig = subplots(rows=1, cols=2, subplot_titles=("score by transfer layer", "tokens transferred"),
-                       horizontal_spacing=0.12)
-        for line in sorted({s.line for s in sparse}):
-            points = sorted((s for s in sparse if s.line == line), key=lambda s: s.layer)
-            layers = [s.layer for s in points]
-            fig.add_trace(go.Scatter(x=layers, y=[100 * s.row["value"] for s in points], mode="lines+markers",
-                                     name=line, legendgroup=line), row=1, col=1)
-            fig.add_trace(go.Scatter(x=layers, y=[s.row["mean_transferred_tokens"] for s in points],
-                                     mode="lines+markers", name=f"{line}: transferred", legendgroup=line,
-                                     showlegend=False), row=1, col=2)
-        layers = [s.layer for s in sparse]
-        for r in sweep:
-            if r["setting"] != "sparse RT":
-                fig.add_trace(go.Scatter(x=[min(layers), max(layers)], y=[100 * r["value"]] * 2, mode="lines",
-                                         line={"dash": "dash"}, name=f"{_baseline_name(r)} ({short(r['run_id'])})"),
-                              row=1, col=1)
-        fig.update_xaxes(title_text="transfer layer (0-based)", dtick=1)
-        fig.update_yaxes(title_text="score (%)", row=1, col=1)
-        fig.update_yaxes(title_text="mean tokens transferred", row=1, col=2)
-        section.figures.append(layout(fig, "Transfer-layer sweep"))
-    section.tables.append(Table(["setting", "layer", "delta", "mode", "RT samples", "reasoning tokens",
-                                 "transferred tokens", "share kept", "metric", "value %", "run"],
-                                [[r["setting"], r["layer"], r["delta"], r["mode"], r["rt_samples"],
-                                  num(r["mean_reasoning_tokens"]), num(r["mean_transferred_tokens"]),
-                                  num(r["mean_share_selected"]), r["metric"], f"{100 * r['value']:.1f}", r["run_id"]]
-                                 for r in sweep]))
+        return
+    for key, sparse in sorted(sweeps.items()):
+        def same(row: SweepRow, key: _SweepKey = key) -> bool:
+            run = runs[row["run_id"]]
+            return (store.sample_sets.get(row["run_id"]) == key.group and not run["s2"]
+                    and run["large_model"] == key.large_model
+                    and (row["setting"] == "large S" or run["small_model"] == key.small_model))
+        baselines: dict[tuple[str, str], SweepRow] = {(b["setting"], str(b["mode"])): b for b in rows
+                                                      if b["setting"] != "sparse RT" and same(b)}
+        _sweep_grid(section, key, sparse, baselines)
+
+
+def _sweep_grid(section: Section, key: _SweepKey, sparse: list[_SparseRun],
+                baselines: dict[tuple[str, str], SweepRow]) -> None:
+    title = f"{key.group.label}: {key.large_model} + {key.small_model} R"
+    layers = sorted({s.layer for s in sparse})
+    large_s = baselines.get(("large S", "single"))
+    table = Table(["line", "quantity", "large S", *(f"L{layer}" for layer in layers), "Full"], [],
+                  f"{title}. Large S: the large model's own short answer; Full: the same mode with full transfer "
+                  "(every reasoning token).", group=key.group.key)
+    if large_s is not None:
+        table.runs.append(large_s["run_id"])
+    large_s_score = f"{100 * large_s['value']:.1f}" if large_s else "not stored on these samples"
+    fig = subplots(rows=1, cols=2, subplot_titles=("score by transfer layer", "tokens transferred"),
+                   horizontal_spacing=0.12)
+    for index, line in enumerate(sorted({s.line for s in sparse})):
+        colour = PALETTE[index % len(PALETTE)]
+        points = sorted((s for s in sparse if s.line == line), key=lambda s: s.layer)
+        by_layer = {s.layer: s.row for s in points}
+        full = baselines.get(("full RT", points[0].row["mode"]))
+        table.runs.extend(s.row["run_id"] for s in points)
+        if full is not None:
+            table.runs.append(full["run_id"])
+        table.rows.append([line, f"{points[0].row['metric']} %", large_s_score,
+                           *(f"{100 * by_layer[layer]['value']:.1f}" if layer in by_layer else None
+                             for layer in layers), f"{100 * full['value']:.1f}" if full else "not stored"])
+        table.rows.append([line, "mean tokens transferred", None,
+                           *(num(by_layer[layer]["mean_transferred_tokens"], 1) if layer in by_layer else None
+                             for layer in layers), num(full["mean_reasoning_tokens"], 1) if full else "not stored"])
+        fig.add_trace(go.Scatter(x=[s.layer for s in points], y=[100 * s.row["value"] for s in points],
+                                 mode="lines+markers", name=line, legendgroup=line, line={"color": colour},
+                                 marker={"color": colour}), row=1, col=1)
+        fig.add_trace(go.Scatter(x=[s.layer for s in points], y=[s.row["mean_transferred_tokens"] for s in points],
+                                 mode="lines+markers", name=f"{line}: transferred", legendgroup=line,
+                                 showlegend=False, line={"color": colour}, marker={"color": colour}), row=1, col=2)
+        if full is not None:
+            fig.add_trace(go.Scatter(x=[min(layers) - 0.5, max(layers) + 0.5], y=[100 * full["value"]] * 2, mode="lines",
+                                     line={"dash": "dash", "color": colour}, legendgroup=line,
+                                     name=f"{_baseline_name(full)} ({short(full['run_id'])})"), row=1, col=1)
+    if large_s is not None:
+        fig.add_trace(go.Scatter(x=[min(layers) - 0.5, max(layers) + 0.5], y=[100 * large_s["value"]] * 2, mode="lines",
+                                 line={"dash": "dot", "color": "#6c757d"},
+                                 name=f"large S ({short(large_s['run_id'])})"), row=1, col=1)
+    fig.update_xaxes(title_text="transfer layer (0-based)", dtick=1)
+    fig.update_yaxes(title_text="score (%)", row=1, col=1)
+    fig.update_yaxes(title_text="mean tokens transferred", row=1, col=2)
+    section.figures.append(layout(fig, f"Transfer-layer sweep: {title}"))
+    section.tables.append(table)
 
 
 def _baseline_name(row: SweepRow) -> str:
@@ -149,12 +212,15 @@ def _figure_3(section: Section, rows: list[AttentionPairRow]) -> None:
     fig = subplots(rows=1, cols=2, horizontal_spacing=0.12,
                    subplot_titles=("(a) attention weight of all reasoning tokens",
                                    "(b) share of reasoning tokens holding 80 % of it"))
-    for pair in sorted({_pair(r) for r in rows}):
+    for index, pair in enumerate(sorted({_pair(r) for r in rows})):
+        colour = PALETTE[index % len(PALETTE)]  # both panels and the legend in one colour per pair
         mine = [r for r in rows if _pair(r) == pair]
         fig.add_trace(go.Scatter(x=[r["layer"] for r in mine], y=[r["attention"] for r in mine],
-                                 mode="lines+markers", name=pair, legendgroup=pair), row=1, col=1)
+                                 mode="lines+markers", name=pair, legendgroup=pair,
+                                 line={"color": colour}, marker={"color": colour}), row=1, col=1)
         fig.add_trace(go.Scatter(x=[r["layer"] for r in mine], y=[r["share_for_80"] for r in mine],
-                                 mode="lines+markers", name=pair, legendgroup=pair, showlegend=False), row=1, col=2)
+                                 mode="lines+markers", name=pair, legendgroup=pair, showlegend=False,
+                                 line={"color": colour}, marker={"color": colour}), row=1, col=2)
     if len({r["reasoning_model"] for r in rows}) == 1:
         section.notes.append("The paper sets the large model reading the small model's reasoning against it reading "
                              "its own (8B + 2B-R vs 8B + 8B-R); this report holds one reasoning model. A sweep of a "
@@ -183,34 +249,44 @@ def _heatmaps(section: Section, heads: list[HeadCellRow], value: Callable[[HeadC
         layers = sorted({layer for _, layer in cells})
         head_ids = sorted({head for head, _ in cells})
         z = [[cells.get((head, layer), math.nan) for layer in layers] for head in head_ids]
-        fig.add_trace(go.Heatmap(x=layers, y=head_ids, z=z, coloraxis="coloraxis", name=pair,
-                                 hovertemplate="layer %{x}, head %{y}: %{z:.3f}<extra></extra>"), row=1, col=index)
-    fig.update_xaxes(title_text="layer (0-based)", dtick=1)
+        # one column per captured layer, labelled by its index: numeric x would draw layers 1, 3, 5 as blocks
+        # spanning 0-6, as if layers 0, 2, 4 and 6 were measured too
+        fig.add_trace(go.Heatmap(x=[f"L{layer}" for layer in layers], y=head_ids, z=z, coloraxis="coloraxis",
+                                 name=pair, hovertemplate="layer %{x}, head %{y}: %{z:.3f}<extra></extra>"),
+                      row=1, col=index)
+    fig.update_xaxes(title_text="captured layer (0-based)", type="category")
     fig.update_yaxes(title_text="head", dtick=1, row=1, col=1)
     section.figures.append(layout(fig, f"{label}, per head and layer", coloraxis={"colorbar": {"title": label}}))
 
 
-def _table_16(section: Section, top: list[TopTokenRow], per_layer: list[AttentionPairRow]) -> None:
-    """As the paper lays it out: a row per layer and model pair, its share of tokens for 80 % and the ranked
-    tokens with their share of the layer's attention on the reasoning."""
-    if not top:
+def _table_16(section: Section, captures: list[ExampleWeightsRow]) -> None:
+    """As the paper lays it out, over one sample's reasoning per model pair: a row per layer and pair, the share
+    (and number) of reasoning tokens that hold 80 % of the head-averaged attention, which is what sparse RT
+    selects at delta 0.8 (`mai.transfer.select_indices`), and the 15 top-ranked tokens with their share."""
+    if not captures:
         section.notes.append(f"No attention captured for this report's runs ({SWEEP_COMMAND}).")
         return
-    sparsity = {(_pair(r), r["layer"]): r for r in per_layer}
-    ranked: dict[tuple[int, str], list[TopTokenRow]] = defaultdict(list)
-    for r in top:
-        ranked[(r["layer"], r["model"])].append(r)
-    ranks = max(len(v) for v in ranked.values())
-    table = Table(["layer", "large + reasoning", "N-tok (80 %)", *(f"#{i}" for i in range(1, ranks + 1))], [],
+    table = Table(["layer", "large + reasoning", "sample", "N-tok (80 %)", *(_ordinal(i) for i in
+                                                                            range(1, TOP_RANKS + 1))], [],
                   wrap=("large + reasoning",))
-    for (layer, pair), tokens in sorted(ranked.items()):
-        own = sparsity.get((pair, layer))
-        share = (f"{100 * own['share_for_80']:.1f} % ({own['reasoning_tokens'] * own['share_for_80']:.0f})"
-                 if own else None)
-        table.rows.append([f"L{layer}", pair, share, *(_token(t) for t in sorted(tokens, key=lambda t: t["rank"]))])
+    for capture in sorted(captures, key=lambda c: (c["layer"], c["pair"])):
+        weights, total = capture["weights"], sum(capture["weights"])
+        kept = tokens_to_reach(weights, 0.8)
+        share = f"{100 * kept / len(weights):.1f} % ({kept})" if weights else None
+        order = sorted(range(len(weights)), key=lambda i: (-weights[i], i))[:TOP_RANKS]
+        table.rows.append([f"L{capture['layer']}", capture["pair"], capture["sample_id"], share,
+                           *(_token(capture["token_texts"][i], weights[i] / total if total else 0.0)
+                             for i in order), *[None] * (TOP_RANKS - len(order))])
     section.tables.append(table)
+    section.notes.append("One sample per model pair (the first captured at every layer), as the paper shows one; "
+                         "each token's weight is averaged over the heads before ranking, as in the paper and as "
+                         "sparse RT selects.")
 
 
-def _token(row: TopTokenRow) -> str:
+def _ordinal(n: int) -> str:
+    return f"{n}" + ({1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th") if n not in (11, 12, 13) else "th")
+
+
+def _token(text: str, share: float) -> str:
     """A ranked token and its share; blank tokens (spaces, newlines) as their repr."""
-    return f"{row['token'].strip() or repr(row['token'])} {100 * row['share']:.1f}%"
+    return f"{text.strip() or repr(text)} {100 * share:.1f}%"

@@ -21,6 +21,7 @@ from mai.manifest import (
     ModelRecord,
     RunCounts,
     RunManifest,
+    RunProvenance,
     RunScores,
     RunTimings,
     ServerEvent,
@@ -30,6 +31,7 @@ from mai.manifest import (
 )
 from mai.plan import RunPlan
 from mai.progress import Tally
+from mai.provenance import machine, model_provenance
 
 PACKAGES = ("mai", "torch", "transformers", "prefect", "duckdb", "pyarrow", "datasets", "tokenizers")
 
@@ -110,13 +112,24 @@ def build_manifest(plan: RunPlan, stage_maps: dict[str, StageMaps], scores: RunS
                    for role, m in plan.models.items()},
         "data": DataRecord(location=plan.source.location, split=plan.source.split, config=plan.source.config,
                            revision=plan.source.revision, fingerprint=plan.source.fingerprint),
-        "versions": package_versions(), "git_commit": git_commit(),
+        "versions": package_versions(), "git_commit": (commit := git_commit()),
         "started_at": started_at.isoformat(), "finished_at": datetime.now(UTC).isoformat(),
         "shard_paths": sorted(stage_maps), "scorer_profile": scores["scorer_profile"],
         "counts": _counts(plan, stage_maps, scores, tally), "routes": scores["routes"],
         "stages": stage_statistics(plan, stage_maps), "metrics": scores["metrics"], "errors": scores["errors"],
         "timings": timings, "backend": backend_report(plan.backend, started_at),
+        "provenance": run_provenance(plan, scores, tally, commit),
     }
+
+
+def run_provenance(plan: RunPlan, scores: RunScores, tally: Tally, commit: str | None) -> RunProvenance:
+    """What the report and `mai compare` show of where and with what the run ran (mai.provenance)."""
+    return {"models": {role: model_provenance(m) for role, m in plan.models.items()},
+            "data": DataRecord(location=plan.source.location, split=plan.source.split, config=plan.source.config,
+                               revision=plan.source.revision, fingerprint=plan.source.fingerprint),
+            "limit": plan.config.limit, "n_samples": sum(scores["routes"][label] for label in ROUTE_LABELS),
+            "command": plan.command, "machine": machine(plan.load_at_start), "git_commit": commit,
+            "capture_s": round(tally.capture_s, 6)}
 
 
 def _counts(plan: RunPlan, stage_maps: dict[str, StageMaps], scores: RunScores, tally: Tally) -> RunCounts:
@@ -167,6 +180,7 @@ def catalog_row(manifest: RunManifest, plan: RunPlan, started_at: datetime, fini
         "routed_mv1": routes["MV1"], "routed_mv2": routes["MV2"], "routed_rt": routes["RT"],
         "git_commit": manifest["git_commit"], "config_json": json.dumps(manifest["config"], sort_keys=True),
         "versions_json": json.dumps(manifest["versions"], sort_keys=True),
+        "provenance_json": json.dumps(manifest["provenance"], sort_keys=True),
     }
 
 

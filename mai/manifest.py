@@ -127,6 +127,46 @@ class DataRecord(TypedDict):
     fingerprint: str
 
 
+class ModelProvenance(TypedDict):
+    """A model as the run resolved it: its identity name, what it was loaded from, the revision (a local
+    checkpoint's content fingerprint 'sha256:...'), and its family and architecture from its own config.json
+    (mai.provenance; family 'unknown' where the config could not be read)."""
+
+    name: str
+    name_or_path: str
+    revision: str
+    dtype: str
+    family: str
+    model_type: str | None
+    architecture: str | None
+
+
+class MachineRecord(TypedDict):
+    """The machine a run's times were measured on, and how busy it was (load averages 1, 5, 15 min)."""
+
+    host: str
+    hardware: str
+    cpu_count: int
+    load_at_start: list[float]
+    load_at_end: list[float]
+
+
+class RunProvenance(TypedDict):
+    """Everything a reader needs to know what a run compares with: the models, the exact data and sample count,
+    the command, the machine and its load, the code."""
+
+    models: dict[str, ModelProvenance]
+    data: DataRecord
+    limit: int | None
+    n_samples: int
+    command: str
+    machine: MachineRecord
+    git_commit: str | None
+    # seconds the run spent capturing attention for sparse RT (the prefill that picks the tokens), counted in its
+    # measured time; 0 outside sparse RT
+    capture_s: float
+
+
 class RunManifest(TypedDict):
     run_id: str
     run_name: str
@@ -147,6 +187,7 @@ class RunManifest(TypedDict):
     errors: list[SampleError]
     timings: RunTimings
     backend: BackendReport
+    provenance: RunProvenance
     # added by `mai.flows.api.run` for its caller: where the results lie
     home: NotRequired[str]
     catalog: NotRequired[str]

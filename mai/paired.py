@@ -52,6 +52,34 @@ def bootstrap_mean_diff_ci(diffs: Sequence[float], resamples: int = BOOTSTRAP_RE
     return (float(low), float(high))
 
 
+def mean_interval(values: Sequence[float], level: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES,
+                  seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
+    """An interval of the mean score of one run: Wilson's score interval for 0/1 scores (an accuracy), else the
+    percentile bootstrap of the mean (graded scores: ANLS, relaxed accuracy)."""
+    n = len(values)
+    if n == 0:
+        return (math.nan, math.nan)
+    if all(v in (0.0, 1.0) for v in values):
+        z = _normal_quantile(1 - (1 - level) / 2)
+        p = sum(values) / n
+        centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+        half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+        return (max(0.0, centre - half), min(1.0, centre + half))
+    return bootstrap_mean_diff_ci(values, resamples, level, seed)  # the mean of the values themselves
+
+
+def _normal_quantile(q: float) -> float:
+    """The standard normal quantile (bisection over erf: exact enough for an interval's z, no scipy)."""
+    low, high = -10.0, 10.0
+    for _ in range(100):
+        middle = (low + high) / 2
+        if 0.5 * (1 + math.erf(middle / math.sqrt(2))) < q:
+            low = middle
+        else:
+            high = middle
+    return (low + high) / 2
+
+
 @dataclass(frozen=True)
 class PairedResult:
     subset: str

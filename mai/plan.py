@@ -36,6 +36,7 @@ from mai.evals.loading import DataSource, resolve_source
 from mai.evals.registry import get_entry
 from mai.evals.spec import SpecBenchmark
 from mai.host import host_name
+from mai.provenance import command_line, load_average
 from mai.types import Decoding, ModelSpec, PromptKind, Role, RunMode, StageName, StageSpec
 
 
@@ -71,6 +72,10 @@ class RunPlan(BaseModel):
     decodings: dict[PromptKind, Decoding]
     # role -> the backend as every generation identity of that role names it (mai.identity)
     backend_ids: dict[str, str] = {}
+    # what the run's provenance records of its start (mai.provenance): the command that planned it and the
+    # machine's load averages then (its end's are read when the manifest is written)
+    command: str = ""
+    load_at_start: list[float] = []
 
     # --- what the configuration says, read through the plan --------------------------------------------------
 
@@ -184,7 +189,8 @@ def build_plan(config: RunConfig, store: StoreLocations, run_id: str | None = No
                    models=models,
                    stages=stages, source=source,
                    decodings={stage.prompt_kind: config.decoding(stage.prompt_kind) for stage in stages},
-                   backend_ids=_backend_ids(config, models, store.root))
+                   backend_ids=_backend_ids(config, models, store.root), command=command_line(),
+                   load_at_start=load_average())
 
 
 def _resolve_role(config: RunConfig, role: Role, models_dir: Path) -> ModelSpec:

@@ -63,19 +63,22 @@ class Tally:
     generate_s: float = 0.0
     captures: int = 0
     load_s: float = 0.0
+    capture_s: float = 0.0  # sparse RT's attention-capture prefills (not generations: not in generate_s)
 
     def add(self, other: Tally) -> None:
         self.generations += other.generations
         self.generate_s += other.generate_s
         self.captures += other.captures
         self.load_s += other.load_s
+        self.capture_s += other.capture_s
 
 
-def count(key: str, generations: int = 0, generate_s: float = 0.0, captures: int = 0, load_s: float = 0.0) -> None:
+def count(key: str, generations: int = 0, generate_s: float = 0.0, captures: int = 0, load_s: float = 0.0,
+          capture_s: float = 0.0) -> None:
     """Adds work to the ledger `key` (a run's shard: tasks of other runs never touch it)."""
     with _BOARD.lock:
         tally = _BOARD.tallies.setdefault(key, Tally())
-        tally.add(Tally(generations, generate_s, captures, load_s))
+        tally.add(Tally(generations, generate_s, captures, load_s, capture_s))
 
 
 def take_tally(key: str) -> Tally:

@@ -172,6 +172,9 @@ ATTENTION = pa.schema([
     ("token_texts", STRING_LIST),
     ("run_id", pa.string()),
     ("created_at", pa.timestamp("us", tz="UTC")),
+    # wall seconds of the prefill that captured this sample, batch-amortised, the same on each of its layers' rows
+    # (NULL in captures stored before it was recorded): sparse RT's time counts it once per capture it used
+    ("capture_s", pa.float64()),
 ])
 
 
@@ -192,6 +195,7 @@ class CaptureRow(TypedDict):
     token_ids: list[int]
     token_texts: list[str]
     run_id: str
+    capture_s: float
 
 SELECTIONS = pa.schema([
     ("selection_id", pa.string()),
@@ -358,6 +362,8 @@ RUNS = pa.schema([
     ("git_commit", pa.string()),
     ("config_json", pa.string()),
     ("versions_json", pa.string()),
+    # mai.manifest.RunProvenance as JSON (NULL in runs stored before it was recorded)
+    ("provenance_json", pa.string()),
 ])
 
 
@@ -398,3 +404,4 @@ class RunRow(TypedDict):
     git_commit: str | None
     config_json: str
     versions_json: str
+    provenance_json: str | None

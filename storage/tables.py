@@ -66,9 +66,10 @@ TABLES: tuple[Table, ...] = (
           files="*/*/*.parquet", keep_first_by="shard"),  # <benchmark>/<shard set>/shard-NNNNN
     Table("generations", GENERATIONS, key=("gen_id",), depth=2,  # <model>/<prompt kind>
           full_schema_view=True),
-    Table("attention", ATTENTION, key=("capture_id", "layer"), depth=1),  # <large model>
+    Table("attention", ATTENTION, key=("capture_id", "layer"), depth=1,  # <large model>
+          full_schema_view=True),  # capture_s came later
     Table("selections", SELECTIONS, key=("selection_id",), depth=1),  # <large model>
-    Table("runs", RUNS, files="*/run.parquet"),
+    Table("runs", RUNS, files="*/run.parquet", full_schema_view=True),  # provenance_json came later
     Table("routes", ROUTES, files="*/routes.parquet", per_run=True),
     Table("metrics", METRICS, files="*/*.parquet", per_run=True),  # <run>/<scorer profile>
     Table("scores", SCORES, files="*/*.parquet", per_run=True),  # <run>/<scorer profile>

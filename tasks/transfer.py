@@ -4,6 +4,8 @@ tokens covering `delta` of it at the run's layer are selected (stored). Returns 
 
 from __future__ import annotations
 
+import time
+
 from mai.storage.attention import (
     captured_layers,
     read_captures,
@@ -68,11 +70,14 @@ def _capture_missing(job: StageJob, benchmark: Benchmark, todo: list[Sample], re
                                          ["text", "output_token_ids"])
         requests = [_capture_request(engine, benchmark, s, captures[s.sample_id], texts[reasoning[s.sample_id]])
                     for s in pending]
+        started = time.perf_counter()
         results = engine.capture(requests, missing_layers, ctx.batch_size)
-        rows = [_capture_row(r, by_capture[r.capture_id], reasoning, large.identity_name, ctx.run_id)
+        elapsed = time.perf_counter() - started
+        rows = [_capture_row(r, by_capture[r.capture_id], reasoning, large.identity_name, ctx.run_id,
+                             elapsed / len(requests))
                 for r in results if r.layer not in have.get(r.capture_id, set())]
         write_captures(home, large, rows)
-        progress.count(job.ledger, captures=len(requests))
+        progress.count(job.ledger, captures=len(requests), capture_s=elapsed)
 
     compute_once(ClaimBoard(home, f"attention/{large.slug}"), by_capture, complete, compute)
 
@@ -89,14 +94,14 @@ def _capture_request(engine: TransformersEngine, benchmark: Benchmark, sample: S
     return CaptureRequest(capture_id=capture, sample_id=sample.sample_id, prompt=prompt, reasoning_ids=tuple(ids))
 
 
-def _capture_row(result: LayerCapture, sample: Sample, reasoning: dict[str, str], model: str, run_id: str
-                 ) -> CaptureRow:
+def _capture_row(result: LayerCapture, sample: Sample, reasoning: dict[str, str], model: str, run_id: str,
+                 capture_s: float) -> CaptureRow:
     return {"capture_id": result.capture_id, "layer": result.layer, "sample_id": sample.sample_id, "model": model,
             "reasoning_gen_id": reasoning[sample.sample_id], "n_reasoning_tokens": len(result.token_ids),
             "prompt_tokens": result.prompt_tokens, "span_attention": sum(result.weights),
             "weights": list(result.weights), "head_span_attention": list(result.head_span_mass),
             "head_tokens_for_80": list(result.head_tokens_for_80), "token_ids": list(result.token_ids),
-            "token_texts": list(result.token_texts), "run_id": run_id}
+            "token_texts": list(result.token_texts), "run_id": run_id, "capture_s": capture_s}
 
 
 def _select(job: StageJob, captures: dict[str, str]) -> dict[str, str]:

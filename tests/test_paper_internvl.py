@@ -39,6 +39,8 @@ def test_values_match_the_paper(table: dict[str, tuple[float, ...]], model: str,
 
 def test_models_are_found_by_hub_id_and_checkpoint_directory() -> None:
     assert paper_value(TABLE_13_TOKENS, "OpenGVLab/InternVL3.5-8B-HF", "mmmu", "R") == 385.5
+    assert paper_value(TABLE_13_TOKENS, "OpenGVLab/InternVL3_5-8B-HF", "mmmu", "R") == 385.5  # the real hub id
+    assert paper_value(TABLE_14_SCORES, "/ckpt/InternVL3_5-14B-HF", "infovqa", "R") == 77.1
     assert paper_value(TABLE_13_TOKENS, "/ckpt/InternVL3.5-8B-HF/", "mmmu", "R") == 385.5
     assert paper_value(TABLE_13_TOKENS, "mai-tiny-internvl-large", "mmmu", "R") is None
     assert paper_value(TABLE_13_TOKENS, "InternVL3.5-8B", "shapes", "R") is None

@@ -1,0 +1,188 @@
+"""Comparison groups: which runs a report may set side by side, and the cells that say how sure a number is.
+
+A group is a benchmark and a sample set: the same data (the dataset fingerprint) and the same samples (the sorted
+sample ids every route row of the run names, so a 24-sample run and a 160-sample run of the same data are two
+groups). A table of the report is built per group and a cell never reads a run of another group: where the run
+a cell wants is stored only over other samples, the cell is missing and says which run exists and over how many.
+Within a group, rows are models or model pairs, as the paper's tables have them.
+
+Cells: a score with its 95 % interval and n ("83.1 [76.5, 88.9] n=160"), and, where the paper compares two
+settings (MAI against a baseline, Full RT against large S), the paired difference on the same samples with the
+two-sided exact test `mai compare` computes (`mai.paired.compare_pairs`: McNemar's for 0/1 scores, the sign test
+for graded ones)."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TypedDict
+
+from mai.dashboards.charts import Cell, Section, Table
+from mai.dashboards.paper_internvl import PaperTable, paper_value
+from mai.dashboards.views import fetch, run_models
+from mai.storage.paths import Home
+from mai.storage.schemas import RunRow
+
+from mai.paired import compare_pairs, mean_interval
+
+# per run: its samples, named by the sorted sample ids (a run's route rows: one per sample, errors included)
+SAMPLE_IDS = """
+    SELECT run_id, md5(string_agg(sample_id, ',' ORDER BY sample_id)) AS sample_ids, count(*) AS n
+    FROM routes GROUP BY run_id
+"""
+INTERNVL = "internvl"
+
+
+class SampleIdsRow(TypedDict):
+    run_id: str
+    sample_ids: str
+    n: int
+
+
+@dataclass(frozen=True, order=True)
+class SampleSet:
+    """A benchmark, its data and the exact samples a run answered: the key of a comparison group."""
+
+    benchmark: str
+    dataset_fingerprint: str
+    n: int
+    sample_ids: str  # md5 of the run's sorted sample ids
+
+    @property
+    def key(self) -> str:
+        """A short id for anchors and test hooks: 'shapes-1a2b3c4d-5e6f7a8b'."""
+        return f"{self.benchmark}-{self.dataset_fingerprint.split(':')[-1][:8]}-{self.sample_ids[:8]}"
+
+    @property
+    def label(self) -> str:
+        return (f"{self.benchmark}, {self.n} samples (data {self.dataset_fingerprint.split(':')[-1][:12]}, "
+                f"sample ids {self.sample_ids[:8]})")
+
+
+def read_sample_sets(home: Home, runs: Iterable[RunRow]) -> dict[str, SampleSet]:
+    """Each run's sample set (runs without route rows have none)."""
+    by_run = {r["run_id"]: r for r in runs}
+    return {row["run_id"]: SampleSet(by_run[row["run_id"]]["benchmark"], by_run[row["run_id"]]["dataset_fingerprint"],
+                                     int(row["n"]), row["sample_ids"])
+            for row in fetch(home, SampleIdsRow, SAMPLE_IDS) if row["run_id"] in by_run}
+
+
+def group_runs(runs: Iterable[RunRow], sample_sets: dict[str, SampleSet]) -> dict[SampleSet, list[RunRow]]:
+    """The runs per sample set, groups in a fixed order (benchmark, data, size), runs oldest first."""
+    groups: dict[SampleSet, list[RunRow]] = defaultdict(list)
+    for run in runs:
+        if run["run_id"] in sample_sets:
+            groups[sample_sets[run["run_id"]]].append(run)
+    return dict(sorted(groups.items()))
+
+
+def model_families(runs: Iterable[RunRow]) -> dict[str, str]:
+    """Model name -> family, as each run recorded it at run time (`provenance_json`, mai.provenance). A model
+    only runs stored before that know is named by its name: 'internvl' when the name says so."""
+    families: dict[str, str] = {}
+    for run in runs:
+        recorded = json.loads(run["provenance_json"] or "{}").get("models") or {}
+        for model in recorded.values():
+            if model.get("family") and model["family"] != "unknown":
+                families[str(model["name"])] = str(model["family"])
+    return families
+
+
+def family(families: dict[str, str], model: str | None) -> str | None:
+    if model is None:
+        return None
+    return families.get(model) or (INTERNVL if INTERNVL in model.lower().replace("_", "") else None)
+
+
+# --- cells -------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A run's headline value and its per-sample scores (the benchmark's default scorer profile)."""
+
+    run_id: str
+    metric: str
+    value: float
+    scores: dict[str, float]
+
+
+def score_cell(scored: Scored) -> str:
+    """'83.1 [76.5, 88.9] n=160': the headline (%) with a 95 % interval of the mean per-sample score, where the
+    headline is that mean (accuracy and its kin); a headline that is no mean over samples (F1) gets n only."""
+    n = len(scored.scores)
+    if not n:
+        return f"{100 * scored.value:.1f} n=0"
+    mean = sum(scored.scores.values()) / n
+    if abs(mean - scored.value) > 1e-9:
+        return f"{100 * scored.value:.1f} ({scored.metric}) n={n}"
+    low, high = mean_interval(list(scored.scores.values()))
+    return f"{100 * scored.value:.1f} [{100 * low:.1f}, {100 * high:.1f}] n={n}"
+
+
+def paired_cell(base: Scored, other: Scored) -> str:
+    """`other` against `base` on the samples both scored: '-2.5 pts, p=0.29 (McNemar, n=160)'."""
+    shared = sorted(base.scores.keys() & other.scores.keys())
+    if not shared:
+        return "no shared samples"
+    result = compare_pairs("overall", [(base.scores[s], other.scores[s]) for s in shared], resamples=1000)
+    test = "McNemar" if result.test == "mcnemar-exact" else "sign test"
+    return f"{100 * result.difference:+.1f} pts, p={result.p_value:.2g} ({test}, n={result.n})"
+
+
+def latest(runs: Iterable[RunRow], matches: Callable[[RunRow], bool]) -> RunRow | None:
+    """The latest of `runs` (oldest first) that `matches`."""
+    found = [r for r in runs if matches(r)]
+    return found[-1] if found else None
+
+
+def elsewhere(all_runs: Iterable[RunRow], sample_sets: dict[str, SampleSet], group: SampleSet,
+              matches: Callable[[RunRow], bool]) -> str:
+    """Why a cell of `group` is missing: the matching runs stored over other samples of the benchmark, or none."""
+    others = [r for r in all_runs if matches(r) and r["benchmark"] == group.benchmark
+              and r["run_id"] in sample_sets and sample_sets[r["run_id"]] != group]
+    if not others:
+        return "not stored"
+    run = others[-1]
+    return f"not on these samples (run {run['run_id']}: n={sample_sets[run['run_id']].n})"
+
+
+# --- the grid of tables 6, 7 and 14 ------------------------------------------------------------------------------
+
+# a column per prompt, and E and R with S2 (the small model re-answering after its own explanation or reasoning:
+# the paper's E and R numbers for the small models are S2 numbers)
+SCORE_COLUMNS = (("S", False), ("E", False), ("E", True), ("R", False), ("R", True))
+
+
+def score_column(prompt: str, s2: bool) -> str:
+    return prompt + (" +S2" if s2 else "")
+
+
+def scores_grid(section: Section, group: SampleSet, singles: list[RunRow],
+                scored: Callable[[str], Scored | None], paper: PaperTable | None = None) -> None:
+    """A row per model, a column per prompt without and with S2 (the paper's tables 6, 7 and 14): the latest
+    single-model run of each in the group, with the paper's value beside the measured one without S2."""
+    cells: dict[str, dict[str, RunRow]] = defaultdict(dict)
+    for run in singles:  # oldest first: the latest run of a setting wins
+        cells[run_models(run)][score_column(run["single_prompt"] or "", run["s2"])] = run
+    if not cells:
+        return
+    columns = [score_column(p, s2) for p, s2 in SCORE_COLUMNS]
+    table = Table(["model", *columns], [], f"{group.label}: headline score %, 95 % interval, n" + (
+        "; the paper's value beside the measured one without S2" if paper else ""), group=group.key,
+        scored=tuple(columns))
+    for model, found in sorted(cells.items()):
+        row: list[Cell] = [model]
+        for prompt, s2 in SCORE_COLUMNS:
+            chosen = found.get(score_column(prompt, s2))
+            result = scored(chosen["run_id"]) if chosen else None
+            if chosen is None or result is None:
+                row.append(None)
+                continue
+            table.runs.append(chosen["run_id"])
+            reference = paper_value(paper, model, group.benchmark, prompt) if paper and not s2 else None
+            row.append(score_cell(result) + (f" (paper {reference:.1f})" if reference is not None else ""))
+        table.rows.append(row)
+    section.tables.append(table)

@@ -1,0 +1,180 @@
+"""The report compares like with like: each table is one comparison group (benchmark and sample set) and no cell
+reads a run of another group. One store: two model pairs (the tiny Qwen pair A and the tiny InternVL pair B), A's
+cascade with and without S2, A's baselines, a small-S baseline at two sample counts (the later one over fewer
+samples), A's small R with S2, Full RT of both pairs, a cascade of B and a one-layer sparse sweep of A. And a local
+checkpoint named like an official InternVL3.5 checkpoint lands in tables 13 and 14 beside the paper's value, read
+from what the run recorded, whatever directory the report is built from."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mai.flows import api
+from mai.storage.paths import Home
+
+from mai.config import INTERNVL_LARGE_BUILTIN, INTERNVL_SMALL_BUILTIN, RunConfig
+from tests.hub_fixtures import write_fixture
+
+BUDGETS = {"S": 4, "E": 8, "R": 8, "S2": 4, "RT": 4}
+N, FEWER = 6, 4
+PAIR_B = {"small_model": INTERNVL_SMALL_BUILTIN, "large_model": INTERNVL_LARGE_BUILTIN}
+
+
+def section(page: str, key: str) -> str:
+    """The HTML of the report's subsection `key` (up to the next subsection)."""
+    start = page.index(f'id="{key}"')
+    following = re.search(r'id="(table|figure)-\d+"', page[start + 10:])
+    return page[start:start + 10 + following.start()] if following else page[start:]
+
+
+def tables(part: str) -> list[dict[str, Any]]:
+    """Each group table of `part`: its group, the runs its cells read, its header and its cells (text)."""
+    found = []
+    for match in re.finditer(r'<table data-group="([^"]*)" data-runs="([^"]*)">(.*?)</table>', part, re.DOTALL):
+        body = match.group(3)
+        head = [html.unescape(h) for h in re.findall(r"<th>(.*?)</th>", body)]
+        rows = [[(cls, html.unescape(text)) for cls, text in re.findall(r'<td(?: class="(\w+)")?>(.*?)</td>', row)]
+                for row in re.findall(r"<tr class=\"[^\"]*\">(.*?)</tr>", body)]
+        found.append({"group": match.group(1), "runs": match.group(2).split(), "head": head, "rows": rows})
+    return found
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory, assets_home: Path) -> tuple[Path, dict[str, str]]:
+    root = tmp_path_factory.mktemp("groups")
+    shutil.copytree(assets_home / "models", root / "models")
+
+    def run(limit: int = N, **overrides: Any) -> str:
+        config = RunConfig(home=str(root), limit=limit, shards=1, max_new_tokens=BUDGETS, **overrides)
+        return str(api.run(config, progress=False)["run_id"])
+
+    single = {"mode": "single"}
+    runs = {"cascade": run(), "cascade_s2": run(s2=True),
+            "large_s": run(**single, single_model="large", single_prompt="S"),
+            "large_r": run(**single, single_model="large", single_prompt="R"),
+            "small_r": run(**single, single_model="small", single_prompt="R"),
+            "small_r_s2": run(**single, single_model="small", single_prompt="R", s2=True),
+            "small_s": run(**single, single_model="small", single_prompt="S"),
+            "full_rt": run(mode="full_rt"), "full_rt_b": run(mode="full_rt", **PAIR_B),
+            "cascade_b": run(**PAIR_B),
+            "small_s_fewer": run(FEWER, **single, single_model="small", single_prompt="S")}
+    (sparse,) = api.sweep(RunConfig(home=str(root), limit=N, shards=1, max_new_tokens=BUDGETS), [1])
+    runs["sparse_l1"] = str(sparse["run_id"])
+    return root, runs
+
+
+def sample_counts(root: Path) -> dict[str, tuple[str, int]]:
+    """Per run: (its data fingerprint, its number of samples), read from the store."""
+    _, rows = api.query(root, "SELECT run_id, dataset_fingerprint, n_samples FROM runs")
+    return {str(row[0]): (str(row[1]), int(row[2])) for row in rows}
+
+
+@pytest.mark.prefect
+@pytest.mark.slow
+def test_no_table_mixes_groups_and_every_score_cell_states_n(store: tuple[Path, dict[str, str]],
+                                                             tmp_path: Path) -> None:
+    root, runs = store
+    out = tmp_path / "report.html"
+    api.report(None, out=out, home=root)
+    page = out.read_text()
+    counts = sample_counts(root)
+    grouped = [t for key in ("table-5", "table-7", "table-8", "table-9", "routing-funnel")
+               for t in tables(section(page, key))]
+    assert grouped
+    for table in grouped:
+        assert {counts[r] for r in table["runs"]} == {counts[table["runs"][0]]}, table  # one sample set per table
+        for row in table["rows"]:
+            for cls, text in row:
+                if cls == "score" and text not in ("-", "not stored") and not text.startswith("not on these"):
+                    assert re.search(r"\bn=\d+\b", text), (table["head"], text)
+    # table 7: both sample counts are their own groups, and the S2 run has its own column
+    table_7 = tables(section(page, "table-7"))
+    by_n = {counts[t["runs"][0]][1]: t for t in table_7}
+    assert set(by_n) == {N, FEWER}
+    assert runs["small_s_fewer"] in by_n[FEWER]["runs"] and runs["small_s_fewer"] not in by_n[N]["runs"]
+    assert runs["small_s"] in by_n[N]["runs"] and runs["small_r_s2"] in by_n[N]["runs"]
+    assert "R +S2" in by_n[N]["head"]
+    small_row = next(r for r in by_n[N]["rows"] if r[0][1] == "mai-tiny-small")
+    assert re.search(r"\[\d+\.\d, \d+\.\d\] n=6", small_row[by_n[N]["head"].index("R +S2")][1])
+    # table 10: the cascade's small-S baseline is the run over its own samples, not the later 4-sample run, and it
+    # carries MAI's paired test
+    (funnel,) = [t for t in tables(section(page, "routing-funnel")) if runs["cascade"] in t["runs"]]
+    assert runs["small_s"] in funnel["runs"] and runs["small_s_fewer"] not in funnel["runs"]
+    assert any("p=" in text and "McNemar" in text for row in funnel["rows"] for _, text in row)
+    # table 8: a row per setting of each pair, named by model; Full RT against large S with the paired test
+    (table_8,) = tables(section(page, "table-8"))
+    models = {row[1][1] for row in table_8["rows"]}
+    assert {"mai-tiny-small", "mai-tiny-large", "mai-tiny-large + mai-tiny-small R",
+            f"{INTERNVL_LARGE_BUILTIN} + {INTERNVL_SMALL_BUILTIN} R"} <= models
+    # table 9: the sweep's baselines are its own pair's full-transfer runs without S2
+    (table_9,) = tables(section(page, "table-9"))
+    assert runs["sparse_l1"] in table_9["runs"]
+    assert runs["cascade"] in table_9["runs"]  # a cascade-mode sweep's "Full": the cascade with full transfer
+    for other in ("full_rt_b", "cascade_b", "cascade_s2"):
+        assert runs[other] not in table_9["runs"], other
+    assert table_9["head"][-1] == "Full" and table_9["head"][2] == "large S" and runs["large_s"] in table_9["runs"]
+    # table 16: the paper's 15 ranks, and its N-tok (80 %) is what sparse RT selected for that sample
+    part = section(page, "table-16")
+    assert "<th>15th</th>" in part
+    sample, kept = re.search(r"<td>L1</td><td class=\"text\">[^<]*</td><td>([^<]+)</td><td>[\d.]+ % \((\d+)\)",
+                             part).groups()
+    _, selected = api.query(root, "SELECT s.transferred_tokens FROM selections s WHERE s.layer = 1 AND "
+                                  f"s.sample_id = '{sample}'")
+    assert {int(kept)} == {int(row[0]) for row in selected}
+    # figures 4 and 5: one column per captured layer, named by its index
+    figures = re.search(r'id="chart-data">(.*?)</script>', page, re.DOTALL)
+    assert figures is not None
+    heatmaps = [trace for chart in json.loads(figures.group(1)).values() for trace in chart["data"]
+                if trace["type"] == "heatmap"]
+    assert heatmaps and all(trace["x"] == ["L1"] for trace in heatmaps)
+
+
+@pytest.mark.prefect
+def test_a_local_internvl35_checkpoint_fills_tables_13_and_14_from_any_directory(
+        home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    checkpoints = tmp_path / "checkpoints"
+    shutil.copytree(Home.at(home).models / INTERNVL_LARGE_BUILTIN, checkpoints / "InternVL3_5-8B-HF")
+    data = write_fixture("mmmu", tmp_path / "mmmu")
+    monkeypatch.chdir(checkpoints)  # the run names the checkpoint by a path relative to where it runs
+    config = RunConfig(home=str(home), benchmark="mmmu", data=str(data), shards=1, mode="single",
+                       single_model="large", single_prompt="S", large_model="InternVL3_5-8B-HF",
+                       max_new_tokens=BUDGETS)
+    manifest = api.run(config, progress=False)
+    assert manifest["provenance"]["models"]["large"]["family"] == "internvl"
+    shutil.rmtree(checkpoints)  # the report reads nothing from the checkpoint
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    out = tmp_path / "report.html"
+    api.report([manifest["run_id"]], out=out, home=home)
+    page = html.unescape(out.read_text())
+    table_14 = section(page, "table-14")
+    assert re.search(r"InternVL3_5-8B-HF</td><td class=\"score\">[\d.]+ \[[\d.]+, [\d.]+\] n=\d+ \(paper 56\.8\)",
+                     table_14), table_14[:2000]
+    assert re.search(r"InternVL3_5-8B-HF</td><td>[\d.]+ \(paper 10\.6\) n=\d+", section(page, "table-13"))
+    assert "InternVL3_5-8B-HF" not in section(page, "table-7") + section(page, "table-5")
+    _, rows = api.query(home, "SELECT provenance_json FROM runs")
+    recorded = json.loads(str(rows[0][0]))
+    assert recorded["models"]["large"]["architecture"] == "InternVLForConditionalGeneration"
+
+
+def test_score_cells_state_an_interval_and_n() -> None:
+    from mai.dashboards.groups import Scored, paired_cell, score_cell
+
+    from mai.paired import mean_interval
+
+    low, high = mean_interval([1.0] * 8 + [0.0] * 2)  # Wilson's interval for 8 of 10, by hand
+    assert (round(low, 4), round(high, 4)) == (0.4902, 0.9433)
+    assert mean_interval([0.5, 0.25, 1.0, 0.0])[0] < 0.4375 < mean_interval([0.5, 0.25, 1.0, 0.0])[1]
+    scores = {f"s{i}": 1.0 if i < 8 else 0.0 for i in range(10)}
+    assert score_cell(Scored("r", "accuracy", 0.8, scores)) == "80.0 [49.0, 94.3] n=10"
+    assert score_cell(Scored("r", "f1", 0.75, scores)) == "75.0 (f1) n=10"  # F1 is no mean over samples
+    worse = {**scores, **{f"s{i}": 0.0 for i in range(5)}}  # B loses 5 samples, wins none: p = 2 / 2**5
+    assert paired_cell(Scored("a", "accuracy", 0.8, scores), Scored("b", "accuracy", 0.3, worse)) == \
+        "-50.0 pts, p=0.062 (McNemar, n=10)"
