@@ -20,7 +20,7 @@ from mai.cascade import S_LARGE
 from mai.config import RunConfig
 from mai.identity import generation_id
 from mai.types import Decoding, ModelSpec
-from tests.test_flow_cascade import run
+from tests.helpers import run
 
 MODEL = ModelSpec("/models/mai-tiny-large", revision="sha256:1", local=True)
 ARGS = {"template": "S/phrase@v1", "benchmark": "demo", "benchmark_version": "1", "decoding": Decoding(8),

@@ -11,8 +11,8 @@ from mai.storage.runs import read_routes
 
 from mai.errors import ConfigError
 from mai.evals.registry import get_benchmark
+from tests.helpers import run
 from tests.hub_fixtures import FIXTURES, fixture_dataset, write_fixture
-from tests.test_flow_cascade import run
 
 EXPECTED_METRIC = {"pope": "f1", "chartqa": "relaxed_accuracy", "infovqa": "anls", "mmbench": "circular_accuracy",
                    "mmmu": "accuracy", "realworldqa": "exact_match"}

@@ -27,7 +27,7 @@ from mai.storage.paths import Home
 from mai.storage.runs import read_routes, read_shard_outcomes, shard_lease_path
 
 from mai.manifest import ShardOutcome
-from tests.test_flow_cascade import BUDGET, comparable, run
+from tests.helpers import BUDGET, comparable, run
 
 REPO = Path(__file__).resolve().parents[1]
 POOL = "mai-fanout-test"

@@ -14,7 +14,7 @@ from mai.storage.catalog import query
 from mai.storage.paths import Home
 from mai.storage.runs import read_routes
 
-from tests.test_flow_cascade import BUDGET, run
+from tests.helpers import BUDGET, run
 
 
 def write_demo_copy_with_bad_rows(home: Path) -> Path:

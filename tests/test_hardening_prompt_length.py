@@ -24,7 +24,7 @@ from mai.backends.transformers_inputs import encode_prompts
 from mai.config import BUILTIN_MODELS, RunConfig, resolve_model
 from mai.plan import RunPlan
 from mai.types import ChatPrompt, Decoding, GenRequest, Sample, StageSpec
-from tests.test_flow_cascade import BUDGET
+from tests.helpers import BUDGET
 from tests.test_hardening_rows import hostile_copy
 
 

@@ -13,7 +13,7 @@ from mai.storage.runs import read_routes
 
 from mai.evals.demo import DemoBenchmark
 from mai.evals.loading import DataSource, load_dataset_rows, rows_to_samples
-from tests.test_flow_cascade import run
+from tests.helpers import run
 
 
 def unchecked_strings(values: list[bytes]) -> pa.Array:

@@ -14,7 +14,7 @@ from mai.storage.paths import Home
 
 from mai.backends.registry import loaded_engines
 from mai.latency import Call, LatencyProfile, estimate, ttft_at
-from tests.test_flow_cascade import run
+from tests.helpers import run
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -19,7 +19,7 @@ from mai.storage.paths import Home
 
 from mai import progress
 from mai.config import RunConfig
-from tests.test_flow_cascade import BUDGET
+from tests.helpers import BUDGET
 
 SPEC_BUDGET = {**BUDGET, "R": 48}
 

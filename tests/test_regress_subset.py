@@ -10,7 +10,7 @@ import pytest
 from mai.flows.cli import main
 
 from mai.regression import compare_runs
-from tests.test_flow_cascade import BUDGET, run
+from tests.helpers import BUDGET, run
 
 DEMO = ["--benchmark", "demo", "--small-model", "mai-tiny-small", "--large-model", "mai-tiny-large", "--shards", "1",
         *[f"--max-new-tokens={k}={v}" for k, v in BUDGET.items()]]

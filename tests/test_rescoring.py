@@ -10,8 +10,8 @@ from mai.flows.cli import main
 from mai.storage.catalog import query
 from mai.storage.paths import Home
 
+from tests.helpers import run
 from tests.hub_fixtures import fixture_dataset, write_fixture
-from tests.test_flow_cascade import run
 
 
 def test_score_a_jsonl_of_hub_rows_with_predictions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

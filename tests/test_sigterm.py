@@ -16,7 +16,7 @@ from mai.storage.maintenance import verify_store
 from mai.storage.paths import Home
 from mai.storage.runs import read_routes
 
-from tests.test_flow_cascade import BUDGET, run
+from tests.helpers import BUDGET, run
 
 # one batch of two R outputs of 1500 tokens takes ~15 s on these cores: a SIGTERM that waited for the batch in
 # flight would show

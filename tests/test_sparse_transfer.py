@@ -16,7 +16,7 @@ from mai.config import resolve_model
 from mai.errors import ConfigError
 from mai.transfer import select_indices, tokens_to_reach
 from mai.types import REASONING_MARK, CaptureRequest, ChatPrompt
-from tests.test_flow_cascade import BUDGET, run
+from tests.helpers import BUDGET, run
 from tests.test_transformers_backend import requests as demo_requests
 
 

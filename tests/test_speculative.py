@@ -9,7 +9,7 @@ from mai.storage.catalog import query
 from mai.storage.paths import Home
 
 from mai.config import RunConfig
-from tests.test_flow_cascade import BUDGET
+from tests.helpers import BUDGET
 
 
 def test_speculative_decoding_is_token_identical_and_records_acceptance(home: Path) -> None:

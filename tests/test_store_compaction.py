@@ -22,7 +22,7 @@ from mai.storage.partitions import TABLES, Partition, compact, partitions, write
 from mai.storage.paths import Home
 from mai.storage.schemas import GENERATIONS
 
-from tests.test_flow_cascade import BUDGET, run
+from tests.helpers import BUDGET, run
 
 REPO = Path(__file__).resolve().parents[1]
 GENERATIONS_TABLE = TABLES[0]
