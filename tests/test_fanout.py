@@ -29,6 +29,8 @@ from mai.storage.runs import read_routes, read_shard_outcomes, shard_lease_path
 from mai.manifest import ShardOutcome
 from tests.helpers import BUDGET, comparable, run
 
+pytestmark = pytest.mark.prefect
+
 REPO = Path(__file__).resolve().parents[1]
 POOL = "mai-fanout-test"
 
@@ -102,7 +104,7 @@ class Workers:
 
 
 @pytest.fixture(scope="module")
-def workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workers]:
+def workers(tmp_path_factory: pytest.TempPathFactory, prefect_server: str) -> Iterator[Workers]:
     from prefect.settings import PREFECT_API_URL
 
     api_url = PREFECT_API_URL.value()

@@ -21,6 +21,8 @@ from mai import progress
 from mai.config import RunConfig
 from tests.helpers import BUDGET
 
+pytestmark = pytest.mark.prefect
+
 SPEC_BUDGET = {**BUDGET, "R": 48}
 
 

@@ -17,6 +17,8 @@ import pytest
 
 from tests.report_store import LIMIT, Store, report_store
 
+pytestmark = pytest.mark.prefect
+
 CHROMIUM = Path(os.environ.get("MAI_CHROMIUM", "/usr/bin/chromium"))
 # playwright-core-like launch of the system browser: nothing is downloaded, nothing phones home
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -27,7 +29,7 @@ CHARTED = ["figure-1", "routing-funnel", "s2", "layer-sweep", "latency", "policy
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory, assets_home: Path) -> Store:
+def store(tmp_path_factory: pytest.TempPathFactory, prefect_server: str, assets_home: Path) -> Store:
     return report_store(tmp_path_factory, assets_home)
 
 
@@ -83,6 +85,7 @@ def _all_visible_ids(page: Any) -> list[str]:
         page.click("#tf-next")
 
 
+@pytest.mark.browser
 def test_report_in_headless_chromium(store: Store, browser: Any, tmp_path: Path, screenshots: Path,
                                      capsys: pytest.CaptureFixture[str]) -> None:
     from mai.flows.cli import main

@@ -12,6 +12,8 @@ import pytest
 
 from mai.config import SHAPES_MAX_NEW_TOKENS, RunConfig, shapes_pair_config
 
+pytestmark = pytest.mark.prefect
+
 LIMIT = 8
 
 

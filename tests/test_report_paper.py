@@ -17,6 +17,8 @@ import pytest
 from tests.report_store import LIMIT, Store, report_store
 from tests.test_report import assert_pictures, browser, screenshots  # noqa: F401  (test_report's fixtures)
 
+pytestmark = [pytest.mark.prefect, pytest.mark.browser]
+
 TABLES = [*range(1, 13), 15, 16]
 FIGURES = [1, 3, 4, 5]
 # every pair of SVG text boxes in an element that overlap by more than 1 px each way (hidden and empty ones aside)
@@ -35,7 +37,7 @@ OVERLAPS = """root => {
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory, assets_home: Path) -> Store:
+def store(tmp_path_factory: pytest.TempPathFactory, prefect_server: str, assets_home: Path) -> Store:
     return report_store(tmp_path_factory, assets_home)
 
 

@@ -17,6 +17,8 @@ from mai.storage.paths import Home
 
 from tests.helpers import BUDGET, run
 
+pytestmark = pytest.mark.prefect
+
 
 def rows(home: Path, name: str) -> list[dict[str, Any]]:
     columns, found = query(Home.at(home), load_saved(name))

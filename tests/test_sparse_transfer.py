@@ -57,6 +57,7 @@ def test_capture_equals_eager_attention_on_padded_batches(home: Path) -> None:
             assert torch.allclose(torch.tensor(got.head_span_mass), expected.sum(dim=1), atol=1e-5)
 
 
+@pytest.mark.prefect
 def test_layer_sweep_after_a_full_run_computes_only_selection_and_rt(home: Path) -> None:
     from mai.config import RunConfig
 
@@ -99,6 +100,7 @@ def test_layer_sweep_after_a_full_run_computes_only_selection_and_rt(home: Path)
     assert top and top[0][2] == 1
 
 
+@pytest.mark.prefect
 def test_sparse_transfer_configuration_errors(home: Path) -> None:
     with pytest.raises(ConfigError, match="needs --transfer-layer"):
         run(home, transfer="sparse")

@@ -41,6 +41,7 @@ def stored(home: Path, sql: str) -> list[tuple[Any, ...]]:
     return sorted(query(Home.at(home), sql)[1])
 
 
+@pytest.mark.prefect
 def test_cascade_outputs_are_token_identical_with_and_without_the_speed_levers(
         home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fast_config = shapes_pair_config(home=str(home), limit=LIMIT)
@@ -103,6 +104,7 @@ def test_order_and_batch_size_never_change_an_engines_outputs(home: Path) -> Non
     assert one_by_one == by_size
 
 
+@pytest.mark.prefect
 def test_batch_sizes_per_prompt_kind_from_the_pair_the_command_line_and_deployments() -> None:
     from mai.flows.cli import _parser
     from mai.flows.cli.options import run_config

@@ -165,6 +165,7 @@ def test_duplicates_and_orphans_are_reported_then_removed(tmp_path: Path) -> Non
     assert main(["--home", str(home.root), "store", "verify"]) == 0
 
 
+@pytest.mark.prefect
 def test_a_compacted_real_store_answers_every_saved_query_as_before(home: Path) -> None:
     from mai.dashboards.saved import list_saved, load_saved
     from mai.flows.sweep import mai_sweep

@@ -34,6 +34,8 @@ from tests.postgres_prefect import (
 )
 from tests.test_fanout import prefect_cli, prefect_env, stored_rows
 
+pytestmark = [pytest.mark.prefect, pytest.mark.workers, pytest.mark.cluster, pytest.mark.slow]
+
 REPO = Path(__file__).resolve().parents[1]
 POOL = "mai-gpu"            # a server of the test's own: the real pool name, no other test's flow runs reach it
 HOSTS = ("a", "b")

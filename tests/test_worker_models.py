@@ -64,6 +64,7 @@ def test_a_missing_checkpoint_names_its_path_and_the_host(store: Path, tmp_path:
         localize_models(plan, Home.at(store).models)
 
 
+@pytest.mark.prefect
 def test_a_shard_planned_on_another_machine_runs_here(store: Path) -> None:
     """The shard flow itself, given the deployer's paths, loads this host's copy of the models and computes."""
     config = RunConfig(**{**shapes_pair_config().model_dump(), "home": str(store), "limit": 8, "shards": 1})
@@ -75,6 +76,7 @@ def test_a_shard_planned_on_another_machine_runs_here(store: Path) -> None:
     assert set(outcome.stage_maps) == {stage.name for stage in plan.stages}
 
 
+@pytest.mark.prefect
 def test_a_drain_runs_each_shard_once_loading_each_model_once(store: Path) -> None:
     """The drain a worker runs, here in this process: it runs the free shards as subflows, waits for a shard that
     another holds and takes it when its holder lets go without an outcome, loads each model for its first shard only,
