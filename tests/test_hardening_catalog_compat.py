@@ -12,8 +12,6 @@ import pytest
 from mai.storage.catalog import VIEW_NAMES, build_catalog
 from mai.storage.paths import Home
 
-pytestmark = pytest.mark.prefect
-
 ROOT = Path(__file__).resolve().parents[1]
 OLDER = ["1.4.5", "1.5.6"]
 

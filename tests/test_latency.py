@@ -30,6 +30,7 @@ def test_ttft_interpolates_and_extrapolates_linearly() -> None:
     assert stages[0].total_s == pytest.approx(0.010 + 0.2 + 0.050 + 0.1)
 
 
+@pytest.mark.prefect
 def test_profile_forces_exact_lengths_and_round_trips(home: Path) -> None:
     rows = mai_profile("mai-tiny-large", "tiny-large-cpu", resolutions=[64], query_tokens=[16, 64],
                        output_tokens=[4, 32], repeats=2, home=str(home))

@@ -6,14 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 import yaml
 from mai.flows.cli import _parser
 from mai.flows.cli.options import run_config
 
 from mai.config import DEFAULT_MAX_NEW_TOKENS, SHAPES_MAX_NEW_TOKENS, RunConfig, shapes_pair_config
-
-pytestmark = pytest.mark.prefect
 
 PAIR = ["--benchmark", "shapes", "--small-model", "mai-shapes-small", "--large-model", "mai-shapes-large"]
 

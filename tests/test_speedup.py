@@ -104,7 +104,6 @@ def test_order_and_batch_size_never_change_an_engines_outputs(home: Path) -> Non
     assert one_by_one == by_size
 
 
-@pytest.mark.prefect
 def test_batch_sizes_per_prompt_kind_from_the_pair_the_command_line_and_deployments() -> None:
     from mai.flows.cli import _parser
     from mai.flows.cli.options import run_config
