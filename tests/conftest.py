@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import link_shapes
+
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -94,12 +96,25 @@ def assets_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return home.root
 
 
+@pytest.fixture(scope="session")
+def shapes_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The `shapes` benchmark's splits (about 200 MB, half a minute of CPU), built once per session for the tests
+    that use it (`@pytest.mark.usefixtures("shapes_dataset")` puts them into `home`; `link_shapes` elsewhere)."""
+    from mai.flows.assets import build_shapes_dataset
+    from mai.storage.paths import Home
+
+    return build_shapes_dataset(Home.at(tmp_path_factory.mktemp("shapes")))
+
+
 @pytest.fixture
-def home(tmp_path: Path, assets_home: Path) -> Path:
-    """A fresh store root with the built-in models and demo data already in place."""
+def home(request: pytest.FixtureRequest, tmp_path: Path, assets_home: Path) -> Path:
+    """A fresh store root with the built-in models and demo data already in place (and the shapes splits, for a
+    test that uses the `shapes_dataset` fixture)."""
     root = tmp_path / "home"
     shutil.copytree(assets_home / "models", root / "models")
     shutil.copytree(assets_home / "datasets", root / "datasets")
+    if "shapes_dataset" in request.fixturenames:
+        link_shapes(request.getfixturevalue("shapes_dataset"), root)
     return root
 
 

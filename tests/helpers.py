@@ -3,6 +3,8 @@ Prefect engine (`run`; a test calling it needs the `prefect` marker), and reader
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -40,3 +42,9 @@ def stored_generations(home: Path, run_id: str) -> list[dict[str, Any]]:
 
 def comparable(routes: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     return sorted((r["sample_id"], r["route"], r["final_answer"], r["final_gen_id"], r["score"]) for r in routes)
+
+
+def link_shapes(shapes_dataset: Path, root: Path) -> None:
+    """The session's shapes splits in the store root `root`, hard-linked: nothing writes into a split file (a
+    rebuild writes new files), and a link costs nothing where a copy costs 200 MB."""
+    shutil.copytree(shapes_dataset, root / "datasets" / shapes_dataset.name, copy_function=os.link)

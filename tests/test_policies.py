@@ -23,8 +23,9 @@ SAME_AS_RUN = {"cascade": "cascade", "cascade +S2": "cascade_s2", "Full RT": "fu
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory, prefect_server: str, assets_home: Path) -> Store:
-    return report_store(tmp_path_factory, assets_home)
+def store(tmp_path_factory: pytest.TempPathFactory, prefect_server: str, assets_home: Path,
+          shapes_dataset: Path) -> Store:
+    return report_store(tmp_path_factory, assets_home, shapes_dataset)
 
 
 def _generations(home: Path) -> dict[str, dict[str, Any]]:

@@ -29,8 +29,9 @@ CHARTED = ["figure-1", "routing-funnel", "s2", "layer-sweep", "latency", "policy
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory, prefect_server: str, assets_home: Path) -> Store:
-    return report_store(tmp_path_factory, assets_home)
+def store(tmp_path_factory: pytest.TempPathFactory, prefect_server: str, assets_home: Path,
+          shapes_dataset: Path) -> Store:
+    return report_store(tmp_path_factory, assets_home, shapes_dataset)
 
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

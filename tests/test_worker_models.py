@@ -17,15 +17,16 @@ from mai.storage.paths import Home
 from mai.config import RunConfig, shapes_pair_config, shipped_models_dir
 from mai.errors import ConfigError
 from mai.plan import RunPlan, localize_models
+from tests.helpers import link_shapes
 
 DEPLOYER_CHECKOUT = "/home/someone-else/mai/mai/assets/models"
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One store with the shapes data built (planning checks that the data exists)."""
+def store(tmp_path_factory: pytest.TempPathFactory, shapes_dataset: Path) -> Path:
+    """One store with the shapes data built (planning checks that the data exists): the session's, linked in."""
     root = tmp_path_factory.mktemp("store")
-    api.build_shapes(root)
+    link_shapes(shapes_dataset, root)
     return root
 
 
