@@ -29,7 +29,7 @@ from mai.storage.runs import read_routes, read_shard_outcomes, shard_lease_path
 from mai.manifest import ShardOutcome
 from tests.helpers import BUDGET, comparable, run
 
-pytestmark = pytest.mark.prefect
+pytestmark = [pytest.mark.prefect, pytest.mark.workers]
 
 REPO = Path(__file__).resolve().parents[1]
 POOL = "mai-fanout-test"

@@ -19,7 +19,7 @@ from mai.storage.runs import read_routes
 
 from tests.helpers import BUDGET, run
 
-pytestmark = pytest.mark.prefect
+pytestmark = [pytest.mark.prefect, pytest.mark.slow]
 
 # one batch of two R outputs of 1500 tokens takes ~15 s on these cores: a SIGTERM that waited for the batch in
 # flight would show

@@ -83,6 +83,7 @@ def test_cascade_outputs_are_token_identical_with_and_without_the_speed_levers(
     assert not any(n for _, n in stored(plain_home, continued))
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("shapes_dataset")
 def test_order_and_batch_size_never_change_an_engines_outputs(home: Path) -> None:
     """RT prompts carry upstream texts of very different lengths: the case where sorting by size regroups

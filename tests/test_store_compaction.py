@@ -116,6 +116,7 @@ compact_store(Home.at(sys.argv[1]), min_small_files=2, grace_s=0.0)
 """
 
 
+@pytest.mark.slow
 def test_sigkill_during_compaction_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     home = Home.at(tmp_path)
     written, landed = 0, 0
