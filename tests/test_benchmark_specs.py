@@ -27,7 +27,7 @@ from mai.config import RunConfig, config_from_mapping
 from mai.errors import ConfigError
 from mai.evals import registry
 from mai.evals.spec import SpecBenchmark, check_spec, load_spec
-from tests.test_flow_cascade import BUDGET
+from tests.helpers import BUDGET
 
 COLOURS = {"red": (220, 30, 30), "green": (30, 170, 60), "blue": (40, 70, 220), "yellow": (240, 220, 40)}
 NAMES = list(COLOURS)

@@ -11,13 +11,14 @@ from mai.storage.runs import read_routes
 
 from mai.errors import ConfigError
 from mai.evals.registry import get_benchmark
+from tests.helpers import run
 from tests.hub_fixtures import FIXTURES, fixture_dataset, write_fixture
-from tests.test_flow_cascade import run
 
 EXPECTED_METRIC = {"pope": "f1", "chartqa": "relaxed_accuracy", "infovqa": "anls", "mmbench": "circular_accuracy",
                    "mmmu": "accuracy", "realworldqa": "exact_match"}
 
 
+@pytest.mark.prefect
 @pytest.mark.parametrize("benchmark", sorted(FIXTURES))
 def test_fixture_shard_runs_through_the_cascade(home: Path, tmp_path: Path, benchmark: str) -> None:
     data = write_fixture(benchmark, tmp_path / benchmark)
@@ -29,6 +30,7 @@ def test_fixture_shard_runs_through_the_cascade(home: Path, tmp_path: Path, benc
     assert manifest["scorer_profile"] == "lmms-eval"
 
 
+@pytest.mark.prefect
 def test_save_to_disk_copy_and_bad_rows(home: Path, tmp_path: Path) -> None:
     dataset = fixture_dataset("pope")
     rows = dataset.to_list()
@@ -45,6 +47,7 @@ def test_save_to_disk_copy_and_bad_rows(home: Path, tmp_path: Path) -> None:
     assert manifest["counts"]["valid"] == 4
 
 
+@pytest.mark.prefect
 def test_a_missing_column_is_named_before_any_model_loads(home: Path, tmp_path: Path) -> None:
     from mai.backends.registry import loaded_engines
 

@@ -9,7 +9,11 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+import pytest
+
 from mai.config import shapes_pair_config
+
+pytestmark = pytest.mark.prefect
 
 LIMIT = 8
 

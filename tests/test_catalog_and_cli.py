@@ -25,6 +25,7 @@ def test_empty_store_has_typed_empty_views(tmp_path: Path) -> None:
     assert query(home, "SELECT run_id, wall_s FROM runs")[0] == ["run_id", "wall_s"]
 
 
+@pytest.mark.prefect
 def test_cli_runs_and_saved_queries_answer_over_them(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--home", str(home), *RUN, "--json"]) == 0
     first = json.loads(capsys.readouterr().out)

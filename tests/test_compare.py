@@ -17,8 +17,9 @@ from tests.report_store import Store, report_store
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory, assets_home: Path) -> Store:
-    return report_store(tmp_path_factory, assets_home)
+def store(tmp_path_factory: pytest.TempPathFactory, prefect_server: str, assets_home: Path,
+          shapes_dataset: Path) -> Store:
+    return report_store(tmp_path_factory, assets_home, shapes_dataset)
 
 
 def test_exact_mcnemar_by_hand() -> None:
@@ -60,6 +61,7 @@ def _parquet_output_tokens(home: Path) -> dict[str, int]:
             for r in pq.read_table(f, columns=["gen_id", "output_tokens"]).to_pylist()}
 
 
+@pytest.mark.prefect
 def test_compare_two_real_runs_against_the_stored_files(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
     from mai.flows.cli import main
 
@@ -113,6 +115,7 @@ def test_compare_two_real_runs_against_the_stored_files(store: Store, capsys: py
     assert "estimated time (A h100-2b, B h100-2b+h100-8b" in text and "float32, transformers" in text
 
 
+@pytest.mark.prefect
 def test_compare_refuses_unknown_runs(store: Store) -> None:
     from mai.flows import api
 

@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
+pytestmark = pytest.mark.prefect
+
 REPO = Path(__file__).resolve().parents[1]
 PREFECT_YAML = REPO / "prefect.yaml"
 

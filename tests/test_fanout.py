@@ -27,7 +27,9 @@ from mai.storage.paths import Home
 from mai.storage.runs import read_routes, read_shard_outcomes, shard_lease_path
 
 from mai.manifest import ShardOutcome
-from tests.test_flow_cascade import BUDGET, comparable, run
+from tests.helpers import BUDGET, comparable, link_shapes, run
+
+pytestmark = [pytest.mark.prefect, pytest.mark.workers]
 
 REPO = Path(__file__).resolve().parents[1]
 POOL = "mai-fanout-test"
@@ -102,7 +104,7 @@ class Workers:
 
 
 @pytest.fixture(scope="module")
-def workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workers]:
+def workers(tmp_path_factory: pytest.TempPathFactory, prefect_server: str) -> Iterator[Workers]:
     from prefect.settings import PREFECT_API_URL
 
     api_url = PREFECT_API_URL.value()
@@ -198,12 +200,14 @@ def test_shards_fan_out_to_two_workers_with_the_in_process_results(
     assert counts["generations_needed"] == local["counts"]["generations_needed"]
 
 
-def test_a_partial_config_runs_the_deployments_configuration_with_that_change(workers: Workers, tmp_path: Path) -> None:
+def test_a_partial_config_runs_the_deployments_configuration_with_that_change(workers: Workers, tmp_path: Path,
+                                                                              shapes_dataset: Path) -> None:
     from prefect.deployments import run_deployment
 
     from mai.config import RunConfig, shapes_pair_config
 
     home = tmp_path / "partial"
+    link_shapes(shapes_dataset, home)  # the session's splits: the worker's run builds none
     given = json.dumps({"limit": 6, "shards": 1, "home": str(home), "max_new_tokens": {"R": 150}})
     ran = prefect_cli(workers.api_url, "deployment", "run", "mai-run/cascade-test", "--param", f"config={given}",
                       "--watch", "--watch-timeout", "400")

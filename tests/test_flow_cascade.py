@@ -5,41 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
 import pytest
-from mai.flows.run import mai_run
 from mai.storage.catalog import query
 from mai.storage.paths import Home
 from mai.storage.runs import read_manifest, read_routes
 
 from mai.backends.registry import loaded_engines
-from mai.config import RunConfig
+from tests.helpers import LIMIT, comparable, engine_generations, run, stored_generations
 
-BUDGET = {"S": 8, "E": 16, "R": 24, "S2": 8, "RT": 8}
-LIMIT = 24
-
-
-def run(home: Path, **overrides: Any) -> dict[str, Any]:
-    values: dict[str, Any] = {"home": str(home), "limit": LIMIT, "shards": 2, "batch_size": 8,
-                              "max_new_tokens": BUDGET}
-    values.update(overrides)
-    manifest: dict[str, Any] = mai_run(RunConfig(**values))
-    return manifest
-
-
-def engine_generations() -> dict[str, int]:
-    return {e.model.identity_name: e.counters.generations for e in loaded_engines()}
-
-
-def stored_generations(home: Path, run_id: str) -> list[dict[str, Any]]:
-    """Rows computed by a run, read straight from the Parquet files (not through the deduplicating view)."""
-    files = sorted(Home.at(home).generations.glob("*/*/*.parquet"))
-    rows = [r for f in files for r in pq.read_table(f, columns=["gen_id", "run_id", "model", "prompt_kind"]).to_pylist()]
-    return [r for r in rows if r["run_id"] == run_id]
-
-
-def comparable(routes: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-    return sorted((r["sample_id"], r["route"], r["final_answer"], r["final_gen_id"], r["score"]) for r in routes)
+pytestmark = pytest.mark.prefect
 
 
 def test_cascade_rerun_s2_toggle_and_new_large_model(home: Path) -> None:

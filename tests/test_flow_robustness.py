@@ -10,11 +10,14 @@ import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 from mai.storage.catalog import query
 from mai.storage.paths import Home
 from mai.storage.runs import read_routes
 
-from tests.test_flow_cascade import BUDGET, run
+from tests.helpers import BUDGET, run
+
+pytestmark = pytest.mark.prefect
 
 
 def write_demo_copy_with_bad_rows(home: Path) -> Path:

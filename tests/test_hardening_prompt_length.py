@@ -24,7 +24,7 @@ from mai.backends.transformers_inputs import encode_prompts
 from mai.config import BUILTIN_MODELS, RunConfig, resolve_model
 from mai.plan import RunPlan
 from mai.types import ChatPrompt, Decoding, GenRequest, Sample, StageSpec
-from tests.test_flow_cascade import BUDGET
+from tests.helpers import BUDGET
 from tests.test_hardening_rows import hostile_copy
 
 
@@ -102,6 +102,7 @@ def run(home: Path, **overrides: object) -> dict[str, object]:
     return manifest
 
 
+@pytest.mark.prefect
 def test_a_prompt_over_max_prompt_tokens_is_an_error_and_the_run_goes_on(home: Path) -> None:
     data = str(long_question_copy(home, words=60))
     clean = run(home, data=data, limit=10)
@@ -124,6 +125,7 @@ def test_a_prompt_over_max_prompt_tokens_is_an_error_and_the_run_goes_on(home: P
     assert rerouted["demo-3"]["error"] == error  # reported the same way, not tried again
 
 
+@pytest.mark.prefect
 def test_a_megabyte_question_is_refused_by_the_models_context_and_the_run_completes(home: Path) -> None:
     manifest = run(home, data=str(hostile_copy(home)))
     routes = {r["sample_id"]: r for r in read_routes(Home.at(home), str(manifest["run_id"]))}
@@ -134,6 +136,8 @@ def test_a_megabyte_question_is_refused_by_the_models_context_and_the_run_comple
     assert sum(r["route"] == "ERROR" for r in routes.values()) == 2 and len(routes) == 12
 
 
+@pytest.mark.prefect
+@pytest.mark.vllm
 def test_with_vllm_the_servers_max_model_len_is_the_context(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The vLLM backend counts with the same processor; its limit is the `--max-model-len` of the servers it starts
     (vLLM refuses a request past it), when that is below the model's context. Decided from the plan: no server runs."""
@@ -158,6 +162,7 @@ def test_with_vllm_the_servers_max_model_len_is_the_context(home: Path, monkeypa
     assert "over the vLLM server's --max-model-len of 300 tokens" in refused["vllm"]["demo-3"]
 
 
+@pytest.mark.prefect
 def test_a_rerun_answered_from_the_store_refuses_the_same_prompts(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """On a Prefect server `mai` serves, a run whose every output is stored is answered without the flow engine
     (flows/stored_run.py): that path reads the same prompt-length decisions, so a limit that refuses a sample whose

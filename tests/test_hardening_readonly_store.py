@@ -19,13 +19,15 @@ import pytest
 from mai.flows.cli import main
 from mai.storage.paths import Home
 
+pytestmark = [pytest.mark.prefect, pytest.mark.cluster]
+
 RUN = ["run", "--max-new-tokens", "S=6", "--max-new-tokens", "R=12", "--max-new-tokens", "RT=6",
        "--max-new-tokens", "S2=6"]
 MAI = str(Path(sys.executable).with_name("mai"))
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory, assets_home: Path) -> Home:
+def store(tmp_path_factory: pytest.TempPathFactory, prefect_server: str, assets_home: Path) -> Home:
     root = tmp_path_factory.mktemp("readonly") / "home"
     shutil.copytree(assets_home / "models", root / "models")
     shutil.copytree(assets_home / "datasets", root / "datasets")

@@ -8,12 +8,15 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from mai.storage.paths import Home
 from mai.storage.runs import read_routes
 
 from mai.evals.demo import DemoBenchmark
 from mai.evals.loading import DataSource, load_dataset_rows, rows_to_samples
-from tests.test_flow_cascade import run
+from tests.helpers import run
+
+pytestmark = pytest.mark.prefect
 
 
 def unchecked_strings(values: list[bytes]) -> pa.Array:

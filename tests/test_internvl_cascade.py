@@ -8,11 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
+import pytest
 from mai.storage.paths import Home
 
 from mai.backends.tiny_internvl import set_max_tiles
 from mai.config import INTERNVL_LARGE_BUILTIN, INTERNVL_SMALL_BUILTIN, LARGE_BUILTIN, SMALL_BUILTIN
-from tests.test_flow_cascade import LIMIT, run, stored_generations
+from tests.helpers import LIMIT, run, stored_generations
+
+pytestmark = pytest.mark.prefect
 
 
 def samples_of(home: Path, run_id: str, model: str, kind: str) -> set[str]:

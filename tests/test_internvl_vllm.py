@@ -22,6 +22,8 @@ from tests.test_vllm_backend import (  # noqa: F401  # no_servers_left: the modu
     vllm_env,
 )
 
+pytestmark = [pytest.mark.prefect, pytest.mark.vllm, pytest.mark.slow]
+
 LIMIT = 16
 
 

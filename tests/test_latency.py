@@ -14,7 +14,7 @@ from mai.storage.paths import Home
 
 from mai.backends.registry import loaded_engines
 from mai.latency import Call, LatencyProfile, estimate, ttft_at
-from tests.test_flow_cascade import run
+from tests.helpers import run
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -30,6 +30,7 @@ def test_ttft_interpolates_and_extrapolates_linearly() -> None:
     assert stages[0].total_s == pytest.approx(0.010 + 0.2 + 0.050 + 0.1)
 
 
+@pytest.mark.prefect
 def test_profile_forces_exact_lengths_and_round_trips(home: Path) -> None:
     rows = mai_profile("mai-tiny-large", "tiny-large-cpu", resolutions=[64], query_tokens=[16, 64],
                        output_tokens=[4, 32], repeats=2, home=str(home))
@@ -47,6 +48,7 @@ def test_profile_forces_exact_lengths_and_round_trips(home: Path) -> None:
         mai_profile("mai-tiny-large", "tiny-large-cpu", [64], [16], [4], 1, home=str(home))
 
 
+@pytest.mark.prefect
 def test_estimate_equals_the_hand_computation_and_runs_no_model(home: Path) -> None:
     cascade = run(home)
     write_profile(Home.at(home), "hand-small", [_row("mai-tiny-small", 20, 10.0, 100.0), _row("mai-tiny-small", 220, 30.0, None)])

@@ -10,6 +10,9 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
+
+pytestmark = pytest.mark.prefect
 
 REPO = Path(__file__).resolve().parents[1]
 

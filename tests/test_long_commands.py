@@ -19,7 +19,9 @@ from mai.storage.paths import Home
 
 from mai import progress
 from mai.config import RunConfig
-from tests.test_flow_cascade import BUDGET
+from tests.helpers import BUDGET
+
+pytestmark = pytest.mark.prefect
 
 SPEC_BUDGET = {**BUDGET, "R": 48}
 

@@ -23,8 +23,9 @@ SAME_AS_RUN = {"cascade": "cascade", "cascade +S2": "cascade_s2", "Full RT": "fu
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory, assets_home: Path) -> Store:
-    return report_store(tmp_path_factory, assets_home)
+def store(tmp_path_factory: pytest.TempPathFactory, prefect_server: str, assets_home: Path,
+          shapes_dataset: Path) -> Store:
+    return report_store(tmp_path_factory, assets_home, shapes_dataset)
 
 
 def _generations(home: Path) -> dict[str, dict[str, Any]]:
@@ -46,6 +47,7 @@ def _stored_run(home: Path, run_id: str, generations: dict[str, dict[str, Any]])
             "routes": {label: sum(r["route"] == label for r in routes) for label in ("MV1", "MV2", "RT")}}
 
 
+@pytest.mark.prefect
 def test_policies_equal_the_stored_runs_and_the_oracle_bounds_them(store: Store,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     from mai.flows.cli import main
@@ -85,6 +87,7 @@ def test_policies_equal_the_stored_runs_and_the_oracle_bounds_them(store: Store,
     assert "cascade" in text and "oracle" in text and "APGR" in text
 
 
+@pytest.mark.prefect
 def test_a_policy_without_its_outputs_names_the_run_that_stores_them(store: Store) -> None:
     from mai.dashboards.policies import find_groups, policy_lab
     from mai.flows.cli import _parser

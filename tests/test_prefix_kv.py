@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 import torch
 from mai.flows import api
 from mai.flows.plan import prepare_run
@@ -71,6 +72,8 @@ def _outputs(home: Path, samples: list[Sample], reuse: bool) -> dict[str, GenRes
     return results
 
 
+@pytest.mark.slow
+@pytest.mark.usefixtures("shapes_dataset")
 def test_continuing_from_a_cached_prefix_gives_the_tokens_of_a_full_prefill(home: Path) -> None:
     samples = _shapes_samples(home, limit=24)
 
@@ -88,6 +91,8 @@ def test_continuing_from_a_cached_prefix_gives_the_tokens_of_a_full_prefill(home
     assert max(r.prompt_tokens - (r.cached_prompt_tokens or 0) for r in continued) > 100  # long S2/RT rests
 
 
+@pytest.mark.slow
+@pytest.mark.usefixtures("shapes_dataset")
 def test_a_batch_too_large_for_the_store_is_not_kept(home: Path) -> None:
     samples = _shapes_samples(home, limit=8)
     config = shapes_pair_config(home=str(home))

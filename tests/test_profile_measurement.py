@@ -13,6 +13,7 @@ from mai.storage.catalog import query
 from mai.storage.paths import Home
 
 
+@pytest.mark.prefect
 def test_short_forced_outputs_have_a_positive_decode_time(home: Path) -> None:
     rows = mai_profile("mai-tiny-large", "short", resolutions=[64], query_tokens=[256], output_tokens=[1, 2, 3],
                        repeats=5, home=str(home))

@@ -10,7 +10,7 @@ import pytest
 from mai.flows.cli import main
 
 from mai.regression import compare_runs
-from tests.test_flow_cascade import BUDGET, run
+from tests.helpers import BUDGET, run
 
 DEMO = ["--benchmark", "demo", "--small-model", "mai-tiny-small", "--large-model", "mai-tiny-large", "--shards", "1",
         *[f"--max-new-tokens={k}={v}" for k, v in BUDGET.items()]]
@@ -27,6 +27,7 @@ def test_absent_samples_are_a_warning_unless_all_are_required() -> None:
     assert verdict.errored == ("s-3",) and verdict.regressed
 
 
+@pytest.mark.prefect
 def test_regress_with_a_smaller_limit_compares_the_shared_samples(home: Path,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     baseline = run(home, limit=24, shards=1)["run_id"]

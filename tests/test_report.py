@@ -1,8 +1,9 @@
 """`mai report` over a real store, opened in real headless Chromium (Debian's /usr/bin/chromium, driven by
 Playwright; `make test` installs it): no console error, no request leaves the file, every chart has drawn marks,
 the trace browser's filters show the samples the views say they should, and the "score changed" filter shows
-exactly the samples whose scores differ in the `scores` view. The test keeps a screenshot of each section in
-docs/report/ (the README shows them)."""
+exactly the samples whose scores differ in the `scores` view. The test takes a screenshot of each section into a
+temporary folder; `make docs-screenshots` runs it with MAI_REPORT_SCREENSHOTS=docs/report to renew the pictures the
+README shows (tests never write tracked files)."""
 
 from __future__ import annotations
 
@@ -14,21 +15,42 @@ from typing import Any
 
 import pytest
 
-from tests.report_store import LIMIT, REPO, Store, report_store
+from tests.report_store import LIMIT, Store, report_store
+
+pytestmark = pytest.mark.prefect
 
 CHROMIUM = Path(os.environ.get("MAI_CHROMIUM", "/usr/bin/chromium"))
 # playwright-core-like launch of the system browser: nothing is downloaded, nothing phones home
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-SCREENSHOTS = REPO / "docs" / "report"
 SECTIONS = ["figure-1", "paper-tables", "routing-funnel", "s2", "layer-sweep", "latency", "policy-lab", "runs",
             "compare", "traces"]
 CHARTED = ["figure-1", "routing-funnel", "s2", "layer-sweep", "latency", "policy-lab", "compare"]  # tables only: the rest
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory, assets_home: Path) -> Store:
-    return report_store(tmp_path_factory, assets_home)
+def store(tmp_path_factory: pytest.TempPathFactory, prefect_server: str, assets_home: Path,
+          shapes_dataset: Path) -> Store:
+    return report_store(tmp_path_factory, assets_home, shapes_dataset)
+
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture
+def screenshots(tmp_path: Path) -> Path:
+    """Where a test's section screenshots go: a temporary folder, or MAI_REPORT_SCREENSHOTS (`make
+    docs-screenshots` points it at docs/report/, the pictures the README shows)."""
+    folder = Path(os.environ.get("MAI_REPORT_SCREENSHOTS") or tmp_path / "screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def assert_pictures(folder: Path, names: list[str]) -> None:
+    """Each screenshot is a PNG with something in it."""
+    for name in names:
+        data = (folder / name).read_bytes()
+        assert data.startswith(PNG_SIGNATURE) and len(data) > 1000, name
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +86,8 @@ def _all_visible_ids(page: Any) -> list[str]:
         page.click("#tf-next")
 
 
-def test_report_in_headless_chromium(store: Store, browser: Any, tmp_path: Path,
+@pytest.mark.browser
+def test_report_in_headless_chromium(store: Store, browser: Any, tmp_path: Path, screenshots: Path,
                                      capsys: pytest.CaptureFixture[str]) -> None:
     from mai.flows.cli import main
 
@@ -142,11 +165,11 @@ def test_report_in_headless_chromium(store: Store, browser: Any, tmp_path: Path,
     assert [s.split(":")[0] for s in stages] == ["large S (MV1)", "small S (MV1)", "small R", "large RT"]
     assert len(page.text_content("#trace-list .trace-card:first-child pre:nth-of-type(1)") or "") > 0
 
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.mouse.move(0, 0)  # no hover state (Plotly's toolbar) in the pictures
     for key in SECTIONS:
-        page.locator(f"#{key}").screenshot(path=str(SCREENSHOTS / f"{key}.png"))
+        page.locator(f"#{key}").screenshot(path=str(screenshots / f"{key}.png"))
     page.close()
+    assert_pictures(screenshots, [f"{key}.png" for key in SECTIONS])
 
 
 def test_report_refuses_unknown_runs(store: Store, tmp_path: Path) -> None:

@@ -12,6 +12,8 @@ import pytest
 
 from mai.config import SHAPES_MAX_NEW_TOKENS, RunConfig, shapes_pair_config
 
+pytestmark = pytest.mark.prefect
+
 LIMIT = 8
 
 
@@ -27,6 +29,7 @@ def _artifact(flow_run_id: UUID, key: str) -> Any:
     return json.loads(data) if found[0].type == "table" and isinstance(data, str) else data
 
 
+@pytest.mark.usefixtures("shapes_dataset")
 def test_run_and_regression_artifacts(home: Path) -> None:
     from mai.flows.regression import RegressionDetected, mai_regression
     from mai.flows.run import mai_run

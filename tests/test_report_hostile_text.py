@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 from mai.flows import api
 from mai.flows.assets import DEMO_SEED, demo_data_dir, write_hub_parquet
 from mai.flows.cli import main
@@ -22,6 +23,7 @@ HOSTILE = "<!--<script>alert('q')</script>]]><b>x</b>&amp;"
 SCRIPTS_IN_A_PAGE = 5  # plotly.js, the chart data, the trace data, the chart drawing, the trace browser
 
 
+@pytest.mark.prefect
 def test_store_strings_reach_the_report_as_text(tmp_path: Path, assets_home: Path) -> None:
     home = Home.at(tmp_path / "home")
     shutil.copytree(assets_home / "models", home.models)

@@ -8,6 +8,7 @@ import html
 import re
 from pathlib import Path
 
+import pytest
 from mai.flows import api
 
 from mai.config import RunConfig
@@ -22,6 +23,7 @@ def section(page: str, key: str) -> str:
     return page[start:start + 10 + following.start()] if following else page[start:]
 
 
+@pytest.mark.prefect
 def test_internvl_runs_fill_tables_13_and_14_beside_the_papers(tmp_path: Path) -> None:
     runs = []
     for model, prompt in [("mai-tiny-internvl-large", "S"), ("mai-tiny-internvl-large", "R"),

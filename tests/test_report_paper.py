@@ -3,7 +3,7 @@ store (the shapes pair's runs, a cascade-mode and a Full-RT-mode sparse sweep, t
 run estimated as the README says, so estimates carry different names): every "Figure N" / "Table N" heading; the
 table 11/12 speed-ups equal to a hand computation from the estimates' Parquet files; two sweep modes drawn as two
 traces; a report over one run reads only that run's attention rows; figure 1 at 20 runs and table 16 without
-overlapping SVG text (screenshots kept in docs/report/); the trace browser's state in the URL fragment."""
+overlapping SVG text (screenshots: `make docs-screenshots` keeps them in docs/report/); the trace browser's state in the URL fragment."""
 
 from __future__ import annotations
 
@@ -15,7 +15,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.report_store import LIMIT, Store, report_store
-from tests.test_report import SCREENSHOTS, browser  # noqa: F401  (the module's Chromium fixture)
+from tests.test_report import assert_pictures, browser, screenshots  # noqa: F401  (test_report's fixtures)
+
+pytestmark = [pytest.mark.prefect, pytest.mark.browser]
 
 TABLES = [*range(1, 13), 15, 16]
 FIGURES = [1, 3, 4, 5]
@@ -35,8 +37,9 @@ OVERLAPS = """root => {
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory, assets_home: Path) -> Store:
-    return report_store(tmp_path_factory, assets_home)
+def store(tmp_path_factory: pytest.TempPathFactory, prefect_server: str, assets_home: Path,
+          shapes_dataset: Path) -> Store:
+    return report_store(tmp_path_factory, assets_home, shapes_dataset)
 
 
 def _open(chromium: Any, path: Path, fragment: str = "") -> tuple[Any, list[str]]:
@@ -131,7 +134,7 @@ def test_attention_reads_only_the_selected_runs(store: Store, browser: Any, tmp_
 
 
 def test_figure_one_at_twenty_runs_and_table_16_have_no_overlapping_labels(
-        store: Store, browser: Any, tmp_path: Path) -> None:  # noqa: F811
+        store: Store, browser: Any, tmp_path: Path, screenshots: Path) -> None:  # noqa: F811
     from mai.flows.run import mai_run
 
     from mai.config import shapes_pair_config
@@ -149,12 +152,13 @@ def test_figure_one_at_twenty_runs_and_table_16_have_no_overlapping_labels(
     page, problems = _open(browser, _report(home, tmp_path / "twenty.html"))
     assert problems == []
     assert page.eval_on_selector_all("#figure-1 tbody tr", "rs => rs.length") == len(store.runs) + len(extra) >= 20
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.mouse.move(0, 0)
-    for key, picture in (("figure-1", "figure-1-20-runs.png"), ("table-16", "table-16.png")):
+    pictures = {"figure-1": "figure-1-20-runs.png", "table-16": "table-16.png"}
+    for key, picture in pictures.items():
         found = page.eval_on_selector(f"#{key}", OVERLAPS)
         assert found["hits"] == [], (key, found["hits"])
-        page.locator(f"#{key}").screenshot(path=str(SCREENSHOTS / picture))
+        page.locator(f"#{key}").screenshot(path=str(screenshots / picture))
+    assert_pictures(screenshots, list(pictures.values()))
     assert page.eval_on_selector("#figure-1", OVERLAPS)["count"] > 20  # labels, ticks, titles, legend
     page.close()
 

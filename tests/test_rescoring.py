@@ -10,8 +10,8 @@ from mai.flows.cli import main
 from mai.storage.catalog import query
 from mai.storage.paths import Home
 
+from tests.helpers import run
 from tests.hub_fixtures import fixture_dataset, write_fixture
-from tests.test_flow_cascade import run
 
 
 def test_score_a_jsonl_of_hub_rows_with_predictions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -38,6 +38,7 @@ def test_score_a_jsonl_of_hub_rows_with_predictions(tmp_path: Path, capsys: pyte
     assert main(["score", "pope", "--predictions", str(path), "--profile", "nope"]) == 2
 
 
+@pytest.mark.prefect
 def test_rescore_a_stored_run_under_another_profile(home: Path, tmp_path: Path) -> None:
     data = write_fixture("infovqa", tmp_path / "infovqa")
     manifest = run(home, benchmark="infovqa", data=str(data), limit=None)

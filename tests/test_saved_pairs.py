@@ -15,7 +15,9 @@ from mai.storage.catalog import query
 from mai.storage.latency import write_profile
 from mai.storage.paths import Home
 
-from tests.test_flow_cascade import BUDGET, run
+from tests.helpers import BUDGET, run
+
+pytestmark = pytest.mark.prefect
 
 
 def rows(home: Path, name: str) -> list[dict[str, Any]]:

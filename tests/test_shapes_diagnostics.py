@@ -69,6 +69,9 @@ def test_walk_and_conclusion_tell_a_misreading_from_a_conclusion_that_departs(di
     assert diagnose.walk_and_conclusion("Row 1: red", scene, question)[1] is False
 
 
+@pytest.mark.usefixtures("shapes_dataset")
+@pytest.mark.prefect
+@pytest.mark.slow
 def test_a_stored_r_run_is_read_item_by_item(diagnose, home, capsys) -> None:  # type: ignore[no-untyped-def]
     from mai.flows.cli import execute
 

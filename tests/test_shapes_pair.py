@@ -10,9 +10,12 @@ import pytest
 
 from mai.config import SHAPES_MAX_NEW_TOKENS, RunConfig, shapes_pair_config
 
+pytestmark = pytest.mark.prefect
+
 LIMIT = 32
 
 
+@pytest.mark.usefixtures("shapes_dataset")
 def test_demo_runs_the_trained_pair_and_the_regression_flow_guards_it(home: Path, tmp_path: Path) -> None:
     from mai.flows.cli import main
     from mai.flows.regression import RegressionDetected, mai_regression

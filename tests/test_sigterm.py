@@ -11,12 +11,15 @@ import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 from mai.flows.cli import EXIT_STOPPED
 from mai.storage.maintenance import verify_store
 from mai.storage.paths import Home
 from mai.storage.runs import read_routes
 
-from tests.test_flow_cascade import BUDGET, run
+from tests.helpers import BUDGET, run
+
+pytestmark = [pytest.mark.prefect, pytest.mark.slow]
 
 # one batch of two R outputs of 1500 tokens takes ~15 s on these cores: a SIGTERM that waited for the batch in
 # flight would show

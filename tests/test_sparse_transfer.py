@@ -16,7 +16,7 @@ from mai.config import resolve_model
 from mai.errors import ConfigError
 from mai.transfer import select_indices, tokens_to_reach
 from mai.types import REASONING_MARK, CaptureRequest, ChatPrompt
-from tests.test_flow_cascade import BUDGET, run
+from tests.helpers import BUDGET, run
 from tests.test_transformers_backend import requests as demo_requests
 
 
@@ -57,6 +57,7 @@ def test_capture_equals_eager_attention_on_padded_batches(home: Path) -> None:
             assert torch.allclose(torch.tensor(got.head_span_mass), expected.sum(dim=1), atol=1e-5)
 
 
+@pytest.mark.prefect
 def test_layer_sweep_after_a_full_run_computes_only_selection_and_rt(home: Path) -> None:
     from mai.config import RunConfig
 
@@ -99,6 +100,7 @@ def test_layer_sweep_after_a_full_run_computes_only_selection_and_rt(home: Path)
     assert top and top[0][2] == 1
 
 
+@pytest.mark.prefect
 def test_sparse_transfer_configuration_errors(home: Path) -> None:
     with pytest.raises(ConfigError, match="needs --transfer-layer"):
         run(home, transfer="sparse")

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from mai.flows.speculative import mai_speculative
 from mai.storage.catalog import query
 from mai.storage.paths import Home
 
 from mai.config import RunConfig
-from tests.test_flow_cascade import BUDGET
+from tests.helpers import BUDGET
+
+pytestmark = pytest.mark.prefect
 
 
 def test_speculative_decoding_is_token_identical_and_records_acceptance(home: Path) -> None:

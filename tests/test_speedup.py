@@ -41,6 +41,8 @@ def stored(home: Path, sql: str) -> list[tuple[Any, ...]]:
     return sorted(query(Home.at(home), sql)[1])
 
 
+@pytest.mark.usefixtures("shapes_dataset")
+@pytest.mark.prefect
 def test_cascade_outputs_are_token_identical_with_and_without_the_speed_levers(
         home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fast_config = shapes_pair_config(home=str(home), limit=LIMIT)
@@ -81,6 +83,8 @@ def test_cascade_outputs_are_token_identical_with_and_without_the_speed_levers(
     assert not any(n for _, n in stored(plain_home, continued))
 
 
+@pytest.mark.slow
+@pytest.mark.usefixtures("shapes_dataset")
 def test_order_and_batch_size_never_change_an_engines_outputs(home: Path) -> None:
     """RT prompts carry upstream texts of very different lengths: the case where sorting by size regroups
     batches the most. Dataset order one at a time vs by size in one batch: the same tokens per request."""

@@ -18,12 +18,14 @@ from mai.storage.paths import Home
 
 from mai.errors import ConfigError
 
+pytestmark = pytest.mark.prefect
+
 RUN = ["run", "--limit", "6", "--max-new-tokens", "S=6", "--max-new-tokens", "R=12", "--max-new-tokens", "RT=6",
        "--max-new-tokens", "S2=6"]
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory, assets_home: Path) -> Home:
+def store(tmp_path_factory: pytest.TempPathFactory, prefect_server: str, assets_home: Path) -> Home:
     """One completed run (and its catalog file) shared by the module's tests: none of them may change it."""
     root = tmp_path_factory.mktemp("sql-readonly") / "home"
     shutil.copytree(assets_home / "models", root / "models")

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from mai.flows.cli import main
 
 PROBE = """
@@ -33,6 +34,7 @@ def run_in_fresh_process(home: Path) -> tuple[dict[str, object], dict[str, objec
     return json.loads(done.stdout), probe
 
 
+@pytest.mark.prefect
 def test_a_cached_rerun_imports_no_model_library_and_loads_no_model(tmp_path: Path) -> None:
     home = tmp_path / "store"
     assert main(["--home", str(home), *ARGS]) == 0  # computes everything, in this process

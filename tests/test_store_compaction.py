@@ -22,7 +22,7 @@ from mai.storage.partitions import TABLES, Partition, compact, partitions, write
 from mai.storage.paths import Home
 from mai.storage.schemas import GENERATIONS
 
-from tests.test_flow_cascade import BUDGET, run
+from tests.helpers import BUDGET, run
 
 REPO = Path(__file__).resolve().parents[1]
 GENERATIONS_TABLE = TABLES[0]
@@ -116,6 +116,7 @@ compact_store(Home.at(sys.argv[1]), min_small_files=2, grace_s=0.0)
 """
 
 
+@pytest.mark.slow
 def test_sigkill_during_compaction_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     home = Home.at(tmp_path)
     written, landed = 0, 0
@@ -165,6 +166,7 @@ def test_duplicates_and_orphans_are_reported_then_removed(tmp_path: Path) -> Non
     assert main(["--home", str(home.root), "store", "verify"]) == 0
 
 
+@pytest.mark.prefect
 def test_a_compacted_real_store_answers_every_saved_query_as_before(home: Path) -> None:
     from mai.dashboards.saved import list_saved, load_saved
     from mai.flows.sweep import mai_sweep

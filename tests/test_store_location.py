@@ -127,6 +127,7 @@ def on_host_b(tmp_path: Path, plan: RunPlan, mai_home: Path | None, setup: str =
     return result
 
 
+@pytest.mark.cluster
 def test_a_worker_mounting_the_store_elsewhere_maps_every_path_to_its_mount(tmp_path: Path, assets_home: Path
                                                                             ) -> None:
     home = new_store(tmp_path / "host-a" / "store", assets_home)

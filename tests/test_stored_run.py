@@ -13,6 +13,8 @@ import pytest
 
 from mai.config import shapes_pair_config
 
+pytestmark = pytest.mark.prefect
+
 LIMIT = 8
 
 

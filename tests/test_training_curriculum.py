@@ -199,6 +199,9 @@ def test_model_card_says_which_world_each_run_trained_on(training_script) -> Non
     assert "itself wrote" not in evaluate._stream_lines(later)[1]
 
 
+@pytest.mark.usefixtures("shapes_dataset")
+@pytest.mark.prefect
+@pytest.mark.slow
 def test_small_references_are_recorded_through_the_pipeline_for_training_items(training_script, home,
                                                                                tmp_path) -> None:  # type: ignore[no-untyped-def]
     from mai.config import shipped_models_dir

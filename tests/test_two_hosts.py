@@ -23,6 +23,7 @@ from mai.storage.paths import Home
 from mai.storage.runs import read_routes, read_shard_outcomes, shard_lease_path
 
 from mai.manifest import ShardOutcome
+from tests.helpers import BUDGET, comparable
 from tests.hosts import Bridge, Host, on_host, start_host
 from tests.postgres_prefect import (
     Postgres,
@@ -32,7 +33,8 @@ from tests.postgres_prefect import (
     start_prefect_server,
 )
 from tests.test_fanout import prefect_cli, prefect_env, stored_rows
-from tests.test_flow_cascade import BUDGET, comparable
+
+pytestmark = [pytest.mark.prefect, pytest.mark.workers, pytest.mark.cluster, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[1]
 POOL = "mai-gpu"            # a server of the test's own: the real pool name, no other test's flow runs reach it

@@ -33,6 +33,8 @@ from mai.backends.vllm_backend import CPU_HEAD_SIZES, VllmEngine
 from mai.config import RunConfig, resolve_model
 from mai.errors import ConfigError
 
+pytestmark = [pytest.mark.prefect, pytest.mark.vllm, pytest.mark.slow]
+
 BUDGET = {"S": 8, "E": 16, "R": 24, "S2": 8, "RT": 8}
 LIMIT = 32
 COMPARED = ["text", "output_token_ids", "output_tokens", "prompt_tokens", "finish_reason", "answer_span",

@@ -98,6 +98,7 @@ print(host_name(), found)
 """
 
 
+@pytest.mark.cluster
 def test_a_uts_namespace_host_ignores_the_other_hosts_entry(tmp_path: Path, live_url: str,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """A host in its own UTS namespace (`hostname` set there, no MAI_HOST_NAME) is another host: it does not

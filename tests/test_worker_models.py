@@ -17,15 +17,16 @@ from mai.storage.paths import Home
 from mai.config import RunConfig, shapes_pair_config, shipped_models_dir
 from mai.errors import ConfigError
 from mai.plan import RunPlan, localize_models
+from tests.helpers import link_shapes
 
 DEPLOYER_CHECKOUT = "/home/someone-else/mai/mai/assets/models"
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One store with the shapes data built (planning checks that the data exists)."""
+def store(tmp_path_factory: pytest.TempPathFactory, shapes_dataset: Path) -> Path:
+    """One store with the shapes data built (planning checks that the data exists): the session's, linked in."""
     root = tmp_path_factory.mktemp("store")
-    api.build_shapes(root)
+    link_shapes(shapes_dataset, root)
     return root
 
 
@@ -64,6 +65,7 @@ def test_a_missing_checkpoint_names_its_path_and_the_host(store: Path, tmp_path:
         localize_models(plan, Home.at(store).models)
 
 
+@pytest.mark.prefect
 def test_a_shard_planned_on_another_machine_runs_here(store: Path) -> None:
     """The shard flow itself, given the deployer's paths, loads this host's copy of the models and computes."""
     config = RunConfig(**{**shapes_pair_config().model_dump(), "home": str(store), "limit": 8, "shards": 1})
@@ -75,6 +77,7 @@ def test_a_shard_planned_on_another_machine_runs_here(store: Path) -> None:
     assert set(outcome.stage_maps) == {stage.name for stage in plan.stages}
 
 
+@pytest.mark.prefect
 def test_a_drain_runs_each_shard_once_loading_each_model_once(store: Path) -> None:
     """The drain a worker runs, here in this process: it runs the free shards as subflows, waits for a shard that
     another holds and takes it when its holder lets go without an outcome, loads each model for its first shard only,

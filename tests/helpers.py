@@ -1,0 +1,50 @@
+"""Helpers shared by the test files: the cascade on the demo data at the tests' small budgets, through the real
+Prefect engine (`run`; a test calling it needs the `prefect` marker), and readers of what a run computed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+from mai.storage.paths import Home
+
+from mai.backends.registry import loaded_engines
+from mai.config import RunConfig
+
+BUDGET = {"S": 8, "E": 16, "R": 24, "S2": 8, "RT": 8}
+LIMIT = 24
+
+
+def run(home: Path, **overrides: Any) -> dict[str, Any]:
+    """`mai_run` on the demo data at the tests' budgets (needs the `prefect` marker)."""
+    from mai.flows.run import mai_run
+
+    values: dict[str, Any] = {"home": str(home), "limit": LIMIT, "shards": 2, "batch_size": 8,
+                              "max_new_tokens": BUDGET}
+    values.update(overrides)
+    manifest: dict[str, Any] = mai_run(RunConfig(**values))
+    return manifest
+
+
+def engine_generations() -> dict[str, int]:
+    return {e.model.identity_name: e.counters.generations for e in loaded_engines()}
+
+
+def stored_generations(home: Path, run_id: str) -> list[dict[str, Any]]:
+    """Rows computed by a run, read straight from the Parquet files (not through the deduplicating view)."""
+    files = sorted(Home.at(home).generations.glob("*/*/*.parquet"))
+    rows = [r for f in files for r in pq.read_table(f, columns=["gen_id", "run_id", "model", "prompt_kind"]).to_pylist()]
+    return [r for r in rows if r["run_id"] == run_id]
+
+
+def comparable(routes: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    return sorted((r["sample_id"], r["route"], r["final_answer"], r["final_gen_id"], r["score"]) for r in routes)
+
+
+def link_shapes(shapes_dataset: Path, root: Path) -> None:
+    """The session's shapes splits in the store root `root`, hard-linked: nothing writes into a split file (a
+    rebuild writes new files), and a link costs nothing where a copy costs 200 MB."""
+    shutil.copytree(shapes_dataset, root / "datasets" / shapes_dataset.name, copy_function=os.link)
