@@ -4,7 +4,7 @@ before any model loads; the plan it returns is what every flow, shard flow and t
 
 from __future__ import annotations
 
-from mai.storage.filesystem_check import require_working_locks
+from mai.storage.filesystem_check import require_working_store
 from mai.storage.paths import Home, store_id
 
 from mai.config import RunConfig
@@ -22,7 +22,7 @@ def store_locations(home: Home) -> StoreLocations:
 
 def prepare_run(config: RunConfig, home: Home, run_id: str | None = None) -> RunPlan:
     """Validate and resolve `config` on `home`; raises ConfigError (what to fix) before any model loads."""
-    require_working_locks(home.locks)  # a store without working locks would compute identities twice: refused first
+    require_working_store(home.locks)  # a store whose locks, renames or links fail: refused first
     config = _with_recorded_spec(config, home)
     plan = build_plan(config, store_locations(home), run_id)
     if config.benchmark_spec is not None:  # the store keeps what its spec benchmarks mean (for reports, rescore)

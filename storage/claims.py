@@ -14,7 +14,8 @@ second generator. The kernel releases a flock exactly when its holder dies (SIGK
 and on NFSv4. Several threads of one process are separate claimants: locally a flock belongs to an open file; on
 NFS, where flock is emulated with POSIX locks that belong to a process, because a process never probes the files
 it holds itself (`_HELD_HERE`) and its threads take the claim section one at a time (`_section`).
-A store whose locks do not work (storage/filesystem_check.py) is refused at the first claim or lease of a process.
+A store whose locks, renames or links do not work (storage/filesystem_check.py) is refused at the first claim or lease
+of a process.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from types import TracebackType
 from typing import IO, Self
 
 from filelock import FileLock
-from mai.storage.filesystem_check import require_working_locks
+from mai.storage.filesystem_check import require_working_store
 from mai.storage.paths import Home
 
 from mai import stop
@@ -149,7 +150,7 @@ class ClaimBoard:
     def claim(self, wanted: Iterable[str], stored: Stored) -> Claim:
         ids = list(dict.fromkeys(wanted))
         self.directory.mkdir(parents=True, exist_ok=True)
-        require_working_locks(self.directory)  # never claim on a store whose claims would not exclude anyone
+        require_working_store(self.directory)  # never claim on a store whose claims would not exclude anyone
         self.lock_path.parent.mkdir(parents=True, exist_ok=True)
         with _section(self.lock_path):
             theirs = self._live_claims()
@@ -253,7 +254,7 @@ class Lease:
 
     def _take(self, blocking: bool) -> bool:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        require_working_locks(self.path.parent)  # a lease nobody can tell from a dead one would rerun live work
+        require_working_store(self.path.parent)  # a lease nobody can tell from a dead one would rerun live work
         _hold(self.path)
         try:
             handle = open(self.path, "a+b")  # noqa: SIM115  (kept open: the lock lives as long as the handle)

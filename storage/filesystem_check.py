@@ -1,5 +1,5 @@
-"""What the store needs from the filesystem it is on, tested on the mounted path (`mai store check`), and the lock
-probe every run and shard passes before it works on a store (`require_working_locks`).
+"""What the store needs from the filesystem it is on, tested on the mounted path (`mai store check`), and the probes
+every run and shard passes before it works on a store (`require_working_store`).
 
 The store needs: exclusive file locks that exclude other processes and are freed when their holder dies (claims
 and leases, storage/claims.py: without them two runs or workers compute the same outputs, and a dead worker's
@@ -9,6 +9,12 @@ that replaces a file (every Parquet file, manifest and the catalog is written to
 readers see the old file or the new one, never a part); symbolic links replaced by rename (each partition's path
 is a link to its current version, swapped by compaction); fsync (a written batch is on disk before it is
 published); and free space.
+
+What one host cannot prove: that a lock taken on another host excludes this host's processes. The checks here run
+on one host; they find the mount options known to keep locks on each host, and say which kind of filesystem the
+store is on (a local disk or tmpfs no other host reaches; a FUSE filesystem whose daemon decides where its locks
+live), but only a probe run on every host sharing the store, each trying the locks the others hold, shows that
+their locks exclude each other. Each report says so (`StoreReport.unproven`).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,6 +71,16 @@ class Check:
     passed: bool
     meaning: str   # what was found and what it means for the store
     fix: str = ""  # what to do when it failed
+
+
+@dataclass(frozen=True)
+class StoreReport:
+    checks: list[Check]
+    unproven: list[str]  # what a check on this one host could not show, and what would
+
+    @property
+    def failed(self) -> list[Check]:
+        return [check for check in self.checks if not check.passed]
 
 
 # --- locks ------------------------------------------------------------------------------------------------------
@@ -143,6 +159,21 @@ def mount_of(path: Path) -> Mount | None:
     return best
 
 
+# filesystems whose files other hosts reach over the network (a shared store's candidates); FUSE ones are told apart
+# by their type's `fuse` prefix (fuse.sshfs, fuse.bindfs, fuseblk), and everything else is a local filesystem
+NETWORK_FILESYSTEMS = frozenset({"nfs", "nfs4", "lustre", "ceph", "cifs", "smb3", "glusterfs", "gpfs", "beegfs",
+                                 "9p", "virtiofs", "afs", "ocfs2", "gfs2", "panfs", "weka", "wekafs"})
+
+
+def filesystem_kind(mount: Mount | None) -> str:
+    """`network`, `fuse`, `local`, or `unknown` (no mount table: off Linux)."""
+    if mount is None:
+        return "unknown"
+    if mount.fstype.startswith("fuse"):
+        return "fuse"
+    return "network" if mount.fstype in NETWORK_FILESYSTEMS else "local"
+
+
 def host_local_locks(mount: Mount | None) -> str | None:
     """Mount options that keep locks on each host of a shared filesystem (they exclude this host's processes only,
     so two hosts would compute the same outputs), else None."""
@@ -154,28 +185,37 @@ def host_local_locks(mount: Mount | None) -> str | None:
     return f"{mount.fstype} mount {mount.point} has {', '.join(found)}: its locks stay on this host" if found else None
 
 
-# a store's locks are probed once per process and filesystem, before the first claim or lease (storage/claims.py).
-# Why not once per store, cached in a file in the store: whether locks work is a property of each host's mount
-# (NFS `local_lock`/`nolock`, a FUSE filesystem, a remount), which the other hosts sharing the store do not share
-# and which can change without the store knowing; a cached "locks work" would then wrongly vouch for them. The probe
-# costs one short child process (~20-50 ms) per process and filesystem, against model loads of seconds.
-_PROBED: dict[int, str | None] = {}
+# a store's filesystem is probed once per process and filesystem, before the first claim or lease
+# (storage/claims.py) and when a run is planned (flows/plan.py). Why not once per store, cached in a file in the
+# store: whether locks, rename and links work is a property of each host's mount (NFS `local_lock`/`nolock`, a FUSE
+# filesystem, a remount), which the other hosts sharing the store do not share and which can change without the
+# store knowing; a cached "works" would then wrongly vouch for them. The probes cost three short child processes
+# and a few MiB written (~0.1-0.3 s) per process and filesystem, against model loads of seconds.
+_PROBED: dict[int, Check | None] = {}
 _PROBING = threading.Lock()
 
 
-def require_working_locks(directory: Path) -> None:
-    """Raises ConfigError when the locks of the filesystem `directory` is on do not work: a run or shard then stops
-    before it loads a model, instead of computing what another claimant computes."""
+def require_working_store(directory: Path) -> None:
+    """Raises ConfigError when the filesystem `directory` is on fails a check a run depends on (locks that exclude
+    and are freed, atomic rename, symlinks swapped by rename): a run or shard then stops before it loads a model,
+    instead of computing what another claimant computes or publishing files that readers see in part."""
     directory.mkdir(parents=True, exist_ok=True)
     device = os.stat(directory).st_dev
     with _PROBING:
         if device not in _PROBED:
-            _PROBED[device] = host_local_locks(mount_of(directory)) or lock_problem(directory)
-        problem = _PROBED[device]
-    if problem is not None:
-        raise ConfigError(f"the store's filesystem at {directory} has no working file locks ({problem}); runs refuse "
-                          "it, as every claimant would compute the same outputs: run `mai store check` there, and "
-                          "mount it with working locks (NFS: without nolock or local_lock) or use another store")
+            _PROBED[device] = next((check for check in _run_checks(directory) if not check.passed), None)
+        failed = _PROBED[device]
+    if failed is not None:
+        raise ConfigError(f"the store's filesystem at {directory} fails the {failed.name} check ({failed.meaning}); "
+                          f"runs refuse it. To fix: {failed.fix} (`mai store check` there shows every check)")
+
+
+def _run_checks(directory: Path) -> Iterator[Check]:
+    """The checks a run depends on, cheapest first; lazily, so that a later probe runs only after the earlier ones
+    passed. A mount option that keeps locks on one host fails the locks check without a probe."""
+    yield _locks_check(directory, lambda: host_local_locks(mount_of(directory)) or lock_problem(directory))
+    yield _rename_check(directory)
+    yield _symlink_check(directory)
 
 
 # --- the other needs ------------------------------------------------------------------------------------------
@@ -264,35 +304,57 @@ def fsync_problem(directory: Path) -> str | None:
         path.unlink(missing_ok=True)
 
 
-def check_store(root: Path, min_free_gib: float = MIN_FREE_GIB) -> list[Check]:
+def check_store(root: Path, min_free_gib: float = MIN_FREE_GIB) -> StoreReport:
     """Every need of the store, tested on `root` (made if needed): one Check each, in the order `mai store check`
-    prints them."""
+    prints them, and what this host could not prove."""
     directory = root / "locks"  # where the probes write: on the store's filesystem, beside its lock files
     directory.mkdir(parents=True, exist_ok=True)
-    return [_locks_check(directory), _hosts_check(mount_of(directory)), _rename_check(directory),
-            _symlink_check(directory), _fsync_check(directory), _space_check(root, min_free_gib)]
+    mount = mount_of(directory)
+    checks = [_locks_check(directory, lambda: lock_problem(directory)), _lock_options_check(mount),
+              _rename_check(directory), _symlink_check(directory), _fsync_check(directory),
+              _space_check(root, min_free_gib)]
+    return StoreReport(checks, [_across_hosts_unproven(mount)])
 
 
 def _outcome(name: str, problem: str | None, works: str, fix: str) -> Check:
     return Check(name, problem is None, works if problem is None else problem, "" if problem is None else fix)
 
 
-def _locks_check(directory: Path) -> Check:
+def _locks_check(directory: Path, probe: Callable[[], str | None]) -> Check:
     return _outcome(
-        "locks across processes", _guarded(lambda: lock_problem(directory)),
+        "locks across processes", _guarded(probe),
         "a lock held by one process excludes another, and the kernel frees it when its holder is killed: claims "
         "compute each output once, and a dead worker's shards are taken over",
-        "mount the store with working file locks (NFS: without nolock), or use another store; runs refuse this one")
+        "mount the store with working file locks (NFS: without nolock or local_lock=flock|all; Lustre: flock, not "
+        "localflock), or use another store")
 
 
-def _hosts_check(mount: Mount | None) -> Check:
-    where = f"{mount.fstype} at {mount.point}" if mount else "this filesystem"
-    works = f"{where}: no mount option keeps its locks on one host" + (
-        " (the NFS server holds them; a lost host's are freed when its lease expires, about 90 s)"
-        if mount and mount.fstype.startswith("nfs") else "")
-    return _outcome("locks shared between hosts", host_local_locks(mount), works,
+def _lock_options_check(mount: Mount | None) -> Check:
+    """What the mount table shows about where the store's locks live; it proves nothing about other hosts."""
+    kind = filesystem_kind(mount)
+    where = f"{mount.fstype} at {mount.point}" if mount else "this filesystem (no mount table to read)"
+    works = {
+        "local": f"{where} is a local filesystem: its locks exclude this host's processes, and no other host reaches "
+                 "it (hosts share a store on a network filesystem)",
+        "network": f"{where} is a network filesystem with no mount option that keeps its locks on this host" + (
+            " (the NFS server holds them; a lost host's are freed when its lease expires, about 90 s)"
+            if kind == "network" and mount is not None and mount.fstype.startswith("nfs") else ""),
+        "fuse": f"{where} is a FUSE filesystem: its daemon decides whether a lock reaches other hosts (sshfs, s3fs "
+                "and bindfs keep locks on this host), which no mount option shows",
+        "unknown": f"{where}: no mount option to check",
+    }[kind]
+    return _outcome("lock mount options", host_local_locks(mount), works,
                     "remount without local_lock/nolock (NFS) or with flock instead of localflock (Lustre), so that "
                     "hosts sharing the store see each other's locks")
+
+
+def _across_hosts_unproven(mount: Mount | None) -> str:
+    """What no check on one host can show: the line `mai store check` prints as NOT PROVEN."""
+    reach = {"local": "no other host reaches this local filesystem, so a store here serves this host only",
+             "fuse": "on a FUSE filesystem that is the daemon's choice, so assume they do not until shown"}
+    return ("locks between hosts: that a lock taken on another host excludes this host's processes. A check run on "
+            "one host cannot show it; only a probe run on every host sharing the store, each trying the locks the "
+            "others hold, can" + (f" ({reach[filesystem_kind(mount)]})" if filesystem_kind(mount) in reach else ""))
 
 
 def _rename_check(directory: Path) -> Check:

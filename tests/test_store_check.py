@@ -1,5 +1,5 @@
-"""`mai store check` tests on the mounted store what the store needs from its filesystem, and a run refuses a store
-whose locks do not work (#32). A filesystem without lock support is simulated for real in the processes under
+"""`mai store check` tests on the mounted store what the store needs from its filesystem and says what one host
+cannot prove (#39), and a run refuses a store that fails a check it depends on: locks (#32), rename, symlinks (#39). A filesystem without lock support is simulated for real in the processes under
 test: a `sitecustomize.py` on their PYTHONPATH makes `fcntl.flock` grant every lock, as such a filesystem does."""
 
 from __future__ import annotations
@@ -13,11 +13,19 @@ from pathlib import Path
 
 import pytest
 from mai.storage import filesystem_check
-from mai.storage.filesystem_check import Mount, host_local_locks, lock_problem, mount_of, rename_problem
+from mai.storage.filesystem_check import (
+    Mount,
+    check_store,
+    filesystem_kind,
+    host_local_locks,
+    lock_problem,
+    mount_of,
+    rename_problem,
+)
 
 from mai.errors import ConfigError
 
-CHECKS = ["locks across processes", "locks shared between hosts", "atomic rename", "symlinks", "fsync", "free space"]
+CHECKS = ["locks across processes", "lock mount options", "atomic rename", "symlinks", "fsync", "free space"]
 
 # every flock "succeeds" at once; at exit, whether this process ever imported torch (no model loads without it)
 NO_LOCKS = """
@@ -48,7 +56,11 @@ def test_a_local_store_passes_every_check(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
     assert [line.split(":")[0] for line in lines[1:7]] == [f"PASS  {name}" for name in CHECKS]
-    assert lines[-1] == "store check passed: runs and workers can share this store"
+    # a local disk is not called shared between hosts: what one host cannot prove is said, not passed
+    assert "is a local filesystem" in lines[2] and "no other host reaches it" in lines[2]
+    assert lines[7].startswith("NOT PROVEN  locks between hosts: that a lock taken on another host excludes")
+    assert "only a probe run on every host sharing the store" in lines[7]
+    assert lines[-1].startswith("store check passed on this host:")
     assert not [p for p in (tmp_path / "store").rglob("*") if p.name.startswith(".tmp-")]  # the probes cleaned up
 
 
@@ -76,10 +88,73 @@ def test_a_run_on_a_store_without_working_locks_is_refused_before_any_model_load
     result = mai("--home", str(home), "run", "--limit", "2", env={**no_locks, "MAI_TEST_IMPORTS": str(imports)})
     assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-3000:]
     last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("error: the store's filesystem at ") and "has no working file locks" in last
-    assert "runs refuse it" in last
+    assert last.startswith("error: the store's filesystem at ") and "fails the locks across processes check" in last
+    assert "runs refuse it. To fix: mount the store with working file locks" in last
     assert [json.loads(line) for line in imports.read_text().splitlines()] == [{"torch": False}]
     assert not list((home / "store").glob("generations/**/*.parquet"))
+
+
+# symbolic links refused, as on some SMB and object-store mounts
+NO_SYMLINKS = """
+import errno, os
+def refuse(*args, **kwargs):
+    raise PermissionError(errno.EPERM, "Operation not permitted", args[1] if len(args) > 1 else None)
+os.symlink = refuse
+"""
+
+
+def test_a_run_on_a_store_whose_symlinks_fail_is_refused_before_it_writes(home: Path, tmp_path: Path) -> None:
+    """Not only the lock check: a run refuses a store that fails any check a run depends on (#39)."""
+    site = tmp_path / "no-symlinks"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(NO_SYMLINKS)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    result = mai("--home", str(home), "run", "--limit", "2", env=env)
+    assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-3000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: the store's filesystem at ") and "fails the symlinks check" in last
+    assert "Operation not permitted" in last and "To fix: use a filesystem with symbolic links" in last
+    assert not list((home / "store").glob("generations/**/*.parquet"))
+
+
+def test_a_store_whose_rename_does_not_replace_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A filesystem whose rename will not replace an existing file fails the rename check, and runs refuse it."""
+    real_replace = os.replace
+
+    def refuse_existing(source: str | Path, target: str | Path) -> None:
+        if Path(target).exists():
+            raise FileExistsError(17, "File exists", str(target))
+        real_replace(source, target)
+
+    monkeypatch.setattr(filesystem_check, "_PROBED", {})
+    monkeypatch.setattr(filesystem_check.os, "replace", refuse_existing)
+    with pytest.raises(ConfigError, match=r"fails the atomic rename check \(File exists: .*To fix: use a filesystem"):
+        filesystem_check.require_working_store(tmp_path / "locks")
+
+
+def test_what_the_mount_shows_is_said_and_what_it_cannot_is_not_proven(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """tmpfs, a FUSE mount and NFS each get a line that says what kind of filesystem it is; none is called shared
+    between hosts, and every report says that locks between hosts are not proven by one host."""
+    mounts = {"tmpfs": Mount("/dev/shm", "tmpfs", frozenset({"rw"})),
+              "fuse": Mount("/mnt/b", "fuse.bindfs", frozenset({"rw"})),
+              "nfs": Mount("/mnt/s", "nfs4", frozenset({"rw", "local_lock=none"}))}
+    assert [filesystem_kind(m) for m in mounts.values()] == ["local", "fuse", "network"]
+    assert filesystem_kind(None) == "unknown"
+    seen = {}
+    for name, mount in mounts.items():
+        monkeypatch.setattr(filesystem_check, "mount_of", lambda path, mount=mount: mount)
+        report = check_store(tmp_path / name, min_free_gib=0)
+        assert not report.failed
+        seen[name] = (report.checks[1].meaning, report.unproven)
+    assert seen["tmpfs"][0].startswith("tmpfs at /dev/shm is a local filesystem")
+    assert seen["fuse"][0].startswith("fuse.bindfs at /mnt/b is a FUSE filesystem: its daemon decides")
+    assert seen["nfs"][0].startswith("nfs4 at /mnt/s is a network filesystem with no mount option")
+    for meaning, unproven in seen.values():
+        assert "shared between hosts" not in meaning
+        assert len(unproven) == 1 and unproven[0].startswith("locks between hosts: ")
+    assert "assume they do not until shown" in seen["fuse"][1][0]
+    assert "serves this host only" in seen["tmpfs"][1][0]
 
 
 # a holder whose lock outlives it: a forked process keeps the locked open file (as a lost NFS host keeps its lock
@@ -122,8 +197,8 @@ def test_runs_refuse_a_store_whose_mount_keeps_locks_on_one_host(tmp_path: Path,
 
     monkeypatch.setattr(filesystem_check, "mount_of", lambda path: nfs)
     monkeypatch.setattr(filesystem_check, "_PROBED", {})
-    with pytest.raises(ConfigError, match=r"no working file locks \(nfs4 mount /shared has local_lock=flock"):
-        filesystem_check.require_working_locks(tmp_path / "claims")
+    with pytest.raises(ConfigError, match=r"fails the locks across processes check \(nfs4 mount /shared has local_lock"):
+        filesystem_check.require_working_store(tmp_path / "claims")
 
 
 def test_a_partial_file_seen_by_a_reader_fails_the_rename_check(tmp_path: Path,

@@ -64,9 +64,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     verify.add_argument("--repair", action="store_true",
                         help="first remove the orphan temp files that killed writers or a full disk left")
     verify.set_defaults(handler=_store_verify)
-    check = actions.add_parser("check", help="test what the store needs from its filesystem: locks across processes "
-                                             "and hosts, atomic rename, symlinks, fsync, free space (exit 1 on a "
-                                             "failure)")
+    check = actions.add_parser("check", help="test on this host what the store needs from its filesystem: locks "
+                                             "across processes, lock mount options, atomic rename, symlinks, fsync, "
+                                             "free space (exit 1 on a failure)")
     # SUPPRESS: without it, the subcommand's default would hide `mai --home PATH store check`
     check.add_argument("--home", default=argparse.SUPPRESS, help="the store's mounted path (default: as `mai --home`)")
     check.add_argument("--min-free-gb", type=float, default=MIN_FREE_GIB, metavar="GIB",
@@ -164,15 +164,18 @@ def _store_verify(args: argparse.Namespace) -> int:
 
 
 def _store_check(args: argparse.Namespace) -> int:
-    """One line per need, PASS or FAIL with what it means; exit status 1 and what to fix when one failed."""
+    """One line per need, PASS or FAIL with what it means, then what this host could not prove; exit status 1 and
+    what to fix when one failed."""
     home = Home.at(args.home)
-    checks = check_store(home.root, args.min_free_gb)
+    report = check_store(home.root, args.min_free_gb)
     print(f"store {home.root}")
-    for check in checks:
+    for check in report.checks:
         print(f"{'PASS' if check.passed else 'FAIL'}  {check.name}: {check.meaning}")
-    failed = [check for check in checks if not check.passed]
-    if failed:
-        print(f"store check failed: {'; '.join(f'{c.name}: {c.fix}' for c in failed)}", file=sys.stderr)
+    for line in report.unproven:
+        print(f"NOT PROVEN  {line}")
+    if report.failed:
+        print(f"store check failed: {'; '.join(f'{c.name}: {c.fix}' for c in report.failed)}", file=sys.stderr)
         return 1
-    print("store check passed: runs and workers can share this store")
+    print("store check passed on this host: its runs and workers can share this store (run the check on each host "
+          "that mounts it)")
     return 0
