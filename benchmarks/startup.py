@@ -13,13 +13,13 @@ table reports the median and the spread:
   cached run, N shards     N = 2, 8, 32, every output stored: the process's wall, and the cost of one more
                            cached shard, (t32 - t2) / 30                                  goal <= 0.05 s
 
-under three Prefect APIs: `temporary` (no server runs: each command that runs flows starts its own, which dies with
-it), `local` (`mai server start` runs one that later commands use: a fully stored run is then answered without
-Prefect's flow engine, flows/stored_run.py) and `configured` (the same local server named in PREFECT_API_URL, as a
-team's server would be: every run goes through the `mai-run` flow, so those rows measure the flow's own cost).
-A `minimal Prefect flow` row (a flow that returns its argument, against the local server) is the floor of any
-command that runs a flow. The `--workers 1` dispatch overhead is measured by benchmarks/fanout.py (it needs a
-worker and the drain deployment).
+under two Prefect APIs: `none` (PREFECT_API_URL unset and no server running: a run with nothing to compute is a
+store lookup that starts no server, flows/stored_run.py; a command that computes starts its own temporary server,
+which dies with it) and `configured` (Prefect's own `prefect server start --background`, named in PREFECT_API_URL,
+as a user keeps one or a team's server would be). A `minimal Prefect flow` row (a flow that returns its argument,
+against the configured server) is the floor of any command that runs a flow. `first demo` is `mai demo` on a fresh
+store (one run, not repeated): the process's wall and the run's own `wall_s` from its manifest. The `--workers 1`
+dispatch overhead is measured by benchmarks/fanout.py (it needs a worker and the drain deployment).
 
 Run: `.venv/bin/python benchmarks/startup.py [--repeats 5] [--home DIR] [--skip-first-runs]`. The first demo run
 fills the store and is not timed. Measure on a quiet machine: the numbers are seconds of a 2-core machine's wall
@@ -56,7 +56,7 @@ minimal(1)
 
 @dataclass(frozen=True)
 class Timing:
-    server: str          # "temporary", "local" or "configured"
+    server: str          # "none" or "configured"
     command: str
     median_s: float      # seconds (a ratio for the cascade's row)
     min_s: float
@@ -168,10 +168,46 @@ def markdown(timings: list[Timing]) -> str:
     return "\n".join(lines)
 
 
+def first_demo(mai: Mai, home: Path) -> list[Timing]:
+    """`mai demo` on a fresh store (it fills the store the other rows read): the process, and the run inside it."""
+    seconds, out = mai.run(home, "demo", "--json")
+    inside = float(json.loads(out)["timings"]["wall_s"])
+    return [Timing(mai.server, "first demo (fresh store): process wall s", round(seconds, 3), round(seconds, 3),
+                   round(seconds, 3), 1, None, round(CPU_S[-1], 3)),
+            Timing(mai.server, "first demo (fresh store): run wall_s", round(inside, 3), round(inside, 3),
+                   round(inside, 3), 1, None, None)]
+
+
+def prefect_server(scratch: Path, *args: str) -> None:
+    """`prefect server ...` with this measurement's own PREFECT_HOME (its database, and the pid file of
+    `--background`), so that `stop` ends exactly the server `start` started."""
+    env = {**os.environ, "PREFECT_HOME": str(scratch / "prefect-home"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    env.pop("PREFECT_API_URL", None)
+    subprocess.run([sys.executable, "-m", "prefect", "server", *args], env=env, capture_output=True, timeout=300,
+                   check=True)
+
+
+def wait_until_healthy(url: str, timeout_s: float = 300.0) -> None:
+    """`prefect server start --background` returns once the server process started, before its API answers."""
+    import urllib.request
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.5)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--home", type=Path, default=None, help="store root (default: a fresh temporary one)")
+    parser.add_argument("--port", type=int, default=4299, help="port of the configured server on 127.0.0.1")
     parser.add_argument("--skip-first-runs", action="store_true",
                         help="leave out the runs that compute (run --limit 20 first, the 480-sample cascade)")
     args = parser.parse_args()
@@ -179,25 +215,22 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="mai-startup-") as scratch_dir:
         scratch = Path(scratch_dir)
         home = args.home or scratch / "store"
-        os.environ["MAI_PREFECT_SERVER_DIR"] = str(scratch / "prefect-server")  # this measurement's own
-        temporary = Mai("temporary", None)
-        temporary.seconds(home, "demo")  # fills the store
-        timings = common(temporary, home, scratch, args.repeats, first_runs)
-        temporary.seconds(home, "server", "start")
+        none = Mai("none", None)
+        timings = first_demo(none, home)  # fills the store
+        timings += common(none, home, scratch, args.repeats, first_runs)
+        timings += shard_costs(none, home, args.repeats)
+        prefect_server(scratch, "start", "--background", "--host", "127.0.0.1", "--port", str(args.port))
         try:
-            url = json.loads((scratch / "prefect-server" / "server.json").read_text())["url"]
-            local, configured = Mai("local", None), Mai("configured", url)
-            timings += common(local, home, scratch, args.repeats, first_runs)
-            timings += shard_costs(local, home, args.repeats)
-            if first_runs:
-                timings += cascade_ratio(local, scratch, args.repeats)
+            configured = Mai("configured", f"http://127.0.0.1:{args.port}/api")
+            wait_until_healthy(f"http://127.0.0.1:{args.port}/api")
             timings.append(timed("configured", "minimal Prefect flow", args.repeats,
                                  lambda: configured.python(MINIMAL_FLOW)))
-            timings.append(timed("configured", "cached demo re-run", args.repeats,
-                                 lambda: configured.seconds(home, "demo")))
+            timings += common(configured, home, scratch, args.repeats, first_runs)
             timings += shard_costs(configured, home, args.repeats)
+            if first_runs:
+                timings += cascade_ratio(configured, scratch, args.repeats)
         finally:
-            temporary.seconds(home, "server", "stop")
+            prefect_server(scratch, "stop")
         print(json.dumps([asdict(t) for t in timings], indent=1))
         print(markdown(timings))
 

@@ -99,19 +99,23 @@ class Estimate(NamedTuple):
 
 def run(config: RunConfig, progress: bool = True) -> RunManifest:
     """Validate and resolve the configuration once (before any model loads), run the flow with that plan (with a
-    progress bar on the terminal), and return its manifest with the store's `home` and `catalog` paths added."""
+    progress bar on the terminal), and return its manifest with the store's `home` and `catalog` paths added. A
+    run whose every output is stored is a store lookup instead: no Prefect, no server (flows/stored_run.py)."""
+    from mai.flows.plan import prepare_run
     from mai.flows.stored_run import run_from_store
+    from mai.storage.filesystem_check import require_working_store
 
-    plan = plan_run(config)
-    # every output stored and mai serving the API: answered without importing Prefect (flows/stored_run.py)
+    home = _assets_for(config)
+    plan = prepare_run(config, home, check_store=False)  # a store lookup takes no lock (and starts no probe)
     stored = run_from_store(plan)
     if stored is not None:
         return _with_store_paths(stored, plan)
-    from mai.flows.run import mai_run
+    require_working_store(home.locks)  # before the flow: a store without working locks would compute twice
+    with _prefect_api():
+        from mai.flows.run import mai_run
 
-    with _progress_bar(progress), _heartbeats_where_read():
-        # named after the run from its start (the flow names runs it plans itself)
-        manifest = mai_run.with_options(flow_run_name=f"mai-run/{plan.run_name}")(config, plan)
+        with _progress_bar(progress):  # named after the run from its start (the flow names runs it plans itself)
+            manifest = mai_run.with_options(flow_run_name=f"mai-run/{plan.run_name}")(config, plan)
     return _with_store_paths(manifest, plan)
 
 
@@ -121,12 +125,16 @@ def _with_store_paths(manifest: RunManifest, plan: RunPlan) -> RunManifest:
     return manifest
 
 
-def _heartbeats_where_read() -> AbstractContextManager[object]:
-    """No flow-run heartbeats on a Prefect server that `mai` started itself (flows/local_server.py): nothing reads
-    them there, and the end of every flow run waits up to 1 s for its heartbeat thread (prefect 3.9), a second of
-    a cached run. A configured server (where an automation may mark silent runs Crashed) keeps Prefect's setting."""
-    from mai.flows.local_server import serves_mai_alone
-    if not serves_mai_alone():
+def _prefect_api() -> AbstractContextManager[object]:
+    """Before a flow runs, and before its module imports Prefect (Prefect reads its settings once per process): a
+    Prefect API (the configured one, else a temporary server of this process: flows/prefect_api.py). On a
+    temporary server, no flow-run heartbeats: nothing reads them there, and the end of
+    every flow run waits up to 1 s for its heartbeat thread (prefect 3.9). A configured server (where an automation
+    may mark silent runs Crashed) keeps Prefect's setting."""
+    from mai.flows.prefect_api import ensure_api, started_here
+
+    ensure_api()
+    if not started_here():
         return nullcontext()
     from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
     return temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
@@ -148,23 +156,25 @@ def prepare(config: RunConfig) -> Home:
 
 def sweep(config: RunConfig, layers: list[int], deltas: list[float] | None = None) -> list[RunManifest]:
     """One sparse-RT run per transfer layer (and delta); every variant is validated before anything loads."""
+    api = _prefect_api()
     from mai.flows.plan import prepare_run
     from mai.flows.sweep import mai_sweep, sweep_variants
 
     home = _assets_for(config)
     plans = [prepare_run(variant, home) for variant in sweep_variants(config, layers, deltas)]
-    with _progress_bar(True):
+    with api, _progress_bar(True):
         return mai_sweep(config, layers, deltas, plans)
 
 
 def speculative(config: RunConfig, draft_tokens: int = 4, progress: bool = True) -> SpeculativeSummary:
     """The speculative-decoding baseline against the configuration's cascade run (small drafts, large
     verifies)."""
+    api = _prefect_api()
     from mai.flows.plan import prepare_run
     from mai.flows.speculative import mai_speculative, pair_config
 
     plan = prepare_run(pair_config(config), _assets_for(config))
-    with _progress_bar(progress):  # the reference run's stages, then a `speculative` bar
+    with api, _progress_bar(progress):  # the reference run's stages, then a `speculative` bar
         return mai_speculative(config, draft_tokens, plan)
 
 
@@ -174,11 +184,12 @@ def regress(config: RunConfig, baseline: str | None = None, min_drop: float = 1.
     baseline) over the samples both scored. Raises `mai.flows.regression.RegressionDetected` (its message is the
     report) on a significant drop of at least `min_drop` points, on a baseline sample that is an error in the run,
     and, with `require_all`, on a baseline sample the run does not hold (else a warning: `result["warning"]`)."""
+    api = _prefect_api()
     from mai.flows.regression import default_baseline, load_baseline, mai_regression
 
     load_baseline(Home.at(config.home), baseline or str(default_baseline()))  # fails fast on a missing baseline
     plan = plan_run(config)
-    with _progress_bar(True):
+    with api, _progress_bar(True):
         return mai_regression(config, baseline, min_drop, alpha, require_all, plan)
 
 
@@ -284,9 +295,9 @@ def _per_line(lines: list[PredictionLine], scored: list[ScoredSample]) -> list[L
 
 def rescore(run_id: str, profile: str, home: str | Path | None = None) -> Rescored:
     """Re-score a stored run under another scorer profile (no model)."""
-    from mai.flows.rescore import mai_rescore
+    from mai.flows.rescore import rescore_run
 
-    return mai_rescore(run_id, profile, _root(home))
+    return rescore_run(run_id, profile, _root(home))
 
 
 # --- benchmarks ---------------------------------------------------------------------------------------------
@@ -328,10 +339,11 @@ def profile(model: str, name: str, resolutions: list[int], query_tokens: list[in
             replace: bool = False, progress: bool = True) -> list[LatencyProfileRow]:
     """Measure a model on simulated inputs into the latency profile `name`; returns its rows. A `profile` bar on
     the terminal counts the timed model calls."""
+    api = _prefect_api()
     from mai.flows.latency import mai_profile
 
     quiet_library_progress_bars()
-    with _progress_bar(progress):
+    with api, _progress_bar(progress):
         return mai_profile(model, name, resolutions, query_tokens, output_tokens, repeats, revision, dtype,
                            home=_root(home), replace=replace)
 
@@ -356,6 +368,7 @@ def estimate(run_id: str, profiles: dict[str, str] | None = None, small_profile:
              large_profile: str | None = None, name: str | None = None, home: str | Path | None = None) -> Estimate:
     """Price a stored run under latency profiles (equation 27): `profiles` maps model names to profiles;
     `small_profile` / `large_profile` name the profiles of the run's own small and large model."""
+    api = _prefect_api()
     from mai.flows.latency import mai_estimate
     mapping = dict(profiles or {})
     if small_profile or large_profile:
@@ -363,7 +376,8 @@ def estimate(run_id: str, profiles: dict[str, str] | None = None, small_profile:
             if model and chosen:
                 mapping[str(model)] = chosen
     label = name or "+".join(sorted(set(mapping.values())))
-    return Estimate(label, mai_estimate(run_id, mapping, label, _root(home)))
+    with api:
+        return Estimate(label, mai_estimate(run_id, mapping, label, _root(home)))
 
 
 def _run_models(home: Home, run_id: str) -> tuple[object, ...]:

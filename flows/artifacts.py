@@ -1,13 +1,14 @@
-"""Prefect artifacts of a finished run and of a regression check, for the UI: tables to read at a glance (routing
-counts, metrics, the samples that changed against a baseline) and the command that builds the run's own offline
-HTML report (Prefect is imported only to publish them: the rows are also what flows/stored_run.py sends over the
-REST API). The report is built on demand (`mai report RUN_ID`, or `mai run --report FILE`), never by every
+"""Prefect artifacts of a finished run and of a regression check, for the UI: the run's summary, tables to read at a
+glance (routing counts, metrics, the samples that changed against a baseline) and the command that builds the
+run's own offline HTML report (Prefect is imported only to publish them). The report is built on demand (`mai report RUN_ID`, or `mai run --report FILE`), never by every
 run: it costs more than a cached run itself (docs/benchmarks.md, "Startup").
 """
 
 from __future__ import annotations
 
 from typing import Any, NotRequired, TypedDict, cast
+
+from mai.flows.summary import summary_markdown
 
 from mai.manifest import ROUTE_LABELS, RunManifest
 from mai.regression import SampleScores
@@ -45,11 +46,12 @@ def metric_rows(manifest: RunManifest) -> list[MetricRow]:
 
 
 def publish_run(manifest: RunManifest) -> None:
-    """Table artifacts of the run's routing counts and metrics, and how to build its HTML report (on demand: a
-    report takes 1-2 s to build, more than a cached run itself)."""
+    """The run's summary, table artifacts of its routing counts and metrics, and how to build its HTML report (on
+    demand: a report takes 1-2 s to build, more than a cached run itself)."""
     from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
     run_id = manifest["run_id"]
+    create_markdown_artifact(summary_markdown(manifest), key="mai-run-summary", description=f"run {run_id}")
     # Prefect types a table as plain dicts; the typed rows are those at run time
     create_table_artifact(cast(list[dict[str, Any]], routing_rows(manifest)), key="mai-run-routing",
                           description=f"routing counts of run {run_id}")

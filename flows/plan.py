@@ -20,9 +20,12 @@ def store_locations(home: Home) -> StoreLocations:
                           fingerprints=home.datasets / FINGERPRINTS_FILE)
 
 
-def prepare_run(config: RunConfig, home: Home, run_id: str | None = None) -> RunPlan:
-    """Validate and resolve `config` on `home`; raises ConfigError (what to fix) before any model loads."""
-    require_working_store(home.locks)  # a store whose locks, renames or links fail: refused first
+def prepare_run(config: RunConfig, home: Home, run_id: str | None = None, check_store: bool = True) -> RunPlan:
+    """Validate and resolve `config` on `home`; raises ConfigError (what to fix) before any model loads.
+    `check_store=False`: for a caller that first looks the run up in the store (which takes no lock and writes no
+    output) and checks the store itself before it computes (`mai.flows.api.run`)."""
+    if check_store:  # a store whose locks, renames or links fail: refused first
+        require_working_store(home.locks)
     config = _with_recorded_spec(config, home)
     plan = build_plan(config, store_locations(home), run_id)
     if config.benchmark_spec is not None:  # the store keeps what its spec benchmarks mean (for reports, rescore)

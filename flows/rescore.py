@@ -1,4 +1,5 @@
-"""`mai-rescore`: score a stored run again under another scorer profile, without running any model."""
+"""`mai rescore`: score a stored run again under another scorer profile, without running any model. A store
+lookup, scoring and two writes: no Prefect flow, so it needs no Prefect server (about a second on a fresh machine)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from mai.storage.paths import Home
 from mai.storage.runs import is_complete, read_manifest, read_routes, write_metrics, write_scores
 from mai.storage.samples import read_shard
 from mai.tasks.finalize import metric_rows_for, score_rows_for
-from prefect import flow
 
 from mai.errors import ConfigError
 from mai.evals.registry import get_benchmark
@@ -25,8 +25,7 @@ class Rescored(TypedDict):
     metrics: list[MetricSummary]
 
 
-@flow(name="mai-rescore", persist_result=False)
-def mai_rescore(run_id: str, profile: str, home: str | None = None) -> Rescored:
+def rescore_run(run_id: str, profile: str, home: str | None = None) -> Rescored:
     """Re-parses each sample's final output with the profile's parser, scores and aggregates it, and
     stores the scores and metrics next to the run's others (one file per profile)."""
     root = Home.at(home)

@@ -11,36 +11,26 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
 
-from mai.flows.artifacts import publish_run
 from mai.flows.assets import ensure_builtin_assets
 from mai.flows.deployment import with_deployment_defaults
 from mai.flows.fanout import run_shards
+from mai.flows.finish import finish_run
 from mai.flows.plan import prepare_run
 from mai.flows.prefect_sync import synchronous
-from mai.flows.summary import (
-    build_manifest,
-    catalog_row,
-    describe_models,
-    summary_markdown,
-    written_partitions,
-)
-from mai.storage.catalog import build_catalog
+from mai.flows.summary import describe_models
 from mai.storage.paths import Home
-from mai.tasks.compact import compact_partitions
-from mai.tasks.finalize import route_and_score, write_run_manifest
+from mai.tasks.finalize import route_and_score
 from mai.tasks.from_store import shards_answered_by_store
 from mai.tasks.logs import run_logger
 from mai.tasks.materialize import limit_prompts, materialize_samples
 from prefect import flow
-from prefect.artifacts import create_markdown_artifact, create_progress_artifact, update_progress_artifact
+from prefect.artifacts import create_progress_artifact, update_progress_artifact
 
 from mai import progress, stop
 from mai.config import RunConfig
-from mai.manifest import RunManifest, RunScores, RunTimings, ShardOutcome
+from mai.manifest import RunManifest, ShardOutcome
 from mai.plan import RunPlan
-from mai.progress import Tally
 
 
 @flow(name="mai-run", persist_result=False)
@@ -63,14 +53,12 @@ def _run(config: RunConfig, plan: RunPlan | None) -> RunManifest:
         home = Home.at(config.home)
         ensure_builtin_assets(config, home)
         plan = prepare_run(config, home)
-    home = Home.at(plan.home)
     name_flow_run(plan)
     log.info("run %s: %s of %s on %s, stages %s", plan.run_id, plan.mode, describe_models(plan), plan.benchmark,
              " -> ".join(stage.name for stage in plan.stages))
     phases.end("plan_s")
-    shard_paths = materialize_samples.with_options(result_storage=Path(home.prefect_results))(
-        str(home.root), plan.benchmark, plan.source, plan.config.shards, plan.config.limit,
-        plan.config.max_image_pixels)
+    shard_paths = materialize_samples(plan.home, plan.benchmark, plan.source, plan.config.shards, plan.config.limit,
+                                      plan.config.max_image_pixels)
     # a sample whose prompt does not fit a model of the run becomes an error sample here, before any model runs
     shard_paths = limit_prompts(plan, shard_paths)
     phases.end("materialize_s")
@@ -78,45 +66,7 @@ def _run(config: RunConfig, plan: RunPlan | None) -> RunManifest:
     phases.end("shards_s")
     scores = route_and_score(plan, shard_paths, {shard: o.stage_maps for shard, o in outcomes.items()})
     phases.end("route_and_score_s")
-    manifest = _finish(plan, outcomes, scores, phases, started, started_at)
-    log.info("run %s done: MV1 %d / MV2 %d / RT %d, %d generations computed, %d reused", plan.run_id,
-             scores["routes"]["MV1"], scores["routes"]["MV2"], scores["routes"]["RT"],
-             manifest["counts"]["generations_computed"], manifest["counts"]["generations_reused"])
-    return manifest
-
-
-def _finish(plan: RunPlan, outcomes: dict[str, ShardOutcome], scores: RunScores, phases: Phases, started: float,
-            started_at: datetime) -> RunManifest:
-    """The manifest (written last: its row in the store means the run completed), the catalog, compaction of what
-    the run appended, and the run's artifacts in the UI."""
-    home = Home.at(plan.home)
-    tally = Tally()  # what this run's shards made the engines do (never another run's work)
-    for outcome in outcomes.values():
-        tally.add(outcome.tally)
-    seconds = phases.seconds
-    timings: RunTimings = {"wall_s": time.perf_counter() - started, "engine_generate_s": tally.generate_s,
-                           "model_load_s": tally.load_s, "plan_s": seconds["plan_s"],
-                           "materialize_s": seconds["materialize_s"], "shards_s": seconds["shards_s"],
-                           "route_and_score_s": seconds["route_and_score_s"]}
-    manifest = build_manifest(plan, {shard: o.stage_maps for shard, o in outcomes.items()}, scores, timings,
-                              started_at, tally)
-    timings["manifest_s"] = phases.since_last()
-    row = catalog_row(manifest, plan, started_at, datetime.fromisoformat(manifest["finished_at"]))
-    write_run_manifest(plan, manifest, row)
-    build_catalog(home)
-    if appended_outputs(manifest):
-        compact_partitions(str(home.root), sorted(str(d) for d in written_partitions(plan)))
-    else:  # no generation, capture or selection file was written: nothing can be due
-        run_logger().info("run %s computed nothing: no partition to compact", plan.run_id)
-    create_markdown_artifact(summary_markdown(manifest), key="mai-run-summary", description=f"run {plan.run_id}")
-    publish_run(manifest)  # table artifacts of routes and metrics, and how to build the run's HTML report
-    return manifest
-
-
-def appended_outputs(manifest: RunManifest) -> bool:
-    """Whether the run wrote any output file (a generation, attention capture or token selection) to the store."""
-    counts = manifest["counts"]
-    return bool(counts["generations_computed"] or counts["attention_rows_computed"] or counts["selections_computed"])
+    return finish_run(plan, outcomes, scores, started, started_at, phases.seconds)
 
 
 def _run_shards(plan: RunPlan, shard_paths: list[str]) -> dict[str, ShardOutcome]:
@@ -175,9 +125,6 @@ class Phases:
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
         self._last = time.perf_counter()
-
-    def since_last(self) -> float:
-        return time.perf_counter() - self._last
 
     def end(self, name: str) -> None:
         now = time.perf_counter()

@@ -9,14 +9,14 @@ from __future__ import annotations
 import os
 import time
 from contextlib import nullcontext
+from typing import cast
 
 from mai.flows.prefect_progress import PrefectProgress
 from mai.storage.claims import Lease, held_by_this_process
 from mai.storage.paths import Home, plan_on_this_host
 from mai.storage.runs import shard_lease_path, write_shard_outcome
 from mai.tasks.jobs import StageJob, ledger_key
-from mai.tasks.logs import run_logger
-from mai.tasks.step import run_step, stored_fraction
+from mai.tasks.step import run_step
 from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
@@ -77,7 +77,6 @@ def _loaded_since(before: dict[int, float]) -> list[str]:
 
 def _run_steps(plan: RunPlan, shard_path: str, groups: list[list[StageSpec]], listener: PrefectProgress
                ) -> StageMaps:
-    log = run_logger()
     stage_maps: StageMaps = {}
     for index, group in enumerate(groups):
         listener.group_started(index)
@@ -86,11 +85,7 @@ def _run_steps(plan: RunPlan, shard_path: str, groups: list[list[StageSpec]], li
                 for stage in group}
         futures = {name: run_step.submit(job) for name, job in jobs.items()}
         for name, future in futures.items():
-            outputs: dict[str, str] = future.result()
-            if stored_fraction(jobs[name], outputs) < 1.0:
-                log.warning("%s: Prefect's cache remembers outputs the store no longer holds: computing them again",
-                            jobs[name].label)
-                outputs = run_step.with_options(refresh_cache=True)(jobs[name])
-            stage_maps[name] = outputs
+            # a `Cached` step's state carries its outputs as a computing step's does
+            stage_maps[name] = cast(dict[str, str], future.result())
     listener.finished()
     return stage_maps

@@ -122,10 +122,6 @@ class Home:
     def catalog(self) -> Path:
         return self.root / "catalog.duckdb"
 
-    @property
-    def prefect_results(self) -> Path:
-        return self.root / "prefect-results"
-
 
 def store_id(home: Home) -> str:
     """The store's id, created on first use. Atomic and race-free across hosts: the id file is written whole under

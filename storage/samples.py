@@ -47,9 +47,9 @@ def loader_tag(max_image_pixels: int) -> str:
 
 
 def materialized_shards(home: Home, directory: Path) -> list[str] | None:
-    """The shard files of a completed materialisation (its `complete` marker written last), relative to the store
-    root, as `materialize_samples` returns them; None when the directory is not complete."""
-    if not (directory / "complete").exists():
+    """The shard files of a materialisation, relative to the store root, as `materialize_samples` returns them;
+    None when there is none (its directory is renamed into place whole: one that exists is complete)."""
+    if not directory.is_dir():
         return None
     return sorted(str(p.relative_to(home.root)) for p in directory.glob("shard-*.parquet"))
 

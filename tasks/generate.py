@@ -1,9 +1,10 @@
-"""Generating one stage over one shard. The Parquet store is the primary cache: only identities it lacks are
+"""Generating one stage over one shard. The Parquet store is the one cache: only identities it lacks are
 generated, and each of them once across every run and worker on the store (storage/claims.py)."""
 
 from __future__ import annotations
 
 import time
+from typing import NamedTuple
 
 from mai.storage.claims import ClaimBoard, compute_once
 from mai.storage.generations import GenerationStore, shared_store
@@ -18,6 +19,11 @@ from mai.backends.registry import get_engine
 from mai.evals.registry import get_benchmark
 from mai.stages import build_requests
 from mai.types import GenRequest, GenResult, Sample, StageAnswer, StageName
+
+
+class StepResult(NamedTuple):
+    outputs: dict[str, str]   # sample_id -> output id (gen_id, or selection_id) for every sample the step answers
+    computed: int             # how many outputs (or captures) this step computed; 0: all were stored
 
 
 def store_for(home: str) -> GenerationStore:
@@ -36,8 +42,8 @@ def step_inputs(job: StageJob) -> tuple[list[Sample], dict[StageName, dict[str, 
     return cascade.samples_needing(job.stage, ctx.mode, samples, answers, benchmark), answers
 
 
-def generate_outputs(job: StageJob) -> dict[str, str]:
-    """Returns sample_id -> gen_id for every sample of the shard that this stage answers."""
+def generate_outputs(job: StageJob) -> StepResult:
+    """sample_id -> gen_id for every sample of the shard that this stage answers, and how many it generated."""
     ctx = job.plan
     store, model, kind = store_for(ctx.home), ctx.models[job.stage.role], job.stage.prompt_kind
     todo, answers = step_inputs(job)
@@ -54,7 +60,7 @@ def generate_outputs(job: StageJob) -> dict[str, str]:
     board = ClaimBoard(Home.at(ctx.home), f"generations/{model.slug}/{kind}")
     compute_once(board, by_id, lambda ids: store.stored_among(model, kind, ids), compute)
     _log_step(job, len(todo), len(by_id), len(computed))
-    return {r.sample_id: r.gen_id for r in requests}
+    return StepResult({r.sample_id: r.gen_id for r in requests}, len(computed))
 
 
 def _log_step(job: StageJob, samples: int, outputs: int, computed: int) -> None:

@@ -6,7 +6,6 @@ from pathlib import PurePosixPath
 
 from pydantic import BaseModel, ConfigDict
 
-from mai.identity import canonical_hash
 from mai.manifest import StageMaps
 from mai.plan import RunPlan
 from mai.types import Decoding, StageSpec
@@ -40,23 +39,3 @@ class StageJob(BaseModel):
     @property
     def ledger(self) -> str:
         return ledger_key(self.plan.run_id, self.shard_path)
-
-    def cache_key(self) -> str:
-        """Everything that determines the step's outputs and nothing that does not (run id, batch size). The
-        backend is part of it, as of every generation identity (mai.identity)."""
-        model = self.plan.models[self.stage.role]
-        transfer = ([self.plan.transfer_layer, self.plan.transfer_delta, self.plan.capture_layers]
-                    if self.stage.name == "select_rt" else None)
-        backend = self.plan.backend_ids.get(self.stage.role)
-        return canonical_hash({
-            **({"backend": backend} if backend else {}),
-            "home": self.plan.home,
-            "benchmark": self.plan.benchmark,
-            "mode": self.plan.mode,
-            "shard": self.shard_path,
-            "stage": [self.stage.name, self.stage.prompt_kind, self.stage.upstream],
-            "model": [model.identity_name, model.revision, model.dtype],
-            "decoding": self.decoding.as_dict(),
-            "earlier": self.earlier,
-            "transfer": transfer,
-        })

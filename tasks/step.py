@@ -1,44 +1,23 @@
 """`run_step`: the one task that runs any step of a plan (a generation stage, or sparse RT's token selection)
-over one shard. The store is the primary cache; Prefect's task cache (explicit content key, a JSON map of ids)
-is a second layer that skips even the store lookup, and is refreshed when the store lost what it remembers."""
+over one shard. The store is the one cache: the step computes only the outputs whose identities the store lacks
+(storage/claims.py), and a step that computed nothing ends in a Completed state named `Cached`, so the Prefect UI
+shows a stored step as cached. Prefect keeps no cache of its own for it (no cache key, no persisted result)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
-from mai.storage.attention import read_selections
-from mai.storage.paths import Home
-from mai.tasks.generate import generate_outputs, store_for
+from mai.tasks.generate import StepResult, generate_outputs
 from mai.tasks.jobs import StageJob
 from mai.tasks.transfer import select_outputs
-from prefect import task
-from prefect.context import TaskRunContext
+from prefect import State, task
+from prefect.cache_policies import NO_CACHE
+from prefect.states import Completed
 
 
-def _cache_key(context: TaskRunContext, parameters: dict[str, Any]) -> str:
-    job: StageJob = parameters["job"]
-    return f"step-{job.cache_key()}"
-
-
-def _runner(job: StageJob) -> Callable[[StageJob], dict[str, str]]:
-    return generate_outputs if job.stage.generates else select_outputs
-
-
-@task(name="step", task_run_name="{job.label}", cache_key_fn=_cache_key, result_serializer="json",
-      persist_result=True)
-def run_step(job: StageJob) -> dict[str, str]:
-    """Returns sample_id -> output id (gen_id, or selection_id) for every sample of the shard the step answers."""
-    return _runner(job)(job)
-
-
-def stored_fraction(job: StageJob, outputs: dict[str, str]) -> float:
-    """Share of a step's outputs that the store holds (1.0 unless the store lost files)."""
-    if not outputs:
-        return 1.0
-    ctx, model = job.plan, job.plan.models[job.stage.role]
-    if job.stage.generates:
-        existing = store_for(ctx.home).stored_among(model, job.stage.prompt_kind, list(outputs.values()))
-    else:
-        existing = set(read_selections(Home.at(ctx.home), model, outputs.values()))
-    return sum(1 for g in outputs.values() if g in existing) / len(outputs)
+@task(name="step", task_run_name="{job.label}", cache_policy=NO_CACHE, persist_result=False)
+def run_step(job: StageJob) -> dict[str, str] | State[dict[str, str]]:
+    """Sample_id -> output id (gen_id, or selection_id) for every sample of the shard the step answers; in a
+    `Cached` state when every one of them was stored already."""
+    result: StepResult = (generate_outputs if job.stage.generates else select_outputs)(job)
+    if result.computed:
+        return result.outputs
+    return Completed(name="Cached", data=result.outputs, message="every output is stored: nothing computed")

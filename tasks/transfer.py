@@ -17,7 +17,7 @@ from mai.storage.claims import ClaimBoard, compute_once
 from mai.storage.paths import Home
 from mai.storage.schemas import CaptureRow, GenerationRow, SelectionRow
 from mai.tasks.from_store import capture_ids_of
-from mai.tasks.generate import step_inputs, store_for
+from mai.tasks.generate import StepResult, step_inputs, store_for
 from mai.tasks.jobs import StageJob
 
 from mai import progress
@@ -31,16 +31,18 @@ from mai.transfer import select_indices, selection_id
 from mai.types import REASONING_MARK, CaptureRequest, LayerCapture, Sample
 
 
-def select_outputs(job: StageJob) -> dict[str, str]:
-    """The `select_rt` step: returns sample_id -> selection_id for the samples that reach RT. The large model's
+def select_outputs(job: StageJob) -> StepResult:
+    """The `select_rt` step: sample_id -> selection_id for the samples that reach RT, and how many captures and
+    selections it computed. The large model's
     engine is taken only when a capture or a selection is missing (a stored step loads no model)."""
     ctx = job.plan
     benchmark = get_benchmark(ctx.benchmark)
     todo, answers = step_inputs(job)
     reasoning = {s.sample_id: answers["r_small"][s.sample_id].gen_id for s in todo}
     captures = capture_ids_of(ctx, benchmark, todo, reasoning)
-    _capture_missing(job, benchmark, todo, reasoning, captures)
-    return _select(job, captures)
+    captured = _capture_missing(job, benchmark, todo, reasoning, captures)
+    selections, selected = _select(job, captures)
+    return StepResult(selections, captured + selected)
 
 
 def _large_engine(plan: RunPlan) -> TransformersEngine:
@@ -51,8 +53,9 @@ def _large_engine(plan: RunPlan) -> TransformersEngine:
 
 
 def _capture_missing(job: StageJob, benchmark: Benchmark, todo: list[Sample], reasoning: dict[str, str],
-                     captures: dict[str, str]) -> None:
-    """One prefill per capture id that lacks a requested layer, each once across runs on the store."""
+                     captures: dict[str, str]) -> int:
+    """One prefill per capture id that lacks a requested layer, each once across runs on the store; returns how
+    many this step captured."""
     ctx = job.plan
     home, large, layers = Home.at(ctx.home), ctx.models["large"], set(ctx.capture_layers)
     by_capture = {captures[s.sample_id]: s for s in todo}
@@ -79,7 +82,7 @@ def _capture_missing(job: StageJob, benchmark: Benchmark, todo: list[Sample], re
         write_captures(home, large, rows)
         progress.count(job.ledger, captures=len(requests), capture_s=elapsed)
 
-    compute_once(ClaimBoard(home, f"attention/{large.slug}"), by_capture, complete, compute)
+    return compute_once(ClaimBoard(home, f"attention/{large.slug}"), by_capture, complete, compute)
 
 
 def _capture_request(engine: TransformersEngine, benchmark: Benchmark, sample: Sample, capture: str,
@@ -104,7 +107,7 @@ def _capture_row(result: LayerCapture, sample: Sample, reasoning: dict[str, str]
             "token_texts": list(result.token_texts), "run_id": run_id, "capture_s": capture_s}
 
 
-def _select(job: StageJob, captures: dict[str, str]) -> dict[str, str]:
+def _select(job: StageJob, captures: dict[str, str]) -> tuple[dict[str, str], int]:
     ctx = job.plan
     home, large = Home.at(ctx.home), ctx.models["large"]
     layer, delta = ctx.transfer_layer, ctx.transfer_delta
@@ -119,9 +122,9 @@ def _select(job: StageJob, captures: dict[str, str]) -> dict[str, str]:
                 for sel in selection_ids]
         write_selections(home, large, rows)
 
-    compute_once(ClaimBoard(home, f"selections/{large.slug}"), capture_of,
-                 lambda ids: set(read_selections(home, large, ids)), compute)
-    return selections
+    computed = compute_once(ClaimBoard(home, f"selections/{large.slug}"), capture_of,
+                            lambda ids: set(read_selections(home, large, ids)), compute)
+    return selections, computed
 
 
 def _selection_row(capture: CaptureRow, selection: str, delta: float, engine: TransformersEngine, run_id: str

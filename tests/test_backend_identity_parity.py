@@ -14,9 +14,7 @@ import pytest
 from mai.flows.cli import main
 from mai.flows.plan import prepare_run
 from mai.storage.paths import Home
-from mai.tasks.jobs import StageJob
 
-from mai.cascade import S_LARGE
 from mai.config import RunConfig
 from mai.identity import generation_id
 from mai.types import Decoding, ModelSpec
@@ -38,7 +36,7 @@ def test_identities_name_the_backend_in_every_dtype(dtype: str) -> None:
     assert len(ids) == len(BACKENDS)
 
 
-def test_a_plan_carries_its_backend_and_image_processor_into_identities_and_cache_keys(home: Path) -> None:
+def test_a_plan_carries_its_backend_and_image_processor_into_its_identities(home: Path) -> None:
     from importlib import metadata
     from importlib.util import find_spec
 
@@ -47,9 +45,6 @@ def test_a_plan_carries_its_backend_and_image_processor_into_identities_and_cach
     for dtype in ("float32", "bfloat16"):
         plan = prepare_run(RunConfig(home=str(home), dtype=dtype), Home.at(home))
         assert plan.backend_ids == {"small": expected, "large": expected}
-    job = StageJob(plan=plan, shard_path="s", stage=S_LARGE, decoding=Decoding(8), earlier={})
-    other = job.model_copy(update={"plan": plan.model_copy(update={"backend_ids": {"large": BACKENDS[-1]}})})
-    assert job.cache_key() != other.cache_key()  # Prefect's task cache never hands one backend's outputs to another
 
 
 @pytest.mark.parametrize("model", ["mai-tiny-small", "mai-tiny-internvl-small"])

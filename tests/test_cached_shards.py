@@ -89,13 +89,14 @@ def test_only_the_shards_that_lack_outputs_run_as_shard_flows(home: Path) -> Non
 
 
 def test_a_stored_step_run_by_its_task_loads_no_model(home: Path) -> None:
-    """The steps of a shard that runs as a flow (some other shard lacks outputs, or Prefect's cache was cleared)
-    still compute nothing and make no engine when their own outputs are stored: sparse RT's token selection
-    included, which used to take the large model's engine before looking."""
+    """The steps of a shard that runs as a flow (some other shard lacks outputs) still compute nothing and make no
+    engine when their own outputs are stored, and end `Cached`: sparse RT's token selection included, which used to
+    take the large model's engine before looking."""
     from mai.flows.plan import prepare_run
     from mai.storage.paths import Home
     from mai.tasks.jobs import StageJob
     from mai.tasks.step import run_step
+    from prefect import State
 
     from mai import cascade
     from mai.backends.registry import clear_engines, loaded_engines
@@ -110,7 +111,9 @@ def test_a_stored_step_run_by_its_task_loads_no_model(home: Path) -> None:
         for stage in group:
             job = StageJob(plan=plan, shard_path=shard, stage=stage, decoding=plan.decodings[stage.prompt_kind],
                            earlier=dict(earlier))
-            earlier[stage.name] = run_step.fn(job)
+            state = run_step.fn(job)
+            assert isinstance(state, State) and state.name == "Cached", (stage.name, state)
+            earlier[stage.name] = state.data
     assert earlier.get("select_rt")
     assert loaded_engines() == []
 

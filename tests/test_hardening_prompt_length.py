@@ -163,15 +163,12 @@ def test_with_vllm_the_servers_max_model_len_is_the_context(home: Path, monkeypa
 
 
 @pytest.mark.prefect
-def test_a_rerun_answered_from_the_store_refuses_the_same_prompts(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """On a Prefect server `mai` serves, a run whose every output is stored is answered without the flow engine
-    (flows/stored_run.py): that path reads the same prompt-length decisions, so a limit that refuses a sample whose
-    outputs another run stored still makes it an error (tests/test_stored_run.py's stand-in for mai's server)."""
-    from mai.flows import api, local_server
-    from prefect.settings import PREFECT_API_URL
+def test_a_rerun_answered_from_the_store_refuses_the_same_prompts(home: Path) -> None:
+    """A run whose every output is stored is a store lookup without Prefect (flows/stored_run.py): that path reads
+    the same prompt-length decisions, so a limit that refuses a sample whose outputs another run stored still makes
+    it an error."""
+    from mai.flows import api
 
-    monkeypatch.setenv("PREFECT_API_URL", str(PREFECT_API_URL.value()))
-    monkeypatch.setattr(local_server, "_provided", "local")
     data = str(long_question_copy(home, words=60))
     values = {"home": str(home), "data": data, "shards": 2, "max_new_tokens": BUDGET}
     first = api.run(RunConfig(**values), progress=False)  # type: ignore[arg-type]

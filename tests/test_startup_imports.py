@@ -1,6 +1,7 @@
-"""A run whose outputs are all stored does not pay for the model libraries: a fresh process that re-runs a
-configuration imports neither torch nor transformers (nor datasets, nor Prefect: it is answered from the store and
-recorded over Prefect's REST API, flows/stored_run.py), loads no model, and computes nothing."""
+"""A run whose outputs are all stored is a store lookup (flows/stored_run.py): a fresh process that re-runs a
+configuration with no Prefect API configured imports neither torch nor transformers (nor datasets, nor Prefect),
+starts no server (no process but git's, for the manifest's commit), loads no model and computes nothing; with a
+configured API that does not answer, the run is the same."""
 
 from __future__ import annotations
 
@@ -14,20 +15,30 @@ import pytest
 from mai.flows.cli import main
 
 PROBE = """
-import json, sys
+import json, os, subprocess, sys
+started = []
+popen = subprocess.Popen.__init__
+def recording(self, args, *rest, **options):
+    started.append(os.path.basename(str(args[0] if isinstance(args, (list, tuple)) else args)))
+    popen(self, args, *rest, **options)
+subprocess.Popen.__init__ = recording
 from mai.flows.cli import main
 from mai.backends.registry import loaded_engines
 code = main(sys.argv[1:])
 heavy = sorted(m for m in ("torch", "transformers", "datasets", "prefect") if m in sys.modules)
-print(json.dumps({"code": code, "heavy": heavy, "engines": len(loaded_engines())}), file=sys.stderr)
+print(json.dumps({"code": code, "heavy": heavy, "engines": len(loaded_engines()), "started": sorted(set(started)),
+                  "api": os.environ.get("PREFECT_API_URL")}), file=sys.stderr)
 """
 ARGS = ["run", "--limit", "8", "--shards", "1", "--max-new-tokens", "S=4", "--max-new-tokens", "R=8",
         "--max-new-tokens", "RT=4", "--json"]
 
 
-def run_in_fresh_process(home: Path) -> tuple[dict[str, object], dict[str, object]]:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PREFECT_LOGGING_LEVEL": "WARNING"}
-    env.pop("PREFECT_API_URL", None)  # its own temporary server, as a user's shell without one
+def run_in_fresh_process(home: Path, api: str | None = None) -> tuple[dict[str, object], dict[str, object]]:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PREFECT_LOGGING_LEVEL": "WARNING",
+           "PREFECT_HOME": str(home.parent / "no-prefect-profile")}  # no profile naming an API
+    env.pop("PREFECT_API_URL", None)  # as a user's shell without one
+    if api:
+        env["PREFECT_API_URL"] = api
     done = subprocess.run([sys.executable, "-c", PROBE, "--home", str(home), *ARGS], capture_output=True, text=True,
                           env=env, timeout=600, check=False)
     probe = json.loads(done.stderr.strip().splitlines()[-1])
@@ -39,10 +50,15 @@ def test_a_cached_rerun_imports_no_model_library_and_loads_no_model(tmp_path: Pa
     home = tmp_path / "store"
     assert main(["--home", str(home), *ARGS]) == 0  # computes everything, in this process
     manifest, probe = run_in_fresh_process(home)
-    assert probe == {"code": 0, "heavy": [], "engines": 0}, probe
+    assert probe == {"code": 0, "heavy": [], "engines": 0, "started": ["git"], "api": None}, probe
     counts = manifest["counts"]
     assert isinstance(counts, dict)
     assert counts["generations_computed"] == 0 and counts["generations_reused"] > 0
+    # a configured Prefect API that is down (it died, or never ran) changes nothing of a stored run
+    dead = "http://127.0.0.1:9/api"
+    again, probe = run_in_fresh_process(home, api=dead)
+    assert probe == {"code": 0, "heavy": [], "engines": 0, "started": ["git"], "api": dead}, probe
+    assert again["routes"] == manifest["routes"] and again["metrics"] == manifest["metrics"]
 
 
 SQL_PROBE = """

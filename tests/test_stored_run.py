@@ -1,7 +1,7 @@
-"""A run whose every output is stored, on a Prefect server `mai` serves, is answered without Prefect's flow engine
-(flows/stored_run.py) and recorded in the Prefect API over REST: the same run as the flow gives (routes, metrics,
-stage statistics, counts), a Completed `mai-run/<name>` flow run with its logs and the flow's artifacts, and no
-task run or shard flow run. A run that lacks an output goes through the flow."""
+"""The store is the one cache. A run whose every output is stored is a store lookup (flows/stored_run.py): the same
+run as the flow gives (routes, metrics, stage statistics, counts, the runs row), and no Prefect flow run. A run that
+lacks an output goes through the `mai-run` flow, where a step whose outputs the store holds ends `Cached` and a step
+whose output file was deleted from the store computes exactly what the file held, and nothing else."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+import pyarrow.parquet as pq
 import pytest
 
 from mai.config import shapes_pair_config
@@ -17,17 +18,7 @@ pytestmark = pytest.mark.prefect
 
 LIMIT = 8
 
-
-@pytest.fixture
-def mai_serves_the_api(monkeypatch: pytest.MonkeyPatch) -> None:
-    """As `mai` started the API itself (flows/local_server.py): the test harness's server stands in for it."""
-    from mai.flows import local_server
-    from prefect.settings import PREFECT_API_URL
-
-    url = PREFECT_API_URL.value()
-    assert url
-    monkeypatch.setenv("PREFECT_API_URL", url)
-    monkeypatch.setattr(local_server, "_provided", "local")
+pytestmark = pytest.mark.prefect
 
 
 def _flow_runs(name: str) -> list[Any]:
@@ -38,61 +29,68 @@ def _flow_runs(name: str) -> list[Any]:
         return client.read_flow_runs(flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=[name])))
 
 
-def _recorded(flow_run_id: UUID) -> tuple[list[str], list[str], list[str]]:
-    """The task runs, artifact keys and log lines of a flow run."""
+def _step_states(parent: UUID) -> dict[str, str]:
+    """The `step` task runs made under a `mai-run` flow run (in its `mai-shard` subflows): label -> state name."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import (
-        ArtifactFilter,
-        ArtifactFilterFlowRunId,
         FlowRunFilter,
-        FlowRunFilterId,
-        LogFilter,
-        LogFilterFlowRunId,
+        FlowRunFilterParentFlowRunId,
+        TaskRunFilter,
+        TaskRunFilterName,
     )
 
     with get_client(sync_client=True) as client:
-        tasks = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
-        artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(
-            flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id])))
-        logs = client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id])))
-    return [t.name for t in tasks], sorted(a.key or "" for a in artifacts), [log.message for log in logs]
+        shards = client.read_flow_runs(flow_run_filter=FlowRunFilter(
+            parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[parent])))
+        ids = [shard.id for shard in shards]
+        tasks = client.read_task_runs(flow_run_filter=FlowRunFilter(id={"any_": ids}),
+                                      task_run_filter=TaskRunFilter(name=TaskRunFilterName(like_=" / ")))
+    return {task.name: task.state_name or "" for task in tasks}
 
 
-@pytest.mark.usefixtures("mai_serves_the_api")
-def test_a_stored_run_is_recorded_without_the_flow_engine_and_equals_the_flow_run(home: Path) -> None:
+def test_a_stored_run_is_a_store_lookup_that_equals_the_flow_run(home: Path) -> None:
     from mai.flows import api
     from mai.storage.catalog import connect
     from mai.storage.paths import Home
 
     first = api.run(shapes_pair_config(home=str(home), limit=LIMIT, run_name="first"), progress=False)
-    (flow_run,) = _flow_runs("mai-run/first")
-    assert any(name.startswith("materialize") for name in _recorded(flow_run.id)[0])  # the flow ran
+    assert len(_flow_runs("mai-run/first")) == 1  # the flow ran
 
     again = api.run(shapes_pair_config(home=str(home), limit=LIMIT, run_name="again"), progress=False)
     for key in ("routes", "metrics", "stages", "shard_paths", "errors"):
         assert again[key] == first[key], key
     assert again["counts"] == {**first["counts"], "generations_computed": 0, "engine_generations": 0,
                                "generations_reused": first["counts"]["generations_needed"]}
-    (recorded,) = _flow_runs("mai-run/again")
-    assert recorded.state is not None and recorded.state.is_completed()
-    assert f"mai-run:{again['run_id']}" in recorded.tags and {"mai", "benchmark:shapes"} <= set(recorded.tags)
-    tasks, artifacts, logs = _recorded(recorded.id)
-    assert tasks == []  # no task run, no shard flow run
-    assert artifacts == ["mai-run-metrics", "mai-run-progress", "mai-run-report", "mai-run-routing",
-                         "mai-run-summary"]
-    assert any("answered from the store" in line for line in logs), logs
+    assert _flow_runs("mai-run/again") == []  # a store lookup: no flow run
     with connect(Home.at(home)) as connection:  # the run is in the store as a completed run
         rows = connection.execute("SELECT count(*) FROM routes WHERE run_id = ?", [again["run_id"]]).fetchone()
         runs = connection.execute("SELECT run_name FROM runs WHERE run_id = ?", [again["run_id"]]).fetchall()
     assert rows == (LIMIT,) and runs == [("again",)]
 
 
-@pytest.mark.usefixtures("mai_serves_the_api")
+def test_a_deleted_output_file_is_recomputed_alone_and_stored_steps_show_cached(home: Path) -> None:
+    from mai.flows import api
+
+    first = api.run(shapes_pair_config(home=str(home), limit=LIMIT, shards=1, run_name="whole"), progress=False)
+    (lost,) = sorted((home / "store" / "generations").glob("*large*/S/*.parquet"))[:1]
+    lost_ids = set(pq.read_table(lost, columns=["gen_id"]).column("gen_id").to_pylist())
+    lost.unlink()
+
+    again = api.run(shapes_pair_config(home=str(home), limit=LIMIT, shards=1, run_name="healed"), progress=False)
+    assert again["counts"]["generations_computed"] == len(lost_ids)
+    assert again["routes"] == first["routes"] and again["metrics"] == first["metrics"]
+    (flow_run,) = _flow_runs("mai-run/healed")
+    states = _step_states(flow_run.id)
+    assert {label: state for label, state in states.items() if label.endswith("s_large")} == {
+        "shard-00000 / s_large": "Completed"}, states
+    others = {state for label, state in states.items() if not label.endswith("s_large")}
+    assert others == {"Cached"}, states  # every other step's outputs were stored: no model ran for them
+
+
 def test_a_run_lacking_an_output_goes_through_the_flow(home: Path) -> None:
     from mai.flows import api
 
     api.run(shapes_pair_config(home=str(home), limit=LIMIT // 2, run_name="half"), progress=False)
     more = api.run(shapes_pair_config(home=str(home), limit=LIMIT, run_name="more"), progress=False)
     assert more["counts"]["generations_computed"] > 0
-    (flow_run,) = _flow_runs("mai-run/more")
-    assert any(name.startswith("materialize") for name in _recorded(flow_run.id)[0])
+    assert len(_flow_runs("mai-run/more")) == 1

@@ -21,9 +21,8 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 from typing import TYPE_CHECKING
 
 from mai.flows.api import run as execute  # the name the training scripts (and tests) imported
-from mai.flows.cli import assets, benchmarks, latency, parity, report, runs, server, store
+from mai.flows.cli import assets, benchmarks, latency, parity, report, runs, store
 from mai.flows.cli.expected_failures import quiet_expected_failures
-from mai.flows.local_server import provide_api
 
 from mai import stop
 from mai.errors import ConfigError
@@ -46,11 +45,12 @@ def __getattr__(name: str) -> object:
 # `mai --help` lists the commands in this order (the order they were introduced), across the groups
 ORDER = ("demo", "run", "sql", "sweep", "speculative", "score", "rescore", "profile", "import-profile", "estimate",
          "build-models", "build-shapes", "build-demo", "serve", "regress", "baseline", "catalog", "compare",
-         "policies", "report", "parity", "server", "benchmarks", "benchmark")
+         "policies", "report", "parity", "benchmarks", "benchmark")
 
 
-# the commands whose work runs as Prefect flows (the others read the store, or serve, and need no Prefect API)
-FLOW_COMMANDS = frozenset({"demo", "run", "sweep", "speculative", "regress", "rescore", "profile", "estimate"})
+# the commands whose work may run as Prefect flows (each starts or finds its Prefect API only when a flow is about
+# to run: mai/flows/prefect_api.py; the others read the store, or serve)
+FLOW_COMMANDS = frozenset({"demo", "run", "sweep", "speculative", "regress", "profile", "estimate"})
 
 # the exit status of a command stopped by SIGTERM (128 + the signal's number, as a shell reports it)
 EXIT_STOPPED = 128 + signal.SIGTERM
@@ -58,8 +58,7 @@ EXIT_STOPPED = 128 + signal.SIGTERM
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.command in FLOW_COMMANDS:  # the others never talk to Prefect: no look for a server (an HTTP round trip)
-        provide_api(runs_flows=True)  # mai/flows/local_server.py: which Prefect API, and why
+    if args.command in FLOW_COMMANDS:
         quiet_expected_failures(_OS_HINTS)  # a read-only store or a full disk mid-flow: one line, no traceback
     try:
         with stop.on_sigterm(then_raise=True):
@@ -113,7 +112,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mai", description=__doc__)
     parser.add_argument("--home", default=None, help="store root (default: $MAI_HOME or ~/.mai)")
     commands = parser.add_subparsers(required=True, metavar="COMMAND", dest="command")
-    for group in (runs, store, latency, assets, report, parity, server, benchmarks):
+    for group in (runs, store, latency, assets, report, parity, benchmarks):
         group.register(commands)
     _in_order(commands)
     return parser

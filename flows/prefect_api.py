@@ -1,0 +1,137 @@
+"""Where a `mai` flow's Prefect API comes from, asked only when a flow is about to run (a run whose outputs are all
+stored is a store lookup and needs none: flows/stored_run.py).
+
+1. A configured server (`PREFECT_API_URL` in the environment or the active Prefect profile, e.g. a team's server,
+   or the one `prefect server start --background` keeps on this machine): used as it is.
+2. Else a temporary server for the one command (what a fresh machine gets: nothing to set up), started by the
+   command itself rather than by Prefect's client, so that it dies with the command however the command ends:
+   the kernel sends it SIGTERM when its parent dies (PR_SET_PDEATHSIG), a SIGKILL of `mai run` included; Prefect's
+   own temporary server outlived 8 of 13 killed runs.
+
+`mai` manages no long-lived server of its own and signals no process it did not start: Prefect's own
+`prefect server start --background` / `status` / `stop` do that (docs/prefect-and-workers.md).
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import fcntl
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import tomllib
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+START_TIMEOUT_S = 180.0
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+# the temporary server this process started (`ensure_api`), if any
+_temporary: subprocess.Popen[bytes] | None = None
+
+
+def healthy(url: str, timeout_s: float = 1.0) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=timeout_s) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def configured() -> bool:
+    """Whether this process already has a Prefect API: PREFECT_API_URL in the environment or the active profile,
+    or Prefect already imported (it reads its settings once per process: switching after, in a notebook or a test
+    harness, would send a run's flow and its tasks to different servers)."""
+    return bool(os.environ.get("PREFECT_API_URL")) or "prefect" in sys.modules or _url_in_prefect_profile()
+
+
+def _url_in_prefect_profile() -> bool:
+    """Whether the active Prefect profile sets PREFECT_API_URL (`prefect config set ...`): read from its file, so
+    that finding out costs no Prefect import."""
+    home = Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect")
+    path = Path(os.environ.get("PREFECT_PROFILES_PATH") or home / "profiles.toml")
+    try:
+        profiles = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        return False
+    active = os.environ.get("PREFECT_PROFILE") or profiles.get("active") or "ephemeral"
+    return bool(profiles.get("profiles", {}).get(active, {}).get("PREFECT_API_URL"))
+
+
+def ensure_api() -> None:
+    """Before a flow runs: a configured API as it is, else this process's temporary server (started once)."""
+    if _temporary is None and not configured():
+        start_temporary_server()
+
+
+def started_here() -> bool:
+    """Whether this process's Prefect API is the temporary server it started: no automation watches flow-run
+    heartbeats there, so they are events nobody reads (and each in-process flow run's end waits up to 1 s for its
+    heartbeat thread)."""
+    return _temporary is not None
+
+
+def start_temporary_server() -> subprocess.Popen[bytes]:
+    """Prefect's API app on a free port on 127.0.0.1 for this process alone (its database is Prefect's default, as
+    for Prefect's own temporary server); PREFECT_API_URL points this process at it. Call from the main thread:
+    the death signal follows the thread that started the server."""
+    global _temporary
+    # the server keeps its database in PREFECT_HOME: the folder exists before the server starts
+    prefect_home = Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser()
+    prefect_home.mkdir(parents=True, exist_ok=True)
+    # one start at a time per database: a server creates and migrates its database before its API answers, and
+    # two servers migrating a fresh database at once fail (alembic: "Online migration expected to match one row");
+    # the kernel drops the lock when this process dies
+    with open(prefect_home / ".mai-server-start.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        process, url = _start_server_process()
+    os.environ["PREFECT_API_URL"] = url
+    atexit.register(_stop_temporary, process)
+    _temporary = process
+    return process
+
+
+def _start_server_process() -> tuple[subprocess.Popen[bytes], str]:
+    """Prefect's API app on a free port, once its API answers (its database created and migrated by then)."""
+    port = _free_port()
+    # the app and settings Prefect's own temporary server runs with (prefect.server.api.server.SubprocessASGIServer,
+    # prefect 3.8-3.9): no UI, and the reduced set of background services of an ephemeral server
+    env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "PREFECT__SERVER_EPHEMERAL": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "uvicorn", "--factory", "prefect.server.api.server:create_app",
+                                "--host", "127.0.0.1", "--port", str(port), "--log-level", "error", "--lifespan", "on"],
+                               env=env, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)  # noqa: PLW1509
+    url = f"http://127.0.0.1:{port}/api"
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not healthy(url):
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise RuntimeError(f"the temporary Prefect server did not start (exit status {process.poll()})")
+        time.sleep(0.1)
+    return process, url
+
+
+def _die_with_parent() -> None:
+    """In the server's process, before it runs: SIGTERM when the process that started it dies (Linux)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _stop_temporary(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

@@ -1,0 +1,68 @@
+"""The Prefect API of a `mai` command that runs a flow with none configured: a temporary server of its own, which
+dies with the command however it ends (flows/prefect_api.py). A long-lived server is Prefect's own
+(`prefect server start --background`), configured with PREFECT_API_URL: `mai` manages none."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+# each test starts Prefect servers of its own (the tier of the tests that need a Prefect API)
+pytestmark = pytest.mark.prefect
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def session_processes(session: int) -> list[int]:
+    """Processes whose session id is `session` (field 6 of /proc/PID/stat)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == session:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_a_killed_run_leaves_no_process_behind(tmp_path: Path) -> None:
+    """SIGKILL of `mai run` while it generates: the temporary Prefect server it started dies with it."""
+    import signal
+    import time
+
+    env = {key: value for key, value in os.environ.items() if key != "PREFECT_API_URL"}
+    env.update(HF_HUB_OFFLINE="1", PREFECT_LOGGING_LEVEL="WARNING", PREFECT_HOME=str(tmp_path / "a-fresh-prefect-home"))  # not made yet
+    home = tmp_path / "store"
+    with open(tmp_path / "run.log", "wb") as log:
+        run = subprocess.Popen([sys.executable, "-m", "mai.flows.cli", "--home", str(home), "run", "--limit", "24",
+                                "--shards", "1", "--max-new-tokens", "R=64"], cwd=REPO, env=env, stdout=log,
+                               stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while not list(home.glob("store/generations/*/S/*.parquet")) and time.monotonic() < deadline:
+        assert run.poll() is None, (tmp_path / "run.log").read_text()[-2000:]
+        time.sleep(0.2)
+    assert len(session_processes(run.pid)) >= 2, "the run had not started its temporary server"
+    os.kill(run.pid, signal.SIGKILL)
+    run.wait()
+    deadline = time.monotonic() + 20
+    while session_processes(run.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert session_processes(run.pid) == []
+
+
+def test_temporary_servers_started_together_share_a_fresh_database(tmp_path: Path) -> None:
+    """Three commands that start their temporary Prefect server at once on one fresh PREFECT_HOME all get one: the
+    starts take turns, so no two servers migrate the new database together (alembic failed all but one: 3 of 4
+    tries with three servers before the lock)."""
+    env = {key: value for key, value in os.environ.items() if key != "PREFECT_API_URL"}
+    env.update(PREFECT_HOME=str(tmp_path / "a-fresh-prefect-home"), PREFECT_LOGGING_LEVEL="WARNING")
+    start = "from mai.flows.prefect_api import start_temporary_server; start_temporary_server(); print('ok')"
+    starts = [subprocess.Popen([sys.executable, "-c", start], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True) for _ in range(3)]
+    results = [process.communicate(timeout=300) for process in starts]
+    assert [out.strip() for out, _ in results] == ["ok"] * 3, [err[-1500:] for _, err in results]
