@@ -68,15 +68,6 @@ class GenerationStore:
         found = pc.filter(wanted, pc.is_in(wanted, value_set=self._ids(model, kind)))
         return set(found.to_pylist())
 
-    def existing_ids(self, model: ModelSpec, kind: PromptKind) -> set[str]:
-        """Every id of the partition (as Python strings: prefer `stored_among` for lookups)."""
-        return set(self._ids(model, kind).to_pylist())
-
-    def missing(self, model: ModelSpec, kind: PromptKind, gen_ids: Iterable[str]) -> list[str]:
-        wanted = list(dict.fromkeys(gen_ids))
-        stored = self.stored_among(model, kind, wanted)
-        return [g for g in wanted if g not in stored]
-
     def write(
         self, model: ModelSpec, kind: PromptKind, requests: dict[str, GenRequest], results: list[GenResult],
         context: GenerationContext,

@@ -285,7 +285,3 @@ def count_small_files(partition: Partition) -> int:
     """Batch files not yet compacted (by name: no footer is read)."""
     current = partition.current()
     return len(list(current.glob("part-*.parquet"))) if current else 0
-
-
-def row_count(files: list[Path]) -> int:
-    return sum(pq.ParquetFile(f).metadata.num_rows for f in files)

@@ -62,11 +62,6 @@ def write_shard_outcome(home: Home, run_id: str, shard_path: str, outcome: Shard
     return path
 
 
-def run_report_path(home: Home, run_id: str) -> Path:
-    """The run's own offline HTML report (`mai report RUN_ID`), written by the run flow after the manifest."""
-    return home.runs / run_id / "report.html"
-
-
 def write_regression_report(home: Home, run_id: str, report: str) -> Path:
     path = home.runs / run_id / "regression.md"
     path.write_text(report + "\n")
@@ -88,10 +83,6 @@ def read_shard_outcome(home: Home, run_id: str, shard_path: str) -> ShardOutcome
 
 def read_routes(home: Home, run_id: str) -> list[dict[str, Any]]:
     return read_rows([home.routes / run_id / "routes.parquet"])
-
-
-def read_metrics(home: Home, run_id: str) -> list[dict[str, Any]]:
-    return read_rows(sorted((home.metrics / run_id).glob("*.parquet")))
 
 
 def read_manifest(home: Home, run_id: str) -> RunManifest:

@@ -33,13 +33,14 @@ ARGS = ["run", "--limit", "8", "--shards", "1", "--max-new-tokens", "S=4", "--ma
         "--max-new-tokens", "RT=4", "--json"]
 
 
-def run_in_fresh_process(home: Path, api: str | None = None) -> tuple[dict[str, object], dict[str, object]]:
+def run_in_fresh_process(home: Path, api: str | None = None, args: list[str] = ARGS
+                         ) -> tuple[dict[str, object], dict[str, object]]:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PREFECT_LOGGING_LEVEL": "WARNING",
            "PREFECT_HOME": str(home.parent / "no-prefect-profile")}  # no profile naming an API
     env.pop("PREFECT_API_URL", None)  # as a user's shell without one
     if api:
         env["PREFECT_API_URL"] = api
-    done = subprocess.run([sys.executable, "-c", PROBE, "--home", str(home), *ARGS], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-c", PROBE, "--home", str(home), *args], capture_output=True, text=True,
                           env=env, timeout=600, check=False)
     probe = json.loads(done.stderr.strip().splitlines()[-1])
     return json.loads(done.stdout), probe
@@ -59,6 +60,11 @@ def test_a_cached_rerun_imports_no_model_library_and_loads_no_model(tmp_path: Pa
     again, probe = run_in_fresh_process(home, api=dead)
     assert probe == {"code": 0, "heavy": [], "engines": 0, "started": ["git"], "api": dead}, probe
     assert again["routes"] == manifest["routes"] and again["metrics"] == manifest["metrics"]
+    # a re-score of a stored run is a store lookup too
+    rescored, probe = run_in_fresh_process(home, args=["rescore", str(manifest["run_id"]), "--profile",
+                                                        str(manifest["scorer_profile"]), "--json"])
+    assert probe == {"code": 0, "heavy": [], "engines": 0, "started": [], "api": None}, probe
+    assert rescored["run_id"] == manifest["run_id"]
 
 
 SQL_PROBE = """
