@@ -18,7 +18,19 @@ pytestmark = pytest.mark.prefect
 
 LIMIT = 8
 
-pytestmark = pytest.mark.prefect
+
+
+def test_no_task_keeps_a_prefect_cache() -> None:
+    """The store is the one cache: no task has a Prefect cache key (so none holds a host's store path) or a
+    persisted result that could disagree with the store."""
+    from mai.tasks.finalize import route_and_score
+    from mai.tasks.materialize import limit_prompts, materialize_samples
+    from mai.tasks.step import run_step
+    from prefect.cache_policies import NO_CACHE
+
+    for task in (run_step, materialize_samples, limit_prompts, route_and_score):
+        assert task.cache_policy is NO_CACHE and task.cache_key_fn is None, task.name
+        assert not task.persist_result, task.name
 
 
 def _flow_runs(name: str) -> list[Any]:
@@ -48,6 +60,7 @@ def _step_states(parent: UUID) -> dict[str, str]:
     return {task.name: task.state_name or "" for task in tasks}
 
 
+@pytest.mark.prefect
 def test_a_stored_run_is_a_store_lookup_that_equals_the_flow_run(home: Path) -> None:
     from mai.flows import api
     from mai.storage.catalog import connect
@@ -68,6 +81,7 @@ def test_a_stored_run_is_a_store_lookup_that_equals_the_flow_run(home: Path) -> 
     assert rows == (LIMIT,) and runs == [("again",)]
 
 
+@pytest.mark.prefect
 def test_a_deleted_output_file_is_recomputed_alone_and_stored_steps_show_cached(home: Path) -> None:
     from mai.flows import api
 
@@ -87,6 +101,7 @@ def test_a_deleted_output_file_is_recomputed_alone_and_stored_steps_show_cached(
     assert others == {"Cached"}, states  # every other step's outputs were stored: no model ran for them
 
 
+@pytest.mark.prefect
 def test_a_run_lacking_an_output_goes_through_the_flow(home: Path) -> None:
     from mai.flows import api
 
