@@ -14,10 +14,7 @@ import pytest
 
 from mai.config import shapes_pair_config
 
-pytestmark = pytest.mark.prefect
-
 LIMIT = 8
-
 
 
 def test_no_task_keeps_a_prefect_cache() -> None:
