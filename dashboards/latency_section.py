@@ -7,12 +7,13 @@ from __future__ import annotations
 from collections import defaultdict
 
 import plotly.graph_objects as go
-from mai.dashboards.charts import Section, Table, figure, layout, num, short, subplots
+from mai.dashboards.charts import Section, Table, layout, num, short, subplots
+from mai.dashboards.groups import SampleSet
 from mai.dashboards.latency_tables import add_tables
 from mai.dashboards.rows import LatencyPointRow, SpeculativeRow, SpeedupRow
 from mai.dashboards.saved import load_saved
 from mai.dashboards.sections import Store
-from mai.dashboards.time_tables import table_11
+from mai.dashboards.time_tables import machine_of, measured_note, table_11
 from mai.dashboards.time_tables import table_12 as table_12_layout
 from mai.dashboards.views import fetch
 
@@ -30,7 +31,7 @@ def latency(store: Store) -> Section:
                       "wall time, batch-amortised), with the speed-up against the large model's R run.")
     profiles = fetch(store.home, LatencyPointRow, PROFILES)
     if profiles:
-        section.figures.append(_profiles_figure(profiles))
+        section.figures.append(profiles_figure(profiles))
         measured = [p for p in profiles if p["vision_ms"] is not None]
         if measured:
             section.figures.append(_measured_figure(measured))
@@ -41,11 +42,11 @@ def latency(store: Store) -> Section:
     part = section.child("table-11", "Table 11 · Total inference time (s): estimated (equation 27) and measured, "
                                      "MAI vs Full RT")
     table_11(store, part, rows)  # the paper's layout first, then each run's time
-    _table_11(part, rows)
+    _table_11(store, part, rows)
     table_12 = section.child("table-12", "Table 12 · Speed-up against the large model's R run (and decoding "
                                          "strategies)")
     table_12_layout(store, table_12, rows, fetch(store.home, SpeculativeRow, SPECULATIVE, [store.run_ids]))
-    _table_12(table_12, rows)
+    _table_12(store, table_12, rows)
     _speculative(store, table_12)
     return section
 
@@ -56,46 +57,59 @@ _ESTIMATE_COMMAND = ("<code>mai estimate RUN --small-profile h100-2b --large-pro
                      "(each run and its large-R baseline)")
 
 
-def _profiles_figure(profiles: list[LatencyPointRow]) -> go.Figure:
-    """TTFT against the input length (the mean over image sizes and outputs per length) and decoding speed."""
-    names = sorted({p["profile_name"] for p in profiles})
-    fig = subplots(rows=1, cols=2, subplot_titles=("TTFT vs input tokens (tables 3-4)", "decoding speed (tokens / s)"))
-    for name in names:
-        by_length: dict[int, list[float]] = defaultdict(list)
-        models = []
-        for p in profiles:
-            if p["profile_name"] == name and (ttft := p["ttft_ms"]) is not None:
-                by_length[int(p["input_tokens"])].append(float(ttft))
-                models.append(p["model"])
-        lengths = sorted(by_length)
-        fig.add_trace(go.Scatter(x=lengths, y=[sum(by_length[n]) / len(by_length[n]) for n in lengths],
-                                 mode="markers+lines", name=f"{name} ({models[0] if models else ''})"), row=1, col=1)
-    speeds = [(n, [speed for p in profiles if p["profile_name"] == n and (speed := p["tokens_per_s"])])
-              for n in names]
-    fig.add_trace(go.Bar(x=[n for n, s in speeds if s], y=[sum(s) / len(s) for _, s in speeds if s],
-                         name="tokens / s", showlegend=False), row=1, col=2)
-    fig.update_xaxes(title_text="input tokens", type="log", row=1, col=1)
-    fig.update_yaxes(title_text="TTFT (ms)", row=1, col=1)
-    return layout(fig, "Latency profiles")
+def profiles_figure(profiles: list[LatencyPointRow]) -> go.Figure:
+    """Per hardware (a row of panels each, own axes: a CPU profile would flatten the H100 lines), TTFT against the
+    input length (the mean over image sizes and outputs per length) and decoding speed."""
+    machines = sorted({p["hardware"] for p in profiles})
+    fig = subplots(rows=len(machines), cols=2, vertical_spacing=min(0.3, 0.5 / len(machines)), subplot_titles=[
+        title for machine in machines for title in (f"{machine}: TTFT vs input tokens (tables 3-4)",
+                                                    f"{machine}: decoding speed (tokens / s)")])
+    for row, machine in enumerate(machines, start=1):
+        mine = [p for p in profiles if p["hardware"] == machine]
+        names = sorted({p["profile_name"] for p in mine})
+        for name in names:
+            by_length: dict[int, list[float]] = defaultdict(list)
+            models = []
+            for p in mine:
+                if p["profile_name"] == name and (ttft := p["ttft_ms"]) is not None:
+                    by_length[int(p["input_tokens"])].append(float(ttft))
+                    models.append(p["model"])
+            lengths = sorted(by_length)
+            fig.add_trace(go.Scatter(x=lengths, y=[sum(by_length[n]) / len(by_length[n]) for n in lengths],
+                                     mode="markers+lines", name=f"{name} ({models[0] if models else ''})"),
+                          row=row, col=1)
+        speeds = [(n, [speed for p in mine if p["profile_name"] == n and (speed := p["tokens_per_s"])])
+                  for n in names]
+        fig.add_trace(go.Bar(x=[n for n, s in speeds if s], y=[sum(s) / len(s) for _, s in speeds if s],
+                             name=f"{machine}: tokens / s", showlegend=False, marker_color="#457b9d"),
+                      row=row, col=2)
+        fig.update_xaxes(title_text="input tokens", type="log", row=row, col=1)
+        fig.update_yaxes(title_text="TTFT (ms)", row=row, col=1)
+    return layout(fig, "Latency profiles, one row of panels per hardware", height=120 + 320 * len(machines))
 
 
 def _measured_figure(measured: list[LatencyPointRow]) -> go.Figure:
-    """Measured profiles: preprocessing, vision encoder and TTFT per image size, decode time per output length."""
-    fig = subplots(rows=1, cols=2,
-                   subplot_titles=("per image resolution (tables 1-2)", "decode time per output length"))
-    for name in sorted({p["profile_name"] for p in measured}):
-        mine = [p for p in measured if p["profile_name"] == name]
-        per_resolution = {"preprocess_ms": [p["preprocess_ms"] for p in mine],
-                          "vision_ms": [p["vision_ms"] for p in mine], "ttft_ms": [p["ttft_ms"] for p in mine]}
-        for column, values in per_resolution.items():
-            fig.add_trace(go.Scatter(x=[p["image_resolution"] for p in mine], y=values, mode="markers",
-                                     name=f"{name}: {column}"), row=1, col=1)
-        fig.add_trace(go.Scatter(x=[p["output_tokens"] for p in mine], y=[p["decode_ms"] for p in mine],
-                                 mode="markers", name=f"{name}: decode_ms"), row=1, col=2)
-    fig.update_xaxes(title_text="image side (px)", row=1, col=1)
-    fig.update_xaxes(title_text="output tokens", row=1, col=2)
+    """Measured profiles, a row of panels per hardware: preprocessing, vision encoder and TTFT per image size,
+    decode time per output length."""
+    machines = sorted({p["hardware"] for p in measured})
+    fig = subplots(rows=len(machines), cols=2, vertical_spacing=min(0.3, 0.5 / len(machines)), subplot_titles=[
+        title for machine in machines for title in (f"{machine}: per image resolution (tables 1-2)",
+                                                    f"{machine}: decode time per output length")])
+    for row, machine in enumerate(machines, start=1):
+        for name in sorted({p["profile_name"] for p in measured if p["hardware"] == machine}):
+            mine = [p for p in measured if p["profile_name"] == name and p["hardware"] == machine]
+            per_resolution = {"preprocess_ms": [p["preprocess_ms"] for p in mine],
+                              "vision_ms": [p["vision_ms"] for p in mine], "ttft_ms": [p["ttft_ms"] for p in mine]}
+            for column, values in per_resolution.items():
+                fig.add_trace(go.Scatter(x=[p["image_resolution"] for p in mine], y=values, mode="markers",
+                                         name=f"{name}: {column}"), row=row, col=1)
+            fig.add_trace(go.Scatter(x=[p["output_tokens"] for p in mine], y=[p["decode_ms"] for p in mine],
+                                     mode="markers", name=f"{name}: decode_ms"), row=row, col=2)
+        fig.update_xaxes(title_text="image side (px)", row=row, col=1)
+        fig.update_xaxes(title_text="output tokens", row=row, col=2)
     fig.update_yaxes(title_text="ms")
-    return layout(fig, "Measured profiles: preprocessing, vision encoder, TTFT, decode")
+    return layout(fig, "Measured profiles: preprocessing, vision encoder, TTFT, decode (one row per hardware)",
+                  height=120 + 320 * len(machines))
 
 
 SPECULATIVE = """
@@ -118,48 +132,69 @@ def _speculative(store: Store, section: Section) -> None:
             "Speculative decoding (table 12): the small model drafts, the large verifies (batch size 1)"))
 
 
-def _table_11(section: Section, rows: list[SpeedupRow]) -> None:
-    """Estimated and measured seconds per run and estimate, with MAI's speed-up against Full RT on the same samples
-    (the paper's table 11 ratio)."""
+def _table_11(store: Store, section: Section, rows: list[SpeedupRow]) -> None:
+    """Every run's time per comparison group: a chart with estimated (equation 27, under the profiles named) and
+    measured seconds (this store's wall time, on the machine named) in separate panels with their own axes, and a
+    table with the speed-ups against Full RT on the same samples (the paper's table 11 ratio)."""
     if not rows:
         section.notes.append("No run in this report has generations to time.")
         return
-    for benchmark in sorted({r["benchmark"] for r in rows}):
-        mine: dict[str, SpeedupRow] = {}
-        for r in rows:  # a run's first estimate (by name) where it holds several
-            if r["benchmark"] == benchmark:
-                mine.setdefault(r["run_id"], r)
-        shown = sorted(mine.values(), key=lambda r: r["measured_s"] or 0.0)
+    runs = {r["run_id"]: r for r in store.all_runs}
+    for group, mine in _per_group(store, rows).items():
+        shown = sorted(mine, key=lambda r: r["measured_s"] or 0.0)
         labels = [f"{r['setting']} ({short(r['run_id'])})" for r in shown]
-        fig = figure(go.Bar(x=labels, y=[r["estimated_s"] for r in shown], name="estimated (equation 27)",
-                            customdata=[r["prices"] or "no estimate" for r in shown],
-                            hovertemplate="%{x}: %{y:.2f} s<br>%{customdata}<extra></extra>"),
-                     go.Bar(x=labels, y=[r["measured_s"] for r in shown], name="measured (this machine)"))
-        section.figures.append(layout(fig, f"{benchmark}: time per run", barmode="group",
-                                      yaxis={"title": "seconds (log)", "type": "log"}, xaxis={"title": "run"}))
+        machines = sorted({machine_of(runs[r["run_id"]])[0] for r in shown})
+        fig = subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=(
+            "estimated s (equation 27, under the profiles named)", "measured s (" + "; ".join(machines) + ")"))
+        fig.add_trace(go.Bar(x=labels, y=[r["estimated_s"] for r in shown], name="estimated (equation 27)",
+                             marker_color="#457b9d", customdata=[r["prices"] or "no estimate" for r in shown],
+                             hovertemplate="%{x}: %{y:.2f} s<br>%{customdata}<extra></extra>"), row=1, col=1)
+        fig.add_trace(go.Bar(x=labels, y=[r["measured_s"] for r in shown], name="measured (wall time)",
+                             marker_color="#e76f51", customdata=[measured_note([runs[r["run_id"]]]) for r in shown],
+                             hovertemplate="%{x}: %{y:.2f} s<br>%{customdata}<extra></extra>"), row=1, col=2)
+        fig.update_yaxes(title_text="estimated seconds", row=1, col=1)
+        fig.update_yaxes(title_text="measured seconds", row=1, col=2)
+        section.figures.append(layout(fig, f"{group.label}: time per run, estimated and measured apart",
+                                      height=460, showlegend=False))
+        section.tables.append(Table(
+            ["estimate", "prices", "setting", "output tokens", "estimated s", "est. speed-up vs Full RT",
+             "measured s", "measured speed-up vs Full RT", "measured on", "Full RT run", "run"],
+            [[r["estimate_name"], r["prices"], r["setting"], r["output_tokens"], num(r["estimated_s"]),
+              _times(r["estimated_speedup_vs_full_rt"]), num(r["measured_s"]), _times(r["measured_speedup_vs_full_rt"]),
+              measured_note([runs[r["run_id"]]]), r["full_rt_run_id"], r["run_id"]] for r in mine],
+            f"{group.label}: every run's time; estimated and measured seconds in separate columns",
+            wrap=("prices", "measured on"), group=group.key, runs=[r["run_id"] for r in mine]))
     if not any(r["estimate_name"] for r in rows):
         section.notes.append(f"No estimate stored: {_ESTIMATE_COMMAND}.")
-    section.tables.append(Table(
-        ["benchmark", "estimate", "prices", "setting", "output tokens", "estimated s", "measured s",
-         "est. speed-up vs Full RT", "measured speed-up vs Full RT", "Full RT run", "run"],
-        [[r["benchmark"], r["estimate_name"], r["prices"], r["setting"], r["output_tokens"], num(r["estimated_s"]),
-          num(r["measured_s"]), _times(r["estimated_speedup_vs_full_rt"]), _times(r["measured_speedup_vs_full_rt"]),
-          r["full_rt_run_id"], r["run_id"]] for r in rows], wrap=("prices",)))
 
 
-def _table_12(section: Section, rows: list[SpeedupRow]) -> None:
+def _per_group(store: Store, rows: list[SpeedupRow]) -> dict[SampleSet, list[SpeedupRow]]:
+    """The rows per comparison group, one row per run (its first estimate by name where it holds several)."""
+    groups: dict[SampleSet, dict[str, SpeedupRow]] = defaultdict(dict)
+    for r in rows:
+        if r["run_id"] in store.sample_sets:
+            groups[store.sample_sets[r["run_id"]]].setdefault(r["run_id"], r)
+    return {group: list(mine.values()) for group, mine in sorted(groups.items())}
+
+
+def _table_12(store: Store, section: Section, rows: list[SpeedupRow]) -> None:
     paired = [r for r in rows if r["large_r_run_id"]]
     if not paired:
         section.notes.append("No run has a large-R run over the same samples, dtype, backend and budgets: "
                              "<code>mai run --mode single --single-model large --single-prompt R</code> stores one.")
         return
-    section.tables.append(Table(
-        ["benchmark", "setting", "estimate", "large R estimate", "est. speed-up vs large R",
-         "measured speed-up vs large R", "large R run", "run"],
-        [[r["benchmark"], r["setting"], r["estimate_name"], r["large_r_estimate"],
-          _times(r["estimated_speedup_vs_large_r"]), _times(r["measured_speedup_vs_large_r"]), r["large_r_run_id"],
-          r["run_id"]] for r in paired],
-        "Estimates pair by the profile each prices the shared (large) model with, not by name"))
+    groups: dict[SampleSet, list[SpeedupRow]] = defaultdict(list)
+    for r in paired:
+        groups[store.sample_sets[r["run_id"]]].append(r)
+    for group, mine in sorted(groups.items()):
+        section.tables.append(Table(
+            ["setting", "estimate", "large R estimate", "est. speed-up vs large R", "measured speed-up vs large R",
+             "large R run", "run"],
+            [[r["setting"], r["estimate_name"], r["large_r_estimate"], _times(r["estimated_speedup_vs_large_r"]),
+              _times(r["measured_speedup_vs_large_r"]), r["large_r_run_id"], r["run_id"]] for r in mine],
+            f"{group.label}: every run against the large model's R run; estimates pair by the profile each prices "
+            "the shared (large) model with, not by name", group=group.key,
+            runs=sorted({r["run_id"] for r in mine} | {r["large_r_run_id"] or "" for r in mine})))
 
 
 def _times(value: float | None) -> str:

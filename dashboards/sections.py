@@ -138,25 +138,29 @@ def routing_funnel(store: Store) -> Section:
     counts = {r["run_id"]: {label: 0 for label in COLORS} for r in cascades}
     for row in fetch(store.home, RouteCountRow, ROUTE_COUNTS, [[r["run_id"] for r in cascades]]):
         counts[row["run_id"]][row["route"]] = int(row["n"])
+    everyone = store.groups(store.all_runs)
+    for group, runs in store.groups(cascades).items():  # charts and table per comparison group, never across
+        _funnel_group(store, section, group, runs, counts, everyone.get(group, []))
+    return section
+
+
+def _funnel_group(store: Store, section: Section, group: SampleSet, cascades: list[RunRow],
+                  counts: dict[str, dict[str, int]], peers: list[RunRow]) -> None:
+    """One comparison group's funnel chart, its score-vs-baselines chart and its table."""
     funnel = figure()
     names = [f"{_named(r)} n={r['n_samples']}" for r in cascades]
     for label in ("MV1", "MV2", "RT", "ERROR"):
         shares = [100 * counts[r["run_id"]][label] / r["n_samples"] for r in cascades]
         funnel.add_trace(go.Bar(y=names, x=shares, name=label, orientation="h", marker_color=COLORS[label],
                                 text=[str(counts[r["run_id"]][label]) for r in cascades], textposition="inside"))
-    section.figures.append(layout(funnel, "Share of samples decided at each stage", barmode="stack",
-                                  xaxis={"title": "% of samples"}, height=160 + 40 * len(cascades)))
-    compared = figure()
+    section.figures.append(layout(funnel, f"{group.label}: share of samples decided at each stage",
+                                  barmode="stack", xaxis={"title": "% of samples"},
+                                  height=160 + 40 * len(cascades)))
     bars: dict[str, list[float | None]] = {name: [] for name in ["MAI", *BASELINES]}
-    tables: dict[SampleSet, Table] = {}
+    table = Table(["run", "setting", "samples", "MV1", "MV2", "RT", "errors", "check", "final %", *BASELINES], [],
+                  f"{group.label}: the baselines are runs over the same samples; each with MAI's paired difference "
+                  "against it", group=group.key, scored=("final %", *BASELINES))
     for run in cascades:
-        group = store.sample_sets[run["run_id"]]
-        if group not in tables:
-            tables[group] = Table(["run", "setting", "samples", "MV1", "MV2", "RT", "errors", "check", "final %",
-                                   *BASELINES], [], f"{group.label}: the baselines are runs over the same samples; "
-                                   "each with MAI's paired difference against it", group=group.key,
-                                   scored=("final %", *BASELINES))
-        table = tables[group]
         table.runs.append(run["run_id"])
         c, n = counts[run["run_id"]], run["n_samples"]
         total = c["MV1"] + c["MV2"] + c["RT"] + c["ERROR"]
@@ -166,7 +170,7 @@ def routing_funnel(store: Store) -> Section:
         cells = []
         for name, kind in BASELINES.items():
             matches = _baseline_of(run, kind)
-            baseline = latest(store.groups(store.all_runs).get(group, []), matches)
+            baseline = latest(peers, matches)
             theirs = store.scored(baseline["run_id"]) if baseline else None
             if baseline is None or theirs is None:
                 bars[name].append(None)
@@ -180,14 +184,12 @@ def routing_funnel(store: Store) -> Section:
                            "ok" if total == n else f"counts add up to {total}, not {n}",
                            score_cell(mine) if mine else "-", *cells])
         table.classes.append("" if total == n else "warning")
-    for name, values in bars.items():
-        compared.add_trace(go.Bar(x=names, y=values, name=name))
-    section.figures.append(layout(compared, "Final score vs the baselines on the same samples", barmode="group",
+    compared = figure(*(go.Bar(x=names, y=values, name=name) for name, values in bars.items()))
+    section.figures.append(layout(compared, f"{group.label}: final score vs the baselines on the same samples",
+                                  barmode="group", xaxis={"title": "cascade run"},
                                   yaxis={"title": "mean score (%)", "range": score_range(
-                                      [v for values in bars.values() for v in values if v is not None])},
-                                  xaxis={"title": "cascade run"}))
-    section.tables.extend(tables.values())
-    return section
+                                      [v for values in bars.values() for v in values if v is not None])}))
+    section.tables.append(table)
 
 
 # --- 3. tables 6 and 15: S2 -------------------------------------------------------------------------------------

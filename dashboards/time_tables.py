@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 
-from mai.dashboards.charts import Cell, Section, Table, num
+from mai.dashboards.charts import Cell, Section, Table, num, short
 from mai.dashboards.groups import score_cell
 from mai.dashboards.rows import SpeculativeRow, SpeedupRow
 from mai.dashboards.sections import Store
@@ -68,18 +68,18 @@ def table_11(store: Store, section: Section, rows: list[SpeedupRow]) -> None:
         run, full_rt = runs[r["run_id"]], runs[r["full_rt_run_id"] or ""]
         group = store.sample_sets[r["run_id"]]
         table = tables.setdefault(group.key, Table(
-            ["model pair", "MAI setting", "quantity", "Full RT", "MAI", "speed-up", "measured on"], [],
+            ["model pair", "MAI setting", "MAI run", "quantity", "Full RT", "MAI", "speed-up", "measured on"], [],
             f"{group.label}: estimated (equation 27, under the profiles named) and measured (this store's wall "
             "time) are separate rows, never to be compared with each other", wrap=("quantity", "measured on"),
             group=group.key))
         pair = f"{run['small_model']} + {run['large_model']}"
         if r["estimated_s"] is not None and r["estimated_speedup_vs_full_rt"] is not None:
-            table.rows.append([pair, r["setting"], f"estimated s ({r['prices']})",
+            table.rows.append([pair, r["setting"], short(r["run_id"]), f"estimated s ({r['prices']})",
                                num(r["estimated_s"] * r["estimated_speedup_vs_full_rt"]), num(r["estimated_s"]),
                                times(r["estimated_speedup_vs_full_rt"]), "-"])
         if r["run_id"] not in done and r["measured_s"] and r["measured_speedup_vs_full_rt"] is not None:
             done.add(r["run_id"])
-            table.rows.append([pair, r["setting"], "measured s", num(r["measured_s"] *
+            table.rows.append([pair, r["setting"], short(r["run_id"]), "measured s", num(r["measured_s"] *
                                                                      r["measured_speedup_vs_full_rt"]),
                                num(r["measured_s"]), times(r["measured_speedup_vs_full_rt"]),
                                measured_note([run, full_rt])])

@@ -159,6 +159,8 @@ def _sweep_grid(section: Section, key: _SweepKey, sparse: list[_SparseRun],
     large_s_score = f"{100 * large_s['value']:.1f}" if large_s else "not stored on these samples"
     fig = subplots(rows=1, cols=2, subplot_titles=("score by transfer layer", "tokens transferred"),
                    horizontal_spacing=0.12)
+    points_y: list[float] = []
+    flat: list[tuple[str, float, dict[str, str], str | None]] = []  # the flat lines: name, score, style, group
     for index, line in enumerate(sorted({s.line for s in sparse})):
         colour = PALETTE[index % len(PALETTE)]
         points = sorted((s for s in sparse if s.line == line), key=lambda s: s.layer)
@@ -179,19 +181,41 @@ def _sweep_grid(section: Section, key: _SweepKey, sparse: list[_SparseRun],
         fig.add_trace(go.Scatter(x=[s.layer for s in points], y=[s.row["mean_transferred_tokens"] for s in points],
                                  mode="lines+markers", name=f"{line}: transferred", legendgroup=line,
                                  showlegend=False, line={"color": colour}, marker={"color": colour}), row=1, col=2)
+        points_y.extend(100 * s.row["value"] for s in points)
         if full is not None:
-            fig.add_trace(go.Scatter(x=[min(layers) - 0.5, max(layers) + 0.5], y=[100 * full["value"]] * 2, mode="lines",
-                                     line={"dash": "dash", "color": colour}, legendgroup=line,
-                                     name=f"{_baseline_name(full)} ({short(full['run_id'])})"), row=1, col=1)
+            flat.append((f"{_baseline_name(full)} ({short(full['run_id'])})", 100 * full["value"],
+                         {"dash": "dash", "color": colour}, line))
     if large_s is not None:
-        fig.add_trace(go.Scatter(x=[min(layers) - 0.5, max(layers) + 0.5], y=[100 * large_s["value"]] * 2, mode="lines",
-                                 line={"dash": "dot", "color": "#6c757d"},
-                                 name=f"large S ({short(large_s['run_id'])})"), row=1, col=1)
+        flat.append((f"large S ({short(large_s['run_id'])})", 100 * large_s["value"],
+                     {"dash": "dot", "color": "#6c757d"}, None))
+    low, high = sweep_axis(points_y, [value for _, value, _, _ in flat])
+    for name, value, style, group in flat:  # a baseline off the axis sits at its edge, its value written there
+        shown = min(max(value, low), high)
+        fig.add_trace(go.Scatter(x=[min(layers) - 0.5, max(layers) + 0.5], y=[shown] * 2, mode="lines",
+                                 line=style, legendgroup=group, name=name if shown == value else
+                                 f"{name}: {value:.1f}, off the axis"), row=1, col=1)
+        if shown != value:
+            fig.add_annotation(x=max(layers) + 0.5, y=shown, xanchor="right", yanchor="top" if value > high
+                               else "bottom", text=f"{name} {value:.1f} {'above' if value > high else 'below'}",
+                               showarrow=False, font={"size": 10, "color": style["color"]}, row=1, col=1)
     fig.update_xaxes(title_text="transfer layer (0-based)", dtick=1)
-    fig.update_yaxes(title_text="score (%)", row=1, col=1)
+    fig.update_yaxes(title_text="score (%)", range=[low, high], row=1, col=1)
     fig.update_yaxes(title_text="mean tokens transferred", row=1, col=2)
     section.figures.append(layout(fig, f"Transfer-layer sweep: {title}"))
     section.tables.append(table)
+
+
+def sweep_axis(points: list[float], baselines: list[float]) -> tuple[float, float]:
+    """Table 9's score axis: the sweep's own points, and each flat baseline unless it lies so far off that the
+    sweep's points would take less than a quarter of the axis (such a baseline is drawn at the axis' edge with its
+    value written beside it, instead of squashing the points to a line)."""
+    low, high = min(points), max(points)
+    span = max(high - low, 5.0)
+    for value in sorted(baselines, key=lambda v: abs(v - (low + high) / 2)):
+        if max(high, value) - min(low, value) <= 4 * span:
+            low, high = min(low, value), max(high, value)
+    pad = max(1.0, 0.08 * (high - low))
+    return low - pad, high + pad
 
 
 def _baseline_name(row: SweepRow) -> str:

@@ -46,7 +46,8 @@ def tables(part: str) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory, assets_home: Path) -> tuple[Path, dict[str, str]]:
+def store(tmp_path_factory: pytest.TempPathFactory, prefect_server: str, assets_home: Path
+          ) -> tuple[Path, dict[str, str]]:
     root = tmp_path_factory.mktemp("groups")
     shutil.copytree(assets_home / "models", root / "models")
 
@@ -63,7 +64,8 @@ def store(tmp_path_factory: pytest.TempPathFactory, assets_home: Path) -> tuple[
             "small_s": run(**single, single_model="small", single_prompt="S"),
             "full_rt": run(mode="full_rt"), "full_rt_b": run(mode="full_rt", **PAIR_B),
             "cascade_b": run(**PAIR_B),
-            "small_s_fewer": run(FEWER, **single, single_model="small", single_prompt="S")}
+            "small_s_fewer": run(FEWER, **single, single_model="small", single_prompt="S"),
+            "cascade_fewer": run(FEWER)}
     (sparse,) = api.sweep(RunConfig(home=str(root), limit=N, shards=1, max_new_tokens=BUDGETS), [1])
     runs["sparse_l1"] = str(sparse["run_id"])
     return root, runs
@@ -84,7 +86,7 @@ def test_no_table_mixes_groups_and_every_score_cell_states_n(store: tuple[Path, 
     api.report(None, out=out, home=root)
     page = out.read_text()
     counts = sample_counts(root)
-    grouped = [t for key in ("table-5", "table-7", "table-8", "table-9", "routing-funnel")
+    grouped = [t for key in ("table-5", "table-7", "table-8", "table-9", "routing-funnel", "table-11", "table-12")
                for t in tables(section(page, key))]
     assert grouped
     for table in grouped:
@@ -133,6 +135,79 @@ def test_no_table_mixes_groups_and_every_score_cell_states_n(store: tuple[Path, 
     heatmaps = [trace for chart in json.loads(figures.group(1)).values() for trace in chart["data"]
                 if trace["type"] == "heatmap"]
     assert heatmaps and all(trace["x"] == ["L1"] for trace in heatmaps)
+
+
+def charts(page: str, key: str) -> list[dict[str, Any]]:
+    """The plotly figures of the report's (sub)section `key`, in order."""
+    found = re.search(r'id="chart-data">(.*?)</script>', page, re.DOTALL)
+    assert found is not None
+    figures = json.loads(found.group(1))
+    return [figures[k] for k in sorted(figures, key=lambda k: int(k.rsplit("-", 1)[1]))
+            if k.rsplit("-chart-", 1)[0] == key]
+
+
+@pytest.mark.prefect
+@pytest.mark.slow
+def test_no_chart_mixes_groups_and_time_is_estimated_or_measured(store: tuple[Path, dict[str, str]],
+                                                                 tmp_path: Path) -> None:
+    """The routing funnel's and table 11's charts are drawn per comparison group (a chart names runs of one sample
+    set only); table 11's estimated and measured seconds are separate panels with their own axes; table 9's and
+    figure 3's lines are drawn in their legend entry's colour."""
+    root, _ = store
+    out = tmp_path / "report.html"
+    api.report(None, out=out, home=root)
+    page = out.read_text()
+    counts = sample_counts(root)
+    by_short = {run_id[-6:]: counts[run_id] for run_id in counts}
+
+    def sample_sets(figure: dict[str, Any]) -> set[tuple[str, int]]:
+        labels = [str(label) for trace in figure["data"] for label in (trace.get("x") or []) + (trace.get("y") or [])
+                  if isinstance(label, str)]
+        return {by_short[m] for label in labels for m in re.findall(r"\(([0-9a-f]{6})\)", label)}
+
+    funnel = charts(page, "routing-funnel")
+    assert len(funnel) == 4  # two groups of cascades (6 and 4 samples), each a funnel and a score chart
+    assert [len(sample_sets(f)) for f in funnel] == [1] * 4
+    assert {n for f in funnel for _, n in sample_sets(f)} == {N, FEWER}
+    timed = charts(page, "table-11")
+    assert len(timed) == 2 and [len(sample_sets(f)) for f in timed] == [1, 1]
+    for figure in timed:  # estimated and measured never share an axis
+        (estimated,) = [t for t in figure["data"] if t["name"].startswith("estimated")]
+        (measured,) = [t for t in figure["data"] if t["name"].startswith("measured")]
+        assert (estimated.get("xaxis", "x"), estimated.get("yaxis", "y")) != (measured["xaxis"], measured["yaxis"])
+    for key in ("table-9", "figure-3"):
+        for figure in charts(page, key):
+            colours: dict[str, set[str]] = {}
+            for trace in figure["data"]:
+                if trace.get("legendgroup"):
+                    colours.setdefault(trace["legendgroup"], set()).add(trace["line"]["color"])
+                    if "marker" in trace and "color" in trace["marker"]:
+                        colours[trace["legendgroup"]].add(trace["marker"]["color"])
+            assert colours and all(len(c) == 1 for c in colours.values()), (key, colours)
+
+
+def test_table_9_axis_keeps_an_outlier_baseline_off_the_sweep() -> None:
+    from mai.dashboards.transfer_section import sweep_axis
+
+    low, high = sweep_axis([80.0, 83.3], [82.5, 8.3])  # another pair's 8.3 % would squash the sweep to a line
+    assert 75 < low < 80 and 83.3 < high < 90
+    low, high = sweep_axis([16.7, 33.3], [0.0])  # a baseline near the sweep stays on the axis
+    assert low < 0 and 33.3 < high < 40
+
+
+def test_profiles_of_different_hardware_are_separate_panels() -> None:
+    from mai.dashboards.latency_section import profiles_figure
+    from mai.dashboards.rows import LatencyPointRow
+
+    def point(name: str, hardware: str, ttft: float, speed: float) -> LatencyPointRow:
+        return LatencyPointRow(profile_name=name, model="m", hardware=hardware, input_tokens=128, query_tokens=64,
+                               output_tokens=None, image_resolution=256, ttft_ms=ttft, tokens_per_s=speed,
+                               preprocess_ms=None, vision_ms=None, decode_ms=None)
+
+    fig = profiles_figure([point("h100-8b", "H100", 30.0, 60.0), point("cpu", "Xeon x2", 3000.0, 2.0)])
+    axes = {trace.name: (trace.xaxis, trace.yaxis) for trace in fig.data}
+    assert axes["h100-8b (m)"] != axes["cpu (m)"]
+    assert axes["H100: tokens / s"] != axes["Xeon x2: tokens / s"]
 
 
 @pytest.mark.prefect
