@@ -112,7 +112,17 @@ class SweepRow(TypedDict):
     run_id: str
 
 
-class AttentionPairRow(TypedDict):
+class CaptureGroupRow(TypedDict):
+    """The comparison group of attention rows (transfer_section.RUN_CAPTURES): the sample set of the report's run
+    that wrote or read them."""
+
+    benchmark: str
+    dataset_fingerprint: str
+    sample_ids: str
+    group_n: int
+
+
+class AttentionPairRow(CaptureGroupRow):
     """transfer_section.PER_LAYER: one layer of a large model reading another model's reasoning."""
 
     model: str
@@ -124,7 +134,7 @@ class AttentionPairRow(TypedDict):
     reasoning_tokens: float
 
 
-class HeadCellRow(TypedDict):
+class HeadCellRow(CaptureGroupRow):
     """transfer_section.PER_HEAD: one head of one layer, mean over the captures."""
 
     model: str

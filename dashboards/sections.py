@@ -214,8 +214,11 @@ def s2_toggle(store: Store) -> Section:
                       "MV2 settles a sample and how often RT is needed), with every sample whose answer changed.")
     pairs = [p for p in fetch(store.home, S2PairRow, load_saved("s2_vs_non_s2"))
              if p["run_without_s2"] in store.run_ids or p["run_with_s2"] in store.run_ids]
-    if pairs:
-        section.figures.append(_s2_figure(pairs))
+    by_group: dict[SampleSet, list[S2PairRow]] = defaultdict(list)
+    for pair in pairs:  # both runs of a pair answered the same samples: one group
+        by_group[store.sample_sets[pair["run_without_s2"]]].append(pair)
+    for group, mine in sorted(by_group.items()):
+        section.figures.append(_s2_figure(group, mine))
     children = {"single": section.child("table-6", "Table 6 · S2 for single models: the small model re-answers "
                                                    "after its own reasoning"),
                 "cascade": section.child("table-15", "Table 15 · S2 in the cascade: MV2 and RT counts without "
@@ -232,17 +235,22 @@ def s2_toggle(store: Store) -> Section:
                 "without <code>--s2</code>" if mode == "single" else
                 "<code>mai run --s2</code> next to the same cascade without it") + ".")
             continue
-        _s2_tables(store, part, mine)
+        for group, pairs_of_group in sorted(by_group.items()):
+            _s2_tables(store, part, group, [p for p in pairs_of_group if p in mine])
     return section
 
 
-def _s2_tables(store: Store, section: Section, pairs: list[S2PairRow]) -> None:
+def _s2_tables(store: Store, section: Section, group: SampleSet, pairs: list[S2PairRow]) -> None:
+    if not pairs:
+        return
     section.tables.append(Table(
-        ["mode", "without S2", "with S2", "samples", "score without %", "score with %", "MV2 without", "MV2 with",
-         "RT without", "RT with", "answers changed"],
-        [[p["mode"], p["run_without_s2"], p["run_with_s2"], p["common_samples"],
-          f"{100 * p['accuracy_without_s2']:.1f}", f"{100 * p['accuracy_with_s2']:.1f}", p["mv2_without_s2"],
-          p["mv2_with_s2"], p["rt_without_s2"], p["rt_with_s2"], p["answers_changed"]] for p in pairs]))
+        ["mode", "models", "without S2", "with S2", "samples", "score without %", "score with %", "MV2 without",
+         "MV2 with", "RT without", "RT with", "answers changed"],
+        [[p["mode"], " + ".join(m for m in (p["large_model"], p["small_model"]) if m), p["run_without_s2"],
+          p["run_with_s2"], p["common_samples"], f"{100 * p['accuracy_without_s2']:.1f}",
+          f"{100 * p['accuracy_with_s2']:.1f}", p["mv2_without_s2"], p["mv2_with_s2"], p["rt_without_s2"],
+          p["rt_with_s2"], p["answers_changed"]] for p in pairs], group.label, group=group.key,
+        runs=[r for p in pairs for r in (p["run_without_s2"], p["run_with_s2"])]))
     for p in pairs:
         changed = fetch(store.home, S2ChangedRow, CHANGED, [p["run_without_s2"], p["run_with_s2"]])
         section.tables.append(Table(
@@ -253,7 +261,7 @@ def _s2_tables(store: Store, section: Section, pairs: list[S2PairRow]) -> None:
             f"Answers changed by S2: {p['run_without_s2']} -> {p['run_with_s2']} ({len(changed)})"))
 
 
-def _s2_figure(pairs: list[S2PairRow]) -> go.Figure:
+def _s2_figure(group: SampleSet, pairs: list[S2PairRow]) -> go.Figure:
     fig = subplots(rows=1, cols=2, subplot_titles=("MV2 and RT counts", "score (%)"))
     labels = [f"{p['mode']} {short(p['run_without_s2'])} / {short(p['run_with_s2'])}" for p in pairs]
     counts = {("MV2", "without_s2"): [p["mv2_without_s2"] for p in pairs],
@@ -268,5 +276,5 @@ def _s2_figure(pairs: list[S2PairRow]) -> go.Figure:
     for suffix, percents in scores.items():
         fig.add_trace(go.Bar(x=labels, y=percents, name=f"score {suffix}", marker_color="#457b9d",
                              marker_pattern_shape=_S2_PATTERN[suffix]), row=1, col=2)
-    return layout(fig, "S2 toggled: routing and score", barmode="group", yaxis={"title": "samples"},
+    return layout(fig, f"{group.label}: S2 toggled, routing and score", barmode="group", yaxis={"title": "samples"},
                   yaxis2={"title": "score (%)", "range": score_range([v for values in scores.values() for v in values])})

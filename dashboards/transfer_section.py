@@ -16,9 +16,10 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 from mai.dashboards.charts import PALETTE, Section, Table, layout, num, short, subplots
-from mai.dashboards.groups import SampleSet
+from mai.dashboards.groups import SAMPLE_IDS, SampleSet
 from mai.dashboards.rows import (
     AttentionPairRow,
+    CaptureGroupRow,
     ExampleSampleRow,
     ExampleWeightsRow,
     HeadCellRow,
@@ -30,30 +31,42 @@ from mai.dashboards.views import FULL_RT, fetch
 
 from mai.transfer import tokens_to_reach
 
-# the captures the runs used (through their selections) or wrote
-RUN_CAPTURES = """
-    SELECT a.* EXCLUDE (token_ids), coalesce(rg.model, '?') AS reasoning_model
-    FROM attention a LEFT JOIN generations rg ON rg.gen_id = a.reasoning_gen_id
-    WHERE a.n_reasoning_tokens > 0 AND (list_contains(?, a.run_id) OR a.capture_id IN (
-        SELECT s.capture_id FROM routes r
+# the captures the runs used (through their selections) or wrote, each with the comparison group (sample set) of
+# the report's run that used or wrote it: a capture two groups share counts in both, once each
+RUN_CAPTURES = f"""
+    WITH users AS (
+        SELECT run_id AS user_run, capture_id FROM attention WHERE list_contains(?, run_id)
+        UNION
+        SELECT r.run_id, s.capture_id FROM routes r
         JOIN generations g ON g.gen_id = r.gen_rt_large
         JOIN selections s ON s.selection_id = g.upstream_gen_id
-        WHERE list_contains(?, r.run_id)))
+        WHERE list_contains(?, r.run_id)
+    ), capture_groups AS (
+        SELECT DISTINCT u.capture_id, ru.benchmark, ru.dataset_fingerprint, ss.sample_ids, ss.n AS group_n
+        FROM users u JOIN runs ru ON ru.run_id = u.user_run JOIN ({SAMPLE_IDS}) ss ON ss.run_id = u.user_run
+    )
+    SELECT cg.benchmark, cg.dataset_fingerprint, cg.sample_ids, cg.group_n, a.* EXCLUDE (token_ids),
+           coalesce(rg.model, '?') AS reasoning_model
+    FROM attention a JOIN capture_groups cg USING (capture_id)
+    LEFT JOIN generations rg ON rg.gen_id = a.reasoning_gen_id
+    WHERE a.n_reasoning_tokens > 0
 """
+GROUP_COLUMNS = "benchmark, dataset_fingerprint, sample_ids, group_n"
 PER_LAYER = f"""
-    SELECT model, reasoning_model, layer, count(*) AS prefills, avg(span_attention) AS attention,
+    SELECT {GROUP_COLUMNS}, model, reasoning_model, layer, count(*) AS prefills, avg(span_attention) AS attention,
            avg(list_avg(head_tokens_for_80) / n_reasoning_tokens) AS share_for_80,
            avg(n_reasoning_tokens) AS reasoning_tokens
-    FROM ({RUN_CAPTURES}) GROUP BY ALL ORDER BY model, reasoning_model, layer
+    FROM ({RUN_CAPTURES}) GROUP BY ALL ORDER BY {GROUP_COLUMNS}, model, reasoning_model, layer
 """
 PER_HEAD = f"""
     WITH heads AS (
-        SELECT model, reasoning_model, layer, unnest(range(len(head_span_attention))) AS head,
+        SELECT {GROUP_COLUMNS}, model, reasoning_model, layer, unnest(range(len(head_span_attention))) AS head,
                unnest(head_span_attention) AS attention, unnest(head_tokens_for_80) / n_reasoning_tokens AS share
         FROM ({RUN_CAPTURES})
     )
-    SELECT model, reasoning_model, layer, head, avg(attention) AS attention, avg(share) AS share_for_80
-    FROM heads GROUP BY ALL ORDER BY model, reasoning_model, layer, head
+    SELECT {GROUP_COLUMNS}, model, reasoning_model, layer, head, avg(attention) AS attention,
+           avg(share) AS share_for_80
+    FROM heads GROUP BY ALL ORDER BY {GROUP_COLUMNS}, model, reasoning_model, layer, head
 """
 # table 16's example: per pair, the first sample (by id) captured at every layer the pair has, as the paper shows
 # one sample's reasoning
@@ -229,10 +242,25 @@ def _pair(row: AttentionPairRow | HeadCellRow) -> str:
     return f"{row['model']} + {row['reasoning_model']} R"
 
 
+def _group_of(row: CaptureGroupRow) -> SampleSet:
+    return SampleSet(row["benchmark"], row["dataset_fingerprint"], int(row["group_n"]), row["sample_ids"])
+
+
 def _figure_3(section: Section, rows: list[AttentionPairRow]) -> None:
     if not rows:
         section.notes.append(f"No attention captured for this report's runs: sparse RT captures it ({SWEEP_COMMAND}).")
         return
+    groups = sorted({_group_of(r) for r in rows})
+    for group in groups:  # one chart and table per comparison group: no mean over two sample sets
+        _figure_3_group(section, group, [r for r in rows if _group_of(r) == group])
+    if len({r["reasoning_model"] for r in rows}) == 1:
+        section.notes.append("The paper sets the large model reading the small model's reasoning against it reading "
+                             "its own (8B + 2B-R vs 8B + 8B-R); this report holds one reasoning model. A sweep of a "
+                             "pair whose small model is the large one stores the other: <code>mai sweep "
+                             "--small-model L --large-model L --layers 0,1,2</code>.")
+
+
+def _figure_3_group(section: Section, group: SampleSet, rows: list[AttentionPairRow]) -> None:
     fig = subplots(rows=1, cols=2, horizontal_spacing=0.12,
                    subplot_titles=("(a) attention weight of all reasoning tokens",
                                    "(b) share of reasoning tokens holding 80 % of it"))
@@ -245,42 +273,41 @@ def _figure_3(section: Section, rows: list[AttentionPairRow]) -> None:
         fig.add_trace(go.Scatter(x=[r["layer"] for r in mine], y=[r["share_for_80"] for r in mine],
                                  mode="lines+markers", name=pair, legendgroup=pair, showlegend=False,
                                  line={"color": colour}, marker={"color": colour}), row=1, col=2)
-    if len({r["reasoning_model"] for r in rows}) == 1:
-        section.notes.append("The paper sets the large model reading the small model's reasoning against it reading "
-                             "its own (8B + 2B-R vs 8B + 8B-R); this report holds one reasoning model. A sweep of a "
-                             "pair whose small model is the large one stores the other: <code>mai sweep "
-                             "--small-model L --large-model L --layers 0,1,2</code>.")
     fig.update_xaxes(title_text="layer (0-based)", dtick=1)
     fig.update_yaxes(title_text="attention on the reasoning (mean over heads)", row=1, col=1)
     fig.update_yaxes(title_text="share of reasoning tokens", row=1, col=2)
-    section.figures.append(layout(fig, "Attention on the small model's reasoning, per layer"))
+    section.figures.append(layout(fig, f"{group.label}: attention on the small model's reasoning, per layer"))
     section.tables.append(Table(["large + reasoning", "layer", "prefills", "reasoning tokens", "attention",
                                  "share for 80 %"],
                                 [[_pair(r), r["layer"], r["prefills"], num(r["reasoning_tokens"], 1),
-                                  num(r["attention"], 3), num(r["share_for_80"], 3)] for r in rows]))
+                                  num(r["attention"], 3), num(r["share_for_80"], 3)] for r in rows], group.label))
 
 
 def _heatmaps(section: Section, heads: list[HeadCellRow], value: Callable[[HeadCellRow], float], label: str
               ) -> None:
-    """One head x layer heatmap per (large model, reasoning model): box plots cannot tell heads apart."""
+    """Per comparison group, one head x layer heatmap per (large model, reasoning model): box plots cannot tell
+    heads apart."""
     if not heads:
         section.notes.append(f"No attention captured for this report's runs ({SWEEP_COMMAND}).")
         return
-    pairs = sorted({_pair(h) for h in heads})
-    fig = subplots(rows=1, cols=len(pairs), subplot_titles=pairs, horizontal_spacing=0.1)
-    for index, pair in enumerate(pairs, start=1):
-        cells = {(h["head"], h["layer"]): float(value(h)) for h in heads if _pair(h) == pair}
-        layers = sorted({layer for _, layer in cells})
-        head_ids = sorted({head for head, _ in cells})
-        z = [[cells.get((head, layer), math.nan) for layer in layers] for head in head_ids]
-        # one column per captured layer, labelled by its index: numeric x would draw layers 1, 3, 5 as blocks
-        # spanning 0-6, as if layers 0, 2, 4 and 6 were measured too
-        fig.add_trace(go.Heatmap(x=[f"L{layer}" for layer in layers], y=head_ids, z=z, coloraxis="coloraxis",
-                                 name=pair, hovertemplate="layer %{x}, head %{y}: %{z:.3f}<extra></extra>"),
-                      row=1, col=index)
-    fig.update_xaxes(title_text="captured layer (0-based)", type="category")
-    fig.update_yaxes(title_text="head", dtick=1, row=1, col=1)
-    section.figures.append(layout(fig, f"{label}, per head and layer", coloraxis={"colorbar": {"title": label}}))
+    for group in sorted({_group_of(h) for h in heads}):
+        mine = [h for h in heads if _group_of(h) == group]
+        pairs = sorted({_pair(h) for h in mine})
+        fig = subplots(rows=1, cols=len(pairs), subplot_titles=pairs, horizontal_spacing=0.1)
+        for index, pair in enumerate(pairs, start=1):
+            cells = {(h["head"], h["layer"]): float(value(h)) for h in mine if _pair(h) == pair}
+            layers = sorted({layer for _, layer in cells})
+            head_ids = sorted({head for head, _ in cells})
+            z = [[cells.get((head, layer), math.nan) for layer in layers] for head in head_ids]
+            # one column per captured layer, labelled by its index: numeric x would draw layers 1, 3, 5 as blocks
+            # spanning 0-6, as if layers 0, 2, 4 and 6 were measured too
+            fig.add_trace(go.Heatmap(x=[f"L{layer}" for layer in layers], y=head_ids, z=z, coloraxis="coloraxis",
+                                     name=pair, hovertemplate="layer %{x}, head %{y}: %{z:.3f}<extra></extra>"),
+                          row=1, col=index)
+        fig.update_xaxes(title_text="captured layer (0-based)", type="category")
+        fig.update_yaxes(title_text="head", dtick=1, row=1, col=1)
+        section.figures.append(layout(fig, f"{group.label}: {label}, per head and layer",
+                                      coloraxis={"colorbar": {"title": label}}))
 
 
 def _table_16(section: Section, captures: list[ExampleWeightsRow]) -> None:

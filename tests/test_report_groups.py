@@ -86,8 +86,8 @@ def test_no_table_mixes_groups_and_every_score_cell_states_n(store: tuple[Path, 
     api.report(None, out=out, home=root)
     page = out.read_text()
     counts = sample_counts(root)
-    grouped = [t for key in ("table-5", "table-7", "table-8", "table-9", "routing-funnel", "table-11", "table-12")
-               for t in tables(section(page, key))]
+    grouped = [t for key in ("table-5", "table-6", "table-7", "table-8", "table-9", "routing-funnel", "table-11",
+                             "table-12", "table-15") for t in tables(section(page, key))]
     assert grouped
     for table in grouped:
         assert {counts[r] for r in table["runs"]} == {counts[table["runs"][0]]}, table  # one sample set per table
@@ -151,7 +151,7 @@ def charts(page: str, key: str) -> list[dict[str, Any]]:
 def test_no_chart_mixes_groups_and_time_is_estimated_or_measured(store: tuple[Path, dict[str, str]],
                                                                  tmp_path: Path) -> None:
     """The routing funnel's and table 11's charts are drawn per comparison group (a chart names runs of one sample
-    set only); table 11's estimated and measured seconds are separate panels with their own axes; table 9's and
+    set only), and so are figures 3-5 and the S2 chart; table 11's estimated and measured seconds are separate panels with their own axes; table 9's and
     figure 3's lines are drawn in their legend entry's colour."""
     root, _ = store
     out = tmp_path / "report.html"
@@ -184,6 +184,8 @@ def test_no_chart_mixes_groups_and_time_is_estimated_or_measured(store: tuple[Pa
                     if "marker" in trace and "color" in trace["marker"]:
                         colours[trace["legendgroup"]].add(trace["marker"]["color"])
             assert colours and all(len(c) == 1 for c in colours.values()), (key, colours)
+    for key in ("figure-3", "figure-4", "figure-5", "s2"):  # one chart per group, titled with it
+        assert [f["layout"]["title"]["text"].startswith(f"demo, {N} samples") for f in charts(page, key)] == [True]
 
 
 def test_table_9_axis_keeps_an_outlier_baseline_off_the_sweep() -> None:
