@@ -72,11 +72,12 @@ test-fast: venv
 
 # the report's screenshots in the docs (docs/report/), renewed on purpose: tests never write tracked files. The
 # README's come from the report tests' own stores; with STORE=/path/to/a/mai/store also the sections that
-# docs/reports.md shows (scripts/report_screenshots.py)
+# docs/reports.md shows (scripts/report_screenshots.py); every PNG in 256 colours (a third of the size)
 docs-screenshots: venv $(CHROMIUM)
 	MAI_CHROMIUM=$(CHROMIUM) MAI_REPORT_SCREENSHOTS=$(abspath docs/report) $(BIN)/python -m pytest -q \
 	  tests/test_report.py::test_report_in_headless_chromium \
 	  tests/test_report_paper.py::test_figure_one_at_twenty_runs_and_table_16_have_no_overlapping_labels
+	$(BIN)/python scripts/report_screenshots.py --shrink docs/report/*.png
 	$(if $(STORE),MAI_CHROMIUM=$(CHROMIUM) $(BIN)/python scripts/report_screenshots.py --home $(STORE))
 
 # mypy through scripts/typecheck.py: it sees flows/ tasks/ storage/ dashboards/ as mai.flows, ... (package-dir)

@@ -13,7 +13,7 @@ from mai.dashboards.latency_tables import add_tables
 from mai.dashboards.rows import LatencyPointRow, SpeculativeRow, SpeedupRow
 from mai.dashboards.saved import load_saved
 from mai.dashboards.sections import Store
-from mai.dashboards.time_tables import machine_of, measured_note, table_11
+from mai.dashboards.time_tables import machine_of, measured_note, priced_on, profile_hardware, table_11
 from mai.dashboards.time_tables import table_12 as table_12_layout
 from mai.dashboards.views import fetch
 
@@ -140,12 +140,15 @@ def _table_11(store: Store, section: Section, rows: list[SpeedupRow]) -> None:
         section.notes.append("No run in this report has generations to time.")
         return
     runs = {r["run_id"]: r for r in store.all_runs}
+    hardware = profile_hardware(store)
     for group, mine in _per_group(store, rows).items():
         shown = sorted(mine, key=lambda r: r["measured_s"] or 0.0)
         labels = [f"{r['setting']} ({short(r['run_id'])})" for r in shown]
         machines = sorted({machine_of(runs[r["run_id"]])[0] for r in shown})
+        profiles_of = sorted({priced_on(r["prices"], hardware) for r in shown if r["prices"]})
         fig = subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=(
-            "estimated s (equation 27, under the profiles named)", "measured s (" + "; ".join(machines) + ")"))
+            "estimated s (equation 27, profiles of " + ("; ".join(profiles_of) or "none") + ")",
+            "measured s (" + "; ".join(machines) + ")"))
         fig.add_trace(go.Bar(x=labels, y=[r["estimated_s"] for r in shown], name="estimated (equation 27)",
                              marker_color="#457b9d", customdata=[r["prices"] or "no estimate" for r in shown],
                              hovertemplate="%{x}: %{y:.2f} s<br>%{customdata}<extra></extra>"), row=1, col=1)
@@ -157,13 +160,18 @@ def _table_11(store: Store, section: Section, rows: list[SpeedupRow]) -> None:
         section.figures.append(layout(fig, f"{group.label}: time per run, estimated and measured apart",
                                       height=460, showlegend=False))
         section.tables.append(Table(
-            ["estimate", "prices", "setting", "output tokens", "estimated s", "est. speed-up vs Full RT",
-             "measured s", "measured speed-up vs Full RT", "measured on", "Full RT run", "run"],
-            [[r["estimate_name"], r["prices"], r["setting"], r["output_tokens"], num(r["estimated_s"]),
-              _times(r["estimated_speedup_vs_full_rt"]), num(r["measured_s"]), _times(r["measured_speedup_vs_full_rt"]),
-              measured_note([runs[r["run_id"]]]), r["full_rt_run_id"], r["run_id"]] for r in mine],
-            f"{group.label}: every run's time; estimated and measured seconds in separate columns",
-            wrap=("prices", "measured on"), group=group.key, runs=[r["run_id"] for r in mine]))
+            ["estimate", "prices (profiles' hardware)", "setting", "output tokens", "estimated s",
+             "est. speed-up vs Full RT", "measured s", "measured speed-up vs Full RT", "measured on", "Full RT run",
+             "run"],
+            [[r["estimate_name"], f"{r['prices']} ({priced_on(r['prices'], hardware)})" if r["prices"] else None,
+              r["setting"], r["output_tokens"], num(r["estimated_s"]),
+              _times(r["estimated_speedup_vs_full_rt"]), num(r["measured_s"]),
+              _times(r["measured_speedup_vs_full_rt"]),
+              measured_note([runs[i] for i in (r["run_id"], r["full_rt_run_id"]) if i in runs]), r["full_rt_run_id"],
+              r["run_id"]] for r in mine],
+            f"{group.label}: every run's time; estimated and measured seconds in separate columns, 'measured on' "
+            "names the machine and load of the run and of its Full RT run",
+            wrap=("prices (profiles' hardware)", "measured on"), group=group.key, runs=[r["run_id"] for r in mine]))
     if not any(r["estimate_name"] for r in rows):
         section.notes.append(f"No estimate stored: {_ESTIMATE_COMMAND}.")
 

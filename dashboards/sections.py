@@ -187,7 +187,7 @@ def _funnel_group(store: Store, section: Section, group: SampleSet, cascades: li
     compared = figure(*(go.Bar(x=names, y=values, name=name) for name, values in bars.items()))
     section.figures.append(layout(compared, f"{group.label}: final score vs the baselines on the same samples",
                                   barmode="group", xaxis={"title": "cascade run"},
-                                  yaxis={"title": "mean score (%)", "range": score_range(
+                                  yaxis={"title": "mean score (%)", "rangemode": "tozero", "range": score_range(
                                       [v for values in bars.values() for v in values if v is not None])}))
     section.tables.append(table)
 
@@ -276,5 +276,6 @@ def _s2_figure(group: SampleSet, pairs: list[S2PairRow]) -> go.Figure:
     for suffix, percents in scores.items():
         fig.add_trace(go.Bar(x=labels, y=percents, name=f"score {suffix}", marker_color="#457b9d",
                              marker_pattern_shape=_S2_PATTERN[suffix]), row=1, col=2)
-    return layout(fig, f"{group.label}: S2 toggled, routing and score", barmode="group", yaxis={"title": "samples"},
+    return layout(fig, f"{group.label}: S2 toggled, routing and score", barmode="group",
+                  yaxis={"title": "samples"},
                   yaxis2={"title": "score (%)", "range": score_range([v for values in scores.values() for v in values])})

@@ -14,11 +14,13 @@ seconds, speed-up against large R, and accuracy without and with S2."""
 from __future__ import annotations
 
 import json
+from typing import TypedDict
 
 from mai.dashboards.charts import Cell, Section, Table, num, short
 from mai.dashboards.groups import score_cell
 from mai.dashboards.rows import SpeculativeRow, SpeedupRow
 from mai.dashboards.sections import Store
+from mai.dashboards.views import fetch
 from mai.storage.schemas import RunRow
 
 SPECULATIVE_COMMAND = ("<code>mai speculative --large-model L --small-model S --draft-tokens 4</code> measures "
@@ -54,6 +56,26 @@ def measured_note(runs: list[RunRow]) -> str:
     return note
 
 
+PROFILE_HARDWARE = "SELECT DISTINCT profile_name, coalesce(hardware, '?') AS hardware FROM latency_profiles"
+
+
+class ProfileHardwareRow(TypedDict):
+    profile_name: str
+    hardware: str
+
+
+def profile_hardware(store: Store) -> dict[str, str]:
+    """Latency profile -> the hardware it was measured on (or published for)."""
+    return {r["profile_name"]: r["hardware"] for r in fetch(store.home, ProfileHardwareRow, PROFILE_HARDWARE)}
+
+
+def priced_on(prices: str | None, hardware: dict[str, str]) -> str:
+    """The hardware an estimate's profiles describe ('H100 (paper tables 3-4)'), from its 'model=profile, ...'."""
+    if not prices:
+        return "?"
+    return "; ".join(sorted({hardware.get(p.rsplit("=", 1)[-1], "?") for p in prices.split(", ")}))
+
+
 def table_11(store: Store, section: Section, rows: list[SpeedupRow]) -> None:
     """Per MAI run with a Full RT run on its samples: Full RT, MAI and the speed-up, estimated and measured."""
     runs = {r["run_id"]: r for r in store.all_runs}
@@ -64,6 +86,7 @@ def table_11(store: Store, section: Section, rows: list[SpeedupRow]) -> None:
         return
     tables: dict[str, Table] = {}
     done: set[str] = set()
+    hardware = profile_hardware(store)
     for r in mine:
         run, full_rt = runs[r["run_id"]], runs[r["full_rt_run_id"] or ""]
         group = store.sample_sets[r["run_id"]]
@@ -74,7 +97,8 @@ def table_11(store: Store, section: Section, rows: list[SpeedupRow]) -> None:
             group=group.key))
         pair = f"{run['small_model']} + {run['large_model']}"
         if r["estimated_s"] is not None and r["estimated_speedup_vs_full_rt"] is not None:
-            table.rows.append([pair, r["setting"], short(r["run_id"]), f"estimated s ({r['prices']})",
+            priced = f"estimated s ({r['prices']}; profiles of {priced_on(r['prices'], hardware)})"
+            table.rows.append([pair, r["setting"], short(r["run_id"]), priced,
                                num(r["estimated_s"] * r["estimated_speedup_vs_full_rt"]), num(r["estimated_s"]),
                                times(r["estimated_speedup_vs_full_rt"]), "-"])
         if r["run_id"] not in done and r["measured_s"] and r["measured_speedup_vs_full_rt"] is not None:

@@ -2,10 +2,12 @@
 
 Builds `mai report` over the store at --home (every completed run), opens it in Debian's headless chromium through
 playwright (nothing is downloaded), waits until every chart has drawn, and saves one PNG per section id
-(`figure-4`, `table-7`, ...) under --out. The store is any store: the shapes pair's (`mai run` with
-`shapes_pair_config`), or one holding two pairs, an S2 run and a sweep, like tests/test_report_groups.py builds.
+(`figure-4`, `table-7`, ...) under --out, in 256 colours to keep the repository small. The store is any store:
+the shapes pair's (`mai run` with `shapes_pair_config`), or one holding two pairs, an S2 run and a sweep, like
+tests/test_report_groups.py builds (docs/reports.md says how the docs' store was made).
 
     python scripts/report_screenshots.py --home STORE [--out docs/report] [--sections figure-4 table-7 ...]
+    python scripts/report_screenshots.py --shrink docs/report/*.png
 """
 
 from __future__ import annotations
@@ -43,17 +45,35 @@ def screenshots(home: Path, out: Path, sections: list[str]) -> list[Path]:
             for key in sections:
                 path = out / f"{key}.png"
                 page.locator(f"#{key}").screenshot(path=str(path))
+                shrink(path)
                 written.append(path)
             browser.close()
     return written
 
 
+def shrink(path: Path) -> None:
+    """The PNG in 256 colours without dithering (a third of its size: charts and tables hold few colours)."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        small = image.convert("RGB").quantize(colors=256, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE)
+    small.save(path, optimize=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--home", type=Path, required=True, help="the mai store to report on")
+    parser.add_argument("--home", type=Path, help="the mai store to report on")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "report")
     parser.add_argument("--sections", nargs="+", default=SECTIONS)
+    parser.add_argument("--shrink", nargs="+", type=Path, default=[], metavar="PNG",
+                        help="only re-save these PNGs in 256 colours (the report tests' screenshots)")
     args = parser.parse_args()
+    if args.shrink:
+        for path in args.shrink:
+            shrink(path)
+        return
+    if args.home is None:
+        parser.error("--home STORE is required (or --shrink PNG ...)")
     for path in screenshots(args.home, args.out, args.sections):
         print(path)
 

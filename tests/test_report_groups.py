@@ -151,8 +151,8 @@ def charts(page: str, key: str) -> list[dict[str, Any]]:
 def test_no_chart_mixes_groups_and_time_is_estimated_or_measured(store: tuple[Path, dict[str, str]],
                                                                  tmp_path: Path) -> None:
     """The routing funnel's and table 11's charts are drawn per comparison group (a chart names runs of one sample
-    set only), and so are figures 3-5 and the S2 chart; table 11's estimated and measured seconds are separate panels with their own axes; table 9's and
-    figure 3's lines are drawn in their legend entry's colour."""
+    set only), and so are figures 3-5 and the S2 chart; table 11's estimated and measured seconds are separate
+    panels with their own axes; table 9's and figure 3's lines are drawn in their legend entry's colour."""
     root, _ = store
     out = tmp_path / "report.html"
     api.report(None, out=out, home=root)
