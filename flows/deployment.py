@@ -36,6 +36,16 @@ def with_deployment_defaults(config: RunConfig, parameter: str = "config") -> Ru
     return config_from_mapping(merge_config(defaults, given))
 
 
+def started_by(command: str) -> str:
+    """How a run planned inside its flow was started (its provenance's command): the Prefect deployment and flow run
+    where there is one, since the process's own command line is then a worker's; else `command`."""
+    from prefect.runtime import deployment, flow_run
+
+    if not deployment.name:
+        return command
+    return f"Prefect deployment {flow_run.flow_name}/{deployment.name}, flow run {flow_run.id} (process: {command})"
+
+
 def _deployment_and_given(flow_run_id: str, parameter: str) -> tuple[str | None, Any]:
     from prefect.client.orchestration import get_client
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from mai.flows.assets import ensure_builtin_assets
-from mai.flows.deployment import with_deployment_defaults
+from mai.flows.deployment import started_by, with_deployment_defaults
 from mai.flows.fanout import run_shards
 from mai.flows.finish import finish_run
 from mai.flows.plan import prepare_run
@@ -53,6 +53,7 @@ def _run(config: RunConfig, plan: RunPlan | None) -> RunManifest:
         home = Home.at(config.home)
         ensure_builtin_assets(config, home)
         plan = prepare_run(config, home)
+        plan = plan.model_copy(update={"command": started_by(plan.command)})
     name_flow_run(plan)
     log.info("run %s: %s of %s on %s, stages %s", plan.run_id, plan.mode, describe_models(plan), plan.benchmark,
              " -> ".join(stage.name for stage in plan.stages))

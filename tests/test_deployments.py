@@ -81,3 +81,15 @@ def test_prefect_deploy_all_registers_typed_deployments_on_the_gpu_pool() -> Non
     assert run.parameters["alpha"] == 0.01
     with pytest.raises(Exception, match="(?i)valid"):
         run_deployment("mai-regression/shapes-ci", parameters={"alpha": "often"}, timeout=0)
+
+
+def test_a_run_planned_in_a_deployment_records_the_deployment_as_its_command(monkeypatch: pytest.MonkeyPatch
+                                                                            ) -> None:
+    from mai.flows.deployment import started_by
+
+    assert started_by("mai run --limit 6") == "mai run --limit 6"  # no deployment: the process's command line
+    for key, value in {"DEPLOYMENT__NAME": "cascade-test", "FLOW_RUN__FLOW_NAME": "mai-run",
+                       "FLOW_RUN__ID": "0b7e"}.items():
+        monkeypatch.setenv(f"PREFECT__RUNTIME__{key}", value)  # what prefect.runtime reads in a deployment run
+    assert started_by("prefect flow-run execute") == \
+        "Prefect deployment mai-run/cascade-test, flow run 0b7e (process: prefect flow-run execute)"

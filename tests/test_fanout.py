@@ -217,6 +217,8 @@ def test_a_partial_config_runs_the_deployments_configuration_with_that_change(wo
                                   max_new_tokens={**shapes_pair_config().max_new_tokens, "R": 150})
     assert RunConfig(**manifest["config"]) == expected
     assert manifest["counts"]["samples"] == 6
+    # its provenance names the deployment that started it, not only the worker process's command line
+    assert manifest["provenance"]["command"].startswith("Prefect deployment mai-run/cascade-test, flow run ")
     # closed sets are enums of the deployment's schema: a bad value is refused when the run is created
     with pytest.raises(Exception, match="(?i)valid"):
         run_deployment("mai-run/cascade-test", parameters={"config": {"dtype": "float8"}}, timeout=0)
