@@ -145,14 +145,14 @@ class HeadCellRow(CaptureGroupRow):
     share_for_80: float
 
 
-class ExampleSampleRow(TypedDict):
-    """transfer_section.EXAMPLE_SAMPLE: the sample table 16 shows for a model pair."""
+class ExampleSampleRow(CaptureGroupRow):
+    """transfer_section.EXAMPLE_SAMPLE: the sample table 16 shows for a model pair in a comparison group."""
 
     pair: str
     sample_id: str
 
 
-class ExampleWeightsRow(TypedDict):
+class ExampleWeightsRow(CaptureGroupRow):
     """transfer_section.EXAMPLE_WEIGHTS: one layer's head-averaged weights over the example's reasoning."""
 
     pair: str

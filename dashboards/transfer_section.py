@@ -68,19 +68,19 @@ PER_HEAD = f"""
            avg(share) AS share_for_80
     FROM heads GROUP BY ALL ORDER BY {GROUP_COLUMNS}, model, reasoning_model, layer, head
 """
-# table 16's example: per pair, the first sample (by id) captured at every layer the pair has, as the paper shows
-# one sample's reasoning
+# table 16's example: per comparison group and pair, the first sample (by id) captured at every layer the pair has
+# there, as the paper shows one sample's reasoning (sample ids are positions in a dataset: never across groups)
 EXAMPLE_SAMPLE = f"""
-    WITH captured AS (SELECT model || ' + ' || reasoning_model || ' R' AS pair, sample_id, layer
+    WITH captured AS (SELECT {GROUP_COLUMNS}, model || ' + ' || reasoning_model || ' R' AS pair, sample_id, layer
                       FROM ({RUN_CAPTURES})),
-         layers AS (SELECT pair, count(DISTINCT layer) AS n FROM captured GROUP BY pair)
-    SELECT c.pair, min(c.sample_id) AS sample_id FROM (
-        SELECT pair, sample_id, count(DISTINCT layer) AS n FROM captured GROUP BY ALL) c
-    JOIN layers l ON l.pair = c.pair AND l.n = c.n GROUP BY c.pair ORDER BY c.pair
+         layers AS (SELECT {GROUP_COLUMNS}, pair, count(DISTINCT layer) AS n FROM captured GROUP BY ALL)
+    SELECT {GROUP_COLUMNS}, pair, min(sample_id) AS sample_id FROM (
+        SELECT {GROUP_COLUMNS}, pair, sample_id, count(DISTINCT layer) AS n FROM captured GROUP BY ALL) c
+    JOIN layers l USING ({GROUP_COLUMNS}, pair, n) GROUP BY ALL ORDER BY {GROUP_COLUMNS}, pair
 """
 EXAMPLE_WEIGHTS = f"""
-    SELECT model || ' + ' || reasoning_model || ' R' AS pair, layer, sample_id, any_value(weights) AS weights,
-           any_value(token_texts) AS token_texts
+    SELECT {GROUP_COLUMNS}, model || ' + ' || reasoning_model || ' R' AS pair, layer, sample_id,
+           any_value(weights) AS weights, any_value(token_texts) AS token_texts
     FROM ({RUN_CAPTURES}) WHERE list_contains(?, sample_id) GROUP BY ALL ORDER BY pair, layer
 """
 TOP_RANKS = 15  # the paper's table 16 lists the 1st to the 15th token
@@ -106,9 +106,9 @@ def transfer(store: Store) -> Section:
     examples = fetch(store.home, ExampleSampleRow, EXAMPLE_SAMPLE, [runs, runs]) if per_layer else []
     weights = fetch(store.home, ExampleWeightsRow, EXAMPLE_WEIGHTS,
                     [runs, runs, [e["sample_id"] for e in examples]]) if examples else []
-    chosen = {(e["pair"], e["sample_id"]) for e in examples}
+    chosen = {(_group_of(e), e["pair"], e["sample_id"]) for e in examples}
     _table_16(section.child("table-16", "Table 16 · Most attended reasoning tokens per layer"),
-              [w for w in weights if (w["pair"], w["sample_id"]) in chosen])
+              [w for w in weights if (_group_of(w), w["pair"], w["sample_id"]) in chosen])
     return section
 
 
@@ -317,21 +317,22 @@ def _table_16(section: Section, captures: list[ExampleWeightsRow]) -> None:
     if not captures:
         section.notes.append(f"No attention captured for this report's runs ({SWEEP_COMMAND}).")
         return
-    table = Table(["layer", "large + reasoning", "sample", "N-tok (80 %)", *(_ordinal(i) for i in
-                                                                            range(1, TOP_RANKS + 1))], [],
-                  wrap=("large + reasoning",))
-    for capture in sorted(captures, key=lambda c: (c["layer"], c["pair"])):
-        weights, total = capture["weights"], sum(capture["weights"])
-        kept = tokens_to_reach(weights, 0.8)
-        share = f"{100 * kept / len(weights):.1f} % ({kept})" if weights else None
-        order = sorted(range(len(weights)), key=lambda i: (-weights[i], i))[:TOP_RANKS]
-        table.rows.append([f"L{capture['layer']}", capture["pair"], capture["sample_id"], share,
-                           *(_token(capture["token_texts"][i], weights[i] / total if total else 0.0)
-                             for i in order), *[None] * (TOP_RANKS - len(order))])
-    section.tables.append(table)
-    section.notes.append("One sample per model pair (the first captured at every layer), as the paper shows one; "
-                         "each token's weight is averaged over the heads before ranking, as in the paper and as "
-                         "sparse RT selects.")
+    for group in sorted({_group_of(c) for c in captures}):
+        table = Table(["layer", "large + reasoning", "sample", "N-tok (80 %)",
+                       *(_ordinal(i) for i in range(1, TOP_RANKS + 1))], [], group.label,
+                      wrap=("large + reasoning",), group=group.key)
+        for capture in sorted((c for c in captures if _group_of(c) == group), key=lambda c: (c["layer"], c["pair"])):
+            weights, total = capture["weights"], sum(capture["weights"])
+            kept = tokens_to_reach(weights, 0.8)
+            share = f"{100 * kept / len(weights):.1f} % ({kept})" if weights else None
+            order = sorted(range(len(weights)), key=lambda i: (-weights[i], i))[:TOP_RANKS]
+            table.rows.append([f"L{capture['layer']}", capture["pair"], capture["sample_id"], share,
+                               *(_token(capture["token_texts"][i], weights[i] / total if total else 0.0)
+                                 for i in order), *[None] * (TOP_RANKS - len(order))])
+        section.tables.append(table)
+    section.notes.append("One sample per model pair and comparison group (the first captured at every layer), as "
+                         "the paper shows one; each token's weight is averaged over the heads before ranking, as in "
+                         "the paper and as sparse RT selects.")
 
 
 def _ordinal(n: int) -> str:

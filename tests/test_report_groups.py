@@ -123,7 +123,7 @@ def test_no_table_mixes_groups_and_every_score_cell_states_n(store: tuple[Path, 
     assert table_9["head"][-1] == "Full" and table_9["head"][2] == "large S" and runs["large_s"] in table_9["runs"]
     # table 16: the paper's 15 ranks, and its N-tok (80 %) is what sparse RT selected for that sample
     part = section(page, "table-16")
-    assert "<th>15th</th>" in part
+    assert "<th>15th</th>" in part and [t["group"] for t in tables(part)] == [table_9["group"]]  # the sweep's group
     sample, kept = re.search(r"<td>L1</td><td class=\"text\">[^<]*</td><td>([^<]+)</td><td>[\d.]+ % \((\d+)\)",
                              part).groups()
     _, selected = api.query(root, "SELECT s.transferred_tokens FROM selections s WHERE s.layer = 1 AND "
