@@ -66,7 +66,11 @@ def subplots(**options: Any) -> go.Figure:
     return make_subplots(figure=figure(), **options)
 
 
-def layout(fig: go.Figure, title: str, **extra: Any) -> go.Figure:
+def layout(fig: go.Figure, title: str, group: str = "", **extra: Any) -> go.Figure:
+    """The figure's title, size and options; `group`: the comparison group it draws (mai.dashboards.groups), kept in
+    its layout's `meta` for the report's group filter."""
+    if group:
+        extra["meta"] = {"group": group}
     fig.update_layout(title=title, height=extra.pop("height", 420),
                       margin=extra.pop("margin", {"l": 60, "r": 20, "t": 60, "b": 50}), **extra)
     return fig

@@ -77,7 +77,8 @@ def figure_one(store: Store) -> Section:
             for run in store.runs if run["run_id"] in store.headline and run["n_valid"]
             and run["run_id"] in store.sample_sets]
     for group in sorted({r.data for r in rows}):  # one panel per comparison group: no panel mixes sample sets
-        section.figures.append(_accuracy_panel([r for r in rows if r.data == group]))
+        mine = [r for r in rows if r.data == group]
+        section.figures.append(_accuracy_panel(mine, store.sample_sets[mine[0].run_id].key))
     section.tables.append(Table(["group", "models", "setting", "metric", "value %", "tokens / sample", "run"],
                                 [[r.data, r.models, r.setting, r.metric, f"{r.percent:.1f}", f"{r.tokens:.1f}",
                                   r.run_id] for r in rows], wrap=("group",)))
@@ -105,7 +106,7 @@ def _latency_panel(store: Store, section: Section) -> None:
     section.figures.append(layout(fig, "(a) Latency against output tokens, one panel per hardware"))
 
 
-def _accuracy_panel(mine: list[RunPoint]) -> go.Figure:
+def _accuracy_panel(mine: list[RunPoint], group: str) -> go.Figure:
     x_range, y_range = axis_range([r.tokens for r in mine], True), axis_range([r.percent for r in mine], False)
     placed = dict(zip((r.run_id for r in mine), place_labels([r.tokens for r in mine], [r.percent for r in mine],
                                                              [r.setting for r in mine], x_range, y_range, True)))
@@ -126,7 +127,7 @@ def _accuracy_panel(mine: list[RunPoint]) -> go.Figure:
                                      line={"dash": "dot", "width": 1, "color": colour}, legendgroup=models,
                                      showlegend=False, hoverinfo="skip", name=f"{models} S -> E -> R"))
     title = f"{mine[0].data}: {mine[0].metric} against mean output tokens per sample"
-    return layout(fig, title, height=HEIGHT, margin=MARGIN,
+    return layout(fig, title, group, height=HEIGHT, margin=MARGIN,
                   xaxis={"title": "mean output tokens per sample (log)", "type": "log", "range": list(x_range)},
                   yaxis={"title": f"{mine[0].metric} (%)", "range": list(y_range)},
                   legend={"orientation": "h", "y": -0.25, "x": 0})

@@ -157,7 +157,7 @@ def _table_11(store: Store, section: Section, rows: list[SpeedupRow]) -> None:
                              hovertemplate="%{x}: %{y:.2f} s<br>%{customdata}<extra></extra>"), row=1, col=2)
         fig.update_yaxes(title_text="estimated seconds", row=1, col=1)
         fig.update_yaxes(title_text="measured seconds", row=1, col=2)
-        section.figures.append(layout(fig, f"{group.label}: time per run, estimated and measured apart",
+        section.figures.append(layout(fig, f"{group.label}: time per run, estimated and measured apart", group.key,
                                       height=460, showlegend=False))
         section.tables.append(Table(
             ["estimate", "prices (profiles' hardware)", "setting", "output tokens", "estimated s",

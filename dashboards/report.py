@@ -121,11 +121,11 @@ def render_page(home: Home, store: sections.Store, parts: list[Section], trace_j
 </head><body>
 <header><h1>mai report</h1><p>{len(store.runs)} runs ({html.escape(benchmarks)}) from the store
 <code>{html.escape(str(home.root))}</code>, built {created}. Every figure is read from the catalog views; every
-script is in this file (it opens offline).</p><nav>{nav}</nav></header>
+script is in this file (it opens offline).</p><nav>{nav}</nav>{_group_filter(store)}</header>
 {"".join(bodies)}
 <script type="application/json" id="chart-data">{_script_json(json.dumps(figures, separators=(",", ":")))}</script>
 <script type="application/json" id="trace-data">{_script_json(trace_json)}</script>
-<script>{_CHARTS}</script>
+<script>{_CHARTS}{_GROUP_FILTER}</script>
 <script>{_asset("traces.js")}</script>
 </body></html>
 """
@@ -147,13 +147,43 @@ _CHARTS = """
 """
 
 
+def _group_filter(store: sections.Store) -> str:
+    """A selector that shows one comparison group's tables and charts (mai.dashboards.groups) and hides the others'
+    (the runs' own sections, the policy lab and the trace browser stay)."""
+    groups = store.groups()
+    if len(groups) < 2:
+        return ""
+    options = "".join(f'<option value="{html.escape(g.key)}">{html.escape(g.label)}</option>' for g in groups)
+    return (f'<p><label>Comparison group: <select id="group-filter"><option value="">every group ({len(groups)})'
+            f"</option>{options}</select></label></p>")
+
+
+# the group filter: hides every table and chart of another group than the one chosen
+_GROUP_FILTER = """
+(function () {
+  const filter = document.getElementById("group-filter");
+  if (!filter) return;
+  filter.addEventListener("change", () => {
+    for (const element of document.querySelectorAll("[data-group]")) {
+      (element.closest(".table-wrap") || element).hidden = filter.value !== "" && element.dataset.group !== filter.value;
+    }
+    window.dispatchEvent(new Event("resize"));  // charts shown again take their width
+  });
+})();
+"""
+
+
 def _section_html(part: Section, figures: dict[str, object], level: int = 2) -> str:
     """A section (h2) or a paper item inside one (h3), its charts' figures added to `figures` by chart id."""
-    ids = []
+    charts = ""
     for number, chart in enumerate(part.figures):
-        ids.append(f"{part.key}-chart-{number}")
-        figures[ids[-1]] = json.loads(pio.to_json(chart, validate=False))
-    charts = "".join(f'<div class="chart" id="{i}"></div>' for i in ids)
+        chart_id = f"{part.key}-chart-{number}"
+        drawn = json.loads(pio.to_json(chart, validate=False))
+        figures[chart_id] = drawn
+        meta = drawn["layout"].get("meta")
+        group = f' data-group="{html.escape(meta["group"])}"' if isinstance(meta, dict) and "group" in meta else ""
+        charts += f'<div class="chart" id="{chart_id}"{group}></div>'
+
     notes = "".join(f'<p class="note">{note}</p>' for note in part.notes)
     tables = "".join(_table_html(t) for t in part.tables)
     intro = f'<p class="intro">{html.escape(part.intro)}</p>' if part.intro else ""

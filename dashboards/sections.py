@@ -153,7 +153,7 @@ def _funnel_group(store: Store, section: Section, group: SampleSet, cascades: li
         shares = [100 * counts[r["run_id"]][label] / r["n_samples"] for r in cascades]
         funnel.add_trace(go.Bar(y=names, x=shares, name=label, orientation="h", marker_color=COLORS[label],
                                 text=[str(counts[r["run_id"]][label]) for r in cascades], textposition="inside"))
-    section.figures.append(layout(funnel, f"{group.label}: share of samples decided at each stage",
+    section.figures.append(layout(funnel, f"{group.label}: share of samples decided at each stage", group.key,
                                   barmode="stack", xaxis={"title": "% of samples"},
                                   height=160 + 40 * len(cascades)))
     bars: dict[str, list[float | None]] = {name: [] for name in ["MAI", *BASELINES]}
@@ -186,6 +186,7 @@ def _funnel_group(store: Store, section: Section, group: SampleSet, cascades: li
         table.classes.append("" if total == n else "warning")
     compared = figure(*(go.Bar(x=names, y=values, name=name) for name, values in bars.items()))
     section.figures.append(layout(compared, f"{group.label}: final score vs the baselines on the same samples",
+                                  group.key,
                                   barmode="group", xaxis={"title": "cascade run"},
                                   yaxis={"title": "mean score (%)", "rangemode": "tozero", "range": score_range(
                                       [v for values in bars.values() for v in values if v is not None])}))
@@ -276,6 +277,6 @@ def _s2_figure(group: SampleSet, pairs: list[S2PairRow]) -> go.Figure:
     for suffix, percents in scores.items():
         fig.add_trace(go.Bar(x=labels, y=percents, name=f"score {suffix}", marker_color="#457b9d",
                              marker_pattern_shape=_S2_PATTERN[suffix]), row=1, col=2)
-    return layout(fig, f"{group.label}: S2 toggled, routing and score", barmode="group",
+    return layout(fig, f"{group.label}: S2 toggled, routing and score", group.key, barmode="group",
                   yaxis={"title": "samples"},
                   yaxis2={"title": "score (%)", "range": score_range([v for values in scores.values() for v in values])})

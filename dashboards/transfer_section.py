@@ -214,7 +214,7 @@ def _sweep_grid(section: Section, key: _SweepKey, sparse: list[_SparseRun],
     fig.update_xaxes(title_text="transfer layer (0-based)", dtick=1)
     fig.update_yaxes(title_text="score (%)", range=[low, high], row=1, col=1)
     fig.update_yaxes(title_text="mean tokens transferred", row=1, col=2)
-    section.figures.append(layout(fig, f"Transfer-layer sweep: {title}"))
+    section.figures.append(layout(fig, f"Transfer-layer sweep: {title}", key.group.key))
     section.tables.append(table)
 
 
@@ -276,7 +276,8 @@ def _figure_3_group(section: Section, group: SampleSet, rows: list[AttentionPair
     fig.update_xaxes(title_text="layer (0-based)", dtick=1)
     fig.update_yaxes(title_text="attention on the reasoning (mean over heads)", row=1, col=1)
     fig.update_yaxes(title_text="share of reasoning tokens", row=1, col=2)
-    section.figures.append(layout(fig, f"{group.label}: attention on the small model's reasoning, per layer"))
+    section.figures.append(layout(fig, f"{group.label}: attention on the small model's reasoning, per layer",
+                                  group.key))
     section.tables.append(Table(["large + reasoning", "layer", "prefills", "reasoning tokens", "attention",
                                  "share for 80 %"],
                                 [[_pair(r), r["layer"], r["prefills"], num(r["reasoning_tokens"], 1),
@@ -306,7 +307,7 @@ def _heatmaps(section: Section, heads: list[HeadCellRow], value: Callable[[HeadC
                           row=1, col=index)
         fig.update_xaxes(title_text="captured layer (0-based)", type="category")
         fig.update_yaxes(title_text="head", dtick=1, row=1, col=1)
-        section.figures.append(layout(fig, f"{group.label}: {label}, per head and layer",
+        section.figures.append(layout(fig, f"{group.label}: {label}, per head and layer", group.key,
                                       coloraxis={"colorbar": {"title": label}}))
 
 

@@ -186,6 +186,12 @@ def test_no_chart_mixes_groups_and_time_is_estimated_or_measured(store: tuple[Pa
             assert colours and all(len(c) == 1 for c in colours.values()), (key, colours)
     for key in ("figure-3", "figure-4", "figure-5", "s2"):  # one chart per group, titled with it
         assert [f["layout"]["title"]["text"].startswith(f"demo, {N} samples") for f in charts(page, key)] == [True]
+    # the group filter offers every group; each chart of a group names it, as each table does
+    offered = set(re.findall(r'<option value="([^"]+)">', page.split('id="group-filter"')[1].split("</select>")[0]))
+    assert {t["group"] for key in ("table-7", "routing-funnel") for t in tables(section(page, key))} == offered
+    grouped_charts = re.findall(r'<div class="chart" id="(?:figure-[1345]|routing-funnel|s2|table-9|table-11)-chart-\d+"'
+                                r'(?: data-group="([^"]+)")?>', page)
+    assert len(grouped_charts) > 10 and set(grouped_charts) <= offered, grouped_charts
 
 
 def test_table_9_axis_keeps_an_outlier_baseline_off_the_sweep() -> None:
