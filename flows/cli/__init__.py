@@ -18,29 +18,11 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 # the first start of the embedded Prefect API migrates a fresh database: more than the default 20 s here
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
-from typing import TYPE_CHECKING
-
-from mai.flows.api import run as execute  # the name the training scripts (and tests) imported
 from mai.flows.cli import assets, benchmarks, latency, parity, report, runs, store
 from mai.flows.cli.expected_failures import quiet_expected_failures
 
 from mai import stop
 from mai.errors import ConfigError
-
-if TYPE_CHECKING:
-    from mai.dashboards.render import format_rows, render_summary
-
-__all__ = ["execute", "format_rows", "main", "render_summary"]
-
-
-def __getattr__(name: str) -> object:
-    """`format_rows` and `render_summary`, re-exported from mai.dashboards.render when asked for: importing it here
-    made every command (`mai sql` included) load it and, through the manifest's types, pydantic."""
-    if name in ("format_rows", "render_summary"):
-        from mai.dashboards import render
-
-        return getattr(render, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 # `mai --help` lists the commands in this order (the order they were introduced), across the groups
 ORDER = ("demo", "run", "sql", "sweep", "speculative", "score", "rescore", "profile", "import-profile", "estimate",
