@@ -18,12 +18,12 @@ from typing import TypedDict, cast
 from mai.flows.plan import prepare_run
 from mai.flows.run import mai_run
 from mai.storage.catalog import build_catalog
+from mai.storage.generations import shared_store
 from mai.storage.parquet import read_rows, write_rows
 from mai.storage.paths import Home
 from mai.storage.runs import is_complete, read_manifest, read_routes
 from mai.storage.samples import read_shard
 from mai.storage.schemas import SPECULATIVE
-from mai.tasks.generate import store_for
 from prefect import flow
 
 from mai import cascade, progress, stop
@@ -135,7 +135,7 @@ def _decode_all(home: Home, run_id: str, config: RunConfig, large: TransformersE
     rows = stored_rows(directory, k)
     done = {r["sample_id"] for r in rows}
     routes = [r for r in read_routes(home, run_id) if r["route"] != "ERROR" and r["sample_id"] not in done]
-    stored = store_for(str(home.root)).read(large.model, "R", (r["gen_single"] for r in routes), ["output_token_ids"])
+    stored = shared_store(str(home.root)).read(large.model, "R", (r["gen_single"] for r in routes), ["output_token_ids"])
     stage, decoding = cascade.single_stages("large", "R", s2=False)[0], config.decoding("R")
     progress.stage_started("speculative", len(routes), run_id=run_id)
     batch: list[SpeculativeRow] = []

@@ -7,7 +7,7 @@ import time
 from typing import NamedTuple
 
 from mai.storage.claims import ClaimBoard, compute_once
-from mai.storage.generations import GenerationStore, shared_store
+from mai.storage.generations import shared_store
 from mai.storage.paths import Home
 from mai.storage.samples import read_shard
 from mai.tasks.answers import load_stage_answers
@@ -26,26 +26,20 @@ class StepResult(NamedTuple):
     computed: int             # how many outputs (or captures) this step computed; 0: all were stored
 
 
-def store_for(home: str) -> GenerationStore:
-    """One store object per root and process, so its index of known ids is shared by all tasks (and the parent's
-    lookup of stored shards)."""
-    return shared_store(home)
-
-
 def step_inputs(job: StageJob) -> tuple[list[Sample], dict[StageName, dict[str, StageAnswer]]]:
     """The shard's usable samples that this step must answer, and the earlier steps' answers."""
     ctx = job.plan
     benchmark = get_benchmark(ctx.benchmark)
     home = Home.at(ctx.home)  # on a worker: where this host mounts the store, images included
     samples = [s for s in read_shard(home.root / job.shard_path, home.images) if s.error is None]
-    answers = load_stage_answers(store_for(ctx.home), benchmark, samples, job.earlier, ctx.stages, ctx.models)
+    answers = load_stage_answers(shared_store(ctx.home), benchmark, samples, job.earlier, ctx.stages, ctx.models)
     return cascade.samples_needing(job.stage, ctx.mode, samples, answers, benchmark), answers
 
 
 def generate_outputs(job: StageJob) -> StepResult:
     """sample_id -> gen_id for every sample of the shard that this stage answers, and how many it generated."""
     ctx = job.plan
-    store, model, kind = store_for(ctx.home), ctx.models[job.stage.role], job.stage.prompt_kind
+    store, model, kind = shared_store(ctx.home), ctx.models[job.stage.role], job.stage.prompt_kind
     todo, answers = step_inputs(job)
     upstream = answers.get(job.stage.upstream, {}) if job.stage.upstream else {}
     requests = build_requests(job.stage, todo, get_benchmark(ctx.benchmark), model, job.decoding, upstream,
@@ -78,7 +72,7 @@ def _log_step(job: StageJob, samples: int, outputs: int, computed: int) -> None:
 def _generate(job: StageJob, pending: list[GenRequest]) -> None:
     ctx = job.plan
     stop.check()  # no new stage starts after a stop request (the engines check between batches and steps)
-    store, model = store_for(ctx.home), ctx.models[job.stage.role]
+    store, model = shared_store(ctx.home), ctx.models[job.stage.role]
     by_id = {r.gen_id: r for r in pending}
     progress.stage_started(job.stage.name, len(pending), run_id=ctx.run_id)
 

@@ -14,10 +14,11 @@ from mai.storage.attention import (
     write_selections,
 )
 from mai.storage.claims import ClaimBoard, compute_once
+from mai.storage.generations import shared_store
 from mai.storage.paths import Home
 from mai.storage.schemas import CaptureRow, GenerationRow, SelectionRow
 from mai.tasks.from_store import capture_ids_of
-from mai.tasks.generate import StepResult, step_inputs, store_for
+from mai.tasks.generate import StepResult, step_inputs
 from mai.tasks.jobs import StageJob
 
 from mai import progress
@@ -69,8 +70,8 @@ def _capture_missing(job: StageJob, benchmark: Benchmark, todo: list[Sample], re
         pending = [by_capture[cid] for cid in capture_ids]
         missing_layers = set().union(*(layers - have.get(cid, set()) for cid in capture_ids))
         engine = _large_engine(ctx)
-        texts = store_for(ctx.home).read(ctx.models["small"], "R", (reasoning[s.sample_id] for s in pending),
-                                         ["text", "output_token_ids"])
+        texts = shared_store(ctx.home).read(ctx.models["small"], "R", (reasoning[s.sample_id] for s in pending),
+                                            ["text", "output_token_ids"])
         requests = [_capture_request(engine, benchmark, s, captures[s.sample_id], texts[reasoning[s.sample_id]])
                     for s in pending]
         started = time.perf_counter()
