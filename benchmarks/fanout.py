@@ -133,7 +133,7 @@ def one_run(workers: int, limit: int | None, directory: Path, shards_per_worker:
     home = directory / f"home-{workers}"
     config = shapes_pair_config(home=str(home), limit=limit, shards=max(1, workers) * shards_per_worker,
                                 workers=workers, run_name=f"fanout-{workers}")
-    api.prepare(config)  # builds the shapes splits outside the timed run
+    api.plan_run(config)  # builds the shapes splits outside the timed run
     started = time.perf_counter()
     manifest = api.run(config, progress=False)
     wall = time.perf_counter() - started

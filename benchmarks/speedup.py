@@ -117,7 +117,7 @@ def run_one(setting: str, limit: int | None, batch_size: int | None, backend: Ba
     sized = {"batch_size": batch_size} if batch_size is not None else {}
     with tempfile.TemporaryDirectory(prefix="mai-speedup-") as home:
         config = shapes_pair_config(home=home, **SETTINGS[setting], limit=limit, backend=backend, **sized)
-        api.prepare(config)  # data and models, outside the timed run
+        api.plan_run(config)  # data and models, outside the timed run
         servers = start_vllm_servers(config) if backend == "vllm" else {}
         try:
             if servers:

@@ -149,11 +149,6 @@ def plan_run(config: RunConfig) -> RunPlan:
     return prepare_run(config, _assets_for(config))
 
 
-def prepare(config: RunConfig) -> Home:
-    """`plan_run` for callers that want only the store ready (built-in models and data) and the check."""
-    return Home.at(plan_run(config).home)
-
-
 def sweep(config: RunConfig, layers: list[int], deltas: list[float] | None = None) -> list[RunManifest]:
     """One sparse-RT run per transfer layer (and delta); every variant is validated before anything loads."""
     api = _prefect_api()

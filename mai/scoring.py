@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from mai.errors import ConfigError
@@ -41,17 +40,6 @@ class PredictionLine:
     sample: Sample | None
     prediction: str | None
     error: str | None = None
-
-
-def read_prediction_file(benchmark: Benchmark, path: Path) -> list[PredictionLine]:
-    """`read_prediction_lines` over a JSONL file read as bytes: lines end at `\\n` (JSON Lines; a `\\r` before it
-    is dropped, a UTF-8 byte order mark before the first line too), and a line that is not UTF-8 becomes that
-    line's error instead of stopping the whole file."""
-    try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise ConfigError(f"predictions file '{path}' cannot be read: {error.strerror or error}") from error
-    return read_prediction_lines(benchmark, split_jsonl(data))
 
 
 def split_jsonl(data: bytes) -> list[bytes]:

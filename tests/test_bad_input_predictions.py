@@ -11,9 +11,8 @@ from typing import Any
 import pytest
 from mai.flows import api
 
-from mai.errors import ConfigError
 from mai.evals.registry import get_benchmark
-from mai.scoring import read_prediction_file, read_prediction_lines, split_jsonl
+from mai.scoring import read_prediction_lines, split_jsonl
 
 # a correct prediction for one good row of each of the paper's six benchmarks
 GOOD: dict[str, dict[str, Any]] = {
@@ -41,7 +40,7 @@ def jsonl_bytes(name: str) -> bytes:
 def test_a_file_that_is_not_utf8_scores_its_good_lines(name: str, tmp_path: Path) -> None:
     path = tmp_path / "predictions.jsonl"
     path.write_bytes(jsonl_bytes(name) + b"\n")
-    lines = read_prediction_file(get_benchmark(name), path)
+    lines = read_prediction_lines(get_benchmark(name), split_jsonl(path.read_bytes()))
     assert [line.line for line in lines] == [1, 2, 3, 4, 5]
     assert [line.sample is not None for line in lines] == [True, False, False, False, True]
     assert lines[1].error == "line is not valid UTF-8 (byte 0xe9 at offset " + str(
@@ -80,11 +79,6 @@ def test_lines_python_cannot_read_as_a_row_are_errors(line: str, reason: str) ->
 def test_mmmu_options_that_are_no_list_literal_are_errors(options: str) -> None:
     (read,) = read_prediction_lines(get_benchmark("mmmu"), [json.dumps({**GOOD["mmmu"], "options": options})])
     assert read.sample is None and "column 'options'" in (read.error or "")
-
-
-def test_an_unreadable_predictions_file_is_a_config_error(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="cannot be read"):
-        read_prediction_file(get_benchmark("pope"), tmp_path)  # a directory
 
 
 def test_mai_score_reports_a_non_utf8_line_and_goes_on(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

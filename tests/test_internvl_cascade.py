@@ -4,6 +4,7 @@ recomputes that model's outputs and nothing else, and a mixed pair reuses each m
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -11,11 +12,20 @@ import pyarrow.parquet as pq
 import pytest
 from mai.storage.paths import Home
 
-from mai.backends.tiny_internvl import set_max_tiles
 from mai.config import INTERNVL_LARGE_BUILTIN, INTERNVL_SMALL_BUILTIN, LARGE_BUILTIN, SMALL_BUILTIN
 from tests.helpers import LIMIT, run, stored_generations
 
 pytestmark = pytest.mark.prefect
+
+
+def set_max_tiles(directory: Path, max_tiles: int) -> None:
+    """Change a checkpoint's maximum tile count (its processor setting) in place, as a user edits it."""
+    for file in ("preprocessor_config.json", "processor_config.json"):
+        path = directory / file
+        config = json.loads(path.read_text())
+        target = config.get("image_processor", config)
+        target["max_patches"] = max_tiles
+        path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
 def samples_of(home: Path, run_id: str, model: str, kind: str) -> set[str]:

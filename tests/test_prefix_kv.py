@@ -28,7 +28,7 @@ from mai.types import GenResult, Sample, StageAnswer, StageSpec
 def _shapes_samples(home: Path, limit: int) -> list[Sample]:
     """The first `limit` samples of the shapes test split, built and materialised in `home`."""
     config = shapes_pair_config(home=str(home), limit=limit)
-    api.prepare(config)
+    api.plan_run(config)
     plan = prepare_run(config, Home.at(home))
     (shard,) = materialize_samples.fn(str(home), config.benchmark, plan.source, 1, config.limit)
     return [s for s in read_shard(Home.at(home).root / shard) if s.error is None]

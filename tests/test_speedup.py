@@ -47,7 +47,7 @@ def test_cascade_outputs_are_token_identical_with_and_without_the_speed_levers(
         home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fast_config = shapes_pair_config(home=str(home), limit=LIMIT)
     assert fast_config.batch_sizes == SHAPES_BATCH_SIZES  # the shipped pair's per-kind sizes by default
-    api.prepare(fast_config)
+    api.plan_run(fast_config)
     plain_home = tmp_path / "home-plain"
     for part in ("models", "datasets"):
         shutil.copytree(home / part, plain_home / part)
@@ -89,7 +89,7 @@ def test_order_and_batch_size_never_change_an_engines_outputs(home: Path) -> Non
     """RT prompts carry upstream texts of very different lengths: the case where sorting by size regroups
     batches the most. Dataset order one at a time vs by size in one batch: the same tokens per request."""
     config = shapes_pair_config(home=str(home), limit=16)
-    api.prepare(config)
+    api.plan_run(config)
     plan = prepare_run(config, Home.at(home))
     benchmark = get_benchmark(config.benchmark)
     (shard,) = materialize_samples.fn(str(home), config.benchmark, plan.source, 1, config.limit)

@@ -138,16 +138,6 @@ def name_stock_processor(directory: Path) -> None:
             path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
-def set_max_tiles(directory: Path, max_tiles: int) -> None:
-    """Change a checkpoint's maximum tile count (its processor setting) in place, as a user edits it."""
-    for file in ("preprocessor_config.json", "processor_config.json"):
-        path = directory / file
-        config = json.loads(path.read_text())
-        target = config.get("image_processor", config)
-        target["max_patches"] = max_tiles
-        path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-
-
 def _is_current(directory: Path) -> bool:
     marker = directory / "mai_builtin.json"
     return marker.exists() and json.loads(marker.read_text()).get("builder_version") == BUILDER

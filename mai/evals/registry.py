@@ -51,10 +51,6 @@ def register_spec(spec: BenchmarkSpec) -> None:
     _SPECS[spec.name] = spec
 
 
-def registered_spec(name: str) -> BenchmarkSpec | None:
-    return _SPECS.get(name)
-
-
 def get_benchmark(name: str) -> Benchmark:
     entry = BENCHMARKS.get(name)
     if entry is not None:
