@@ -28,8 +28,8 @@ if TYPE_CHECKING:  # the run types only in signatures: `mai sql` and the other s
     from mai.dashboards.compare import Comparison
     from mai.dashboards.parity import Parity
     from mai.dashboards.policies import LabRecord
+    from mai.flows.baseline import RegressionResult
     from mai.flows.latency import StageTime
-    from mai.flows.regression import RegressionResult
     from mai.flows.rescore import Rescored
     from mai.flows.speculative import SpeculativeSummary
     from mai.storage.maintenance import TableStats, VerificationRecord
@@ -101,22 +101,29 @@ def run(config: RunConfig, progress: bool = True) -> RunManifest:
     """Validate and resolve the configuration once (before any model loads), run the flow with that plan (with a
     progress bar on the terminal), and return its manifest with the store's `home` and `catalog` paths added. A
     run whose every output is stored is a store lookup instead: no Prefect, no server (flows/stored_run.py)."""
-    from mai.flows.plan import prepare_run
-    from mai.flows.stored_run import run_from_store
-    from mai.storage.filesystem_check import require_working_store
-
-    home = _assets_for(config)
-    plan = prepare_run(config, home, check_store=False)  # a store lookup takes no lock (and starts no probe)
-    stored = run_from_store(plan)
+    plan, stored = _from_store(config)
     if stored is not None:
         return _with_store_paths(stored, plan)
-    require_working_store(home.locks)  # before the flow: a store without working locks would compute twice
     with _prefect_api():
         from mai.flows.run import mai_run
 
         with _progress_bar(progress):  # named after the run from its start (the flow names runs it plans itself)
             manifest = mai_run.with_options(flow_run_name=f"mai-run/{plan.run_name}")(config, plan)
     return _with_store_paths(manifest, plan)
+
+
+def _from_store(config: RunConfig) -> tuple[RunPlan, RunManifest | None]:
+    """The one place a command decides whether its run computes: the run's plan, and its manifest when every
+    output is stored (the run is then a store lookup: no lock, no Prefect, no worker: flows/stored_run.py). When
+    something is missing, what computing needs is checked first (a store whose locks work, the workers)."""
+    from mai.flows.plan import check_can_compute, prepare_run
+    from mai.flows.stored_run import run_from_store
+
+    plan = prepare_run(config, _assets_for(config), check_store=False)
+    stored = run_from_store(plan)
+    if stored is None:
+        check_can_compute(plan)
+    return plan, stored
 
 
 def _with_store_paths(manifest: RunManifest, plan: RunPlan) -> RunManifest:
@@ -176,23 +183,29 @@ def speculative(config: RunConfig, draft_tokens: int = 4, progress: bool = True)
 def regress(config: RunConfig, baseline: str | None = None, min_drop: float = 1.0,
             alpha: float = 0.05, require_all: bool = False) -> RegressionResult:
     """Run `config` and compare it with `baseline` (a file or stored run id; default: the shipped shapes
-    baseline) over the samples both scored. Raises `mai.flows.regression.RegressionDetected` (its message is the
+    baseline) over the samples both scored. Raises `mai.flows.baseline.RegressionDetected` (its message is the
     report) on a significant drop of at least `min_drop` points, on a baseline sample that is an error in the run,
-    and, with `require_all`, on a baseline sample the run does not hold (else a warning: `result["warning"]`)."""
-    api = _prefect_api()
-    from mai.flows.regression import default_baseline, load_baseline, mai_regression
+    and, with `require_all`, on a baseline sample the run does not hold (else a warning: `result["warning"]`).
+    A run whose every output is stored is compared without Prefect (as `run`)."""
+    from mai.flows.baseline import default_baseline, judge, load_baseline
 
-    load_baseline(Home.at(config.home), baseline or str(default_baseline()))  # fails fast on a missing baseline
-    plan = plan_run(config)
-    with api, _progress_bar(True):
-        return mai_regression(config, baseline, min_drop, alpha, require_all, plan)
+    home = Home.at(config.home)
+    chosen = load_baseline(home, baseline or str(default_baseline()))  # fails fast on a missing baseline
+    plan, stored = _from_store(config)
+    if stored is not None:
+        return judge(home, stored["run_id"], chosen, min_drop, alpha, require_all)
+    with _prefect_api():
+        from mai.flows.regression import mai_regression
+
+        with _progress_bar(True):
+            return mai_regression(config, baseline, min_drop, alpha, require_all, plan)
 
 
 def write_baseline(run_id: str, out: Path, home: str | Path | None = None) -> Path:
     """A stored run as a baseline file for `regress`."""
     import json
 
-    from mai.flows.regression import baseline_file
+    from mai.flows.baseline import baseline_file
     from mai.storage.runs import is_complete
 
     store = Home.at(home)

@@ -48,7 +48,7 @@ def finish_run(plan: RunPlan, outcomes: dict[str, ShardOutcome], scores: RunScor
     routes, counts = scores["routes"], manifest["counts"]
     log.info("run %s done: MV1 %d / MV2 %d / RT %d, %d generations computed, %d reused", plan.run_id,
              routes["MV1"], routes["MV2"], routes["RT"], counts["generations_computed"], counts["generations_reused"])
-    if _in_flow_run():
+    if in_flow_run():
         from mai.flows.artifacts import publish_run
 
         publish_run(manifest)
@@ -70,7 +70,7 @@ def _compact(home: Home, directories: set[Path]) -> None:
         run_logger().warning("compaction skipped: %s (run `mai store compact` later)", error)
 
 
-def _in_flow_run() -> bool:
+def in_flow_run() -> bool:
     """Whether this code runs inside a Prefect flow run (never true where Prefect was not imported)."""
     if "prefect" not in sys.modules:
         return False

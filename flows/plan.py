@@ -22,8 +22,8 @@ def store_locations(home: Home) -> StoreLocations:
 
 def prepare_run(config: RunConfig, home: Home, run_id: str | None = None, check_store: bool = True) -> RunPlan:
     """Validate and resolve `config` on `home`; raises ConfigError (what to fix) before any model loads.
-    `check_store=False`: for a caller that first looks the run up in the store (which takes no lock and writes no
-    output) and checks the store itself before it computes (`mai.flows.api.run`)."""
+    `check_store=False`: for a caller that first looks the run up in the store (which takes no lock, writes no
+    output and needs no worker) and calls `check_can_compute` itself before it computes (`mai.flows.api`)."""
     if check_store:  # a store whose locks, renames or links fail: refused first
         require_working_store(home.locks)
     config = _with_recorded_spec(config, home)
@@ -32,11 +32,23 @@ def prepare_run(config: RunConfig, home: Home, run_id: str | None = None, check_
         from mai.storage.benchmark_specs import record_spec
 
         record_spec(home, config.benchmark_spec)
+    if check_store:
+        check_workers(config)
+    return plan
+
+
+def check_can_compute(plan: RunPlan) -> None:
+    """What a run that computes needs beyond its plan: a store whose locks work (else it would compute twice) and,
+    fanned out, the workers' Prefect server and deployment."""
+    require_working_store(Home.at(plan.home).locks)
+    check_workers(plan.config)
+
+
+def check_workers(config: RunConfig) -> None:
     if config.workers:
         from mai.flows.fanout import check_fanout  # imports Prefect: only a fanned-out run needs it here
 
         check_fanout()
-    return plan
 
 
 def _with_recorded_spec(config: RunConfig, home: Home) -> RunConfig:

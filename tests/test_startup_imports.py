@@ -1,7 +1,8 @@
 """A run whose outputs are all stored is a store lookup (flows/stored_run.py): a fresh process that re-runs a
-configuration with no Prefect API configured imports neither torch nor transformers (nor datasets, nor Prefect),
-starts no server (no process but git's, for the manifest's commit), loads no model and computes nothing; with a
-configured API that does not answer, the run is the same."""
+configuration with no Prefect API configured (a plain run, a fanned-out one, or `mai regress` against a baseline)
+imports neither torch nor transformers (nor datasets, nor Prefect), starts no server (no process but git's, for the
+manifest's commit), loads no model and computes nothing; with a configured API that does not answer, the run is the
+same."""
 
 from __future__ import annotations
 
@@ -35,6 +36,12 @@ ARGS = ["run", "--limit", "8", "--shards", "1", "--max-new-tokens", "S=4", "--ma
 
 def run_in_fresh_process(home: Path, api: str | None = None, args: list[str] = ARGS
                          ) -> tuple[dict[str, object], dict[str, object]]:
+    out, probe = probe_fresh_process(home, args, api)
+    return json.loads(out), probe
+
+
+def probe_fresh_process(home: Path, args: list[str], api: str | None = None) -> tuple[str, dict[str, object]]:
+    """The command's standard output, and what the fresh process that ran it imported and started."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PREFECT_LOGGING_LEVEL": "WARNING",
            "PREFECT_HOME": str(home.parent / "no-prefect-profile")}  # no profile naming an API
     env.pop("PREFECT_API_URL", None)  # as a user's shell without one
@@ -42,8 +49,7 @@ def run_in_fresh_process(home: Path, api: str | None = None, args: list[str] = A
         env["PREFECT_API_URL"] = api
     done = subprocess.run([sys.executable, "-c", PROBE, "--home", str(home), *args], capture_output=True, text=True,
                           env=env, timeout=600, check=False)
-    probe = json.loads(done.stderr.strip().splitlines()[-1])
-    return json.loads(done.stdout), probe
+    return done.stdout, json.loads(done.stderr.strip().splitlines()[-1])
 
 
 @pytest.mark.prefect
@@ -65,6 +71,16 @@ def test_a_cached_rerun_imports_no_model_library_and_loads_no_model(tmp_path: Pa
                                                         str(manifest["scorer_profile"]), "--json"])
     assert probe == {"code": 0, "heavy": [], "engines": 0, "started": [], "api": None}, probe
     assert rescored["run_id"] == manifest["run_id"]
+    # so is a fanned-out run whose outputs are all stored (no worker, no Prefect server needed) ...
+    fanned, probe = run_in_fresh_process(home, args=[*ARGS, "--workers", "2"])
+    assert probe == {"code": 0, "heavy": [], "engines": 0, "started": ["git"], "api": None}, probe
+    assert fanned["counts"]["generations_computed"] == 0 and fanned["routes"] == manifest["routes"]
+    # ... and `mai regress` of a stored configuration against a baseline
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({k: v for k, v in manifest["config"].items() if k != "home"}))
+    out, probe = probe_fresh_process(home, ["regress", "--config", str(config), "--baseline", str(manifest["run_id"])])
+    assert probe == {"code": 0, "heavy": [], "engines": 0, "started": ["git"], "api": None}, probe
+    assert "no regression" in out, out
 
 
 SQL_PROBE = """

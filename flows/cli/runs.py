@@ -115,7 +115,7 @@ def _speculative(args: argparse.Namespace) -> int:
 
 
 def _regress(args: argparse.Namespace) -> int:
-    from mai.flows.regression import RegressionDetected
+    from mai.flows.baseline import RegressionDetected
 
     from mai.config import shapes_pair_config
 
