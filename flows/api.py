@@ -104,12 +104,28 @@ def run(config: RunConfig, progress: bool = True) -> RunManifest:
     plan, stored = _from_store(config)
     if stored is not None:
         return _with_store_paths(stored, plan)
-    with _prefect_api():
-        from mai.flows.run import mai_run
+    try:
+        with _prefect_api():
+            from mai.flows.run import mai_run
 
-        with _progress_bar(progress):  # named after the run from its start (the flow names runs it plans itself)
-            manifest = mai_run.with_options(flow_run_name=f"mai-run/{plan.run_name}")(config, plan)
+            with _progress_bar(progress):  # named after the run from its start (the flow names runs it plans itself)
+                manifest = mai_run.with_options(flow_run_name=f"mai-run/{plan.run_name}")(config, plan)
+    except Exception as error:  # noqa: BLE001 (raised again unless the run is complete in the store)
+        manifest = _completed_in_store(error, plan)
     return _with_store_paths(manifest, plan)
+
+
+def _completed_in_store(error: Exception, plan: RunPlan) -> RunManifest:
+    """Recording in Prefect never changes a run's outcome: a run whose Prefect API stopped answering after the run
+    was written to the store (its last call, ending the flow run) is complete, and its manifest is the stored one.
+    Any other failure is raised again."""
+    from mai.flows.prefect_api import api_lost
+    from mai.storage.runs import is_complete, read_manifest
+
+    home = Home.at(plan.home)
+    if api_lost(error) is None or not is_complete(home, plan.run_id):
+        raise error
+    return read_manifest(home, plan.run_id)
 
 
 def _from_store(config: RunConfig) -> tuple[RunPlan, RunManifest | None]:

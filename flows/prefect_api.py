@@ -135,3 +135,22 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def api_lost(error: BaseException) -> str | None:
+    """One line for a command whose Prefect API stopped answering while it ran (the server died, the network went),
+    None for any other failure. Every output is written atomically, so what the run stored is kept and its next
+    run computes only the rest."""
+    if "httpx" not in sys.modules:  # no Prefect client ran
+        return None
+    import httpx
+
+    cause: BaseException | None = error
+    while cause is not None and not isinstance(cause, httpx.TransportError):
+        cause = cause.__cause__ or cause.__context__
+    if cause is None:
+        return None
+    url = os.environ.get("PREFECT_API_URL") or "the Prefect API"
+    return (f"the Prefect API at {url} stopped answering ({type(cause).__name__}: {cause}); what the run stored is "
+            "kept: run the command again once the API answers (or with PREFECT_API_URL unset, for a temporary "
+            "server) and it computes only what is missing")

@@ -5,6 +5,7 @@ dies with the command however it ends (flows/prefect_api.py). A long-lived serve
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 pytestmark = pytest.mark.prefect
 
 REPO = Path(__file__).resolve().parents[1]
+PROGRESS_BAR = re.compile(r" \d+/\d+ \d+:\d\d:\d\d ")  # a line of the terminal's progress bar (on stderr)
 
 
 def session_processes(session: int) -> list[int]:
@@ -66,3 +68,46 @@ def test_temporary_servers_started_together_share_a_fresh_database(tmp_path: Pat
                                text=True) for _ in range(3)]
     results = [process.communicate(timeout=300) for process in starts]
     assert [out.strip() for out, _ in results] == ["ok"] * 3, [err[-1500:] for _, err in results]
+
+
+def test_a_run_whose_prefect_api_dies_fails_with_one_line_and_resumes(tmp_path: Path) -> None:
+    """The configured Prefect server dies while `mai run` generates: the command fails with one line (no traceback,
+    none of Prefect's own reports of the dead API) and keeps what it stored; run again, it computes only the rest."""
+    import json
+    import signal
+    import time
+
+    import pyarrow.parquet as pq
+    from mai.flows.prefect_api import _start_server_process
+
+    # the client gives up at once (its retries only make the failure slower to come)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PREFECT_LOGGING_LEVEL": "WARNING", "PREFECT_CLIENT_MAX_RETRIES": "0",
+           "PREFECT_HOME": str(tmp_path / "prefect-home")}
+    os.environ["PREFECT_HOME"] = env["PREFECT_HOME"]  # the server's database: this test's own
+    try:
+        server, url = _start_server_process()
+    finally:
+        del os.environ["PREFECT_HOME"]
+    home = tmp_path / "store"
+    command = [sys.executable, "-m", "mai.flows.cli", "--home", str(home), "run", "--limit", "12", "--shards", "2",
+               "--max-new-tokens", "R=32", "--json"]
+    run = subprocess.Popen(command, cwd=REPO, env={**env, "PREFECT_API_URL": url}, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not list(home.glob("store/generations/*/*/*.parquet")) and time.monotonic() < deadline:
+        assert run.poll() is None, run.communicate()
+        time.sleep(0.1)
+    server.send_signal(signal.SIGKILL)
+    server.wait()
+    out, err = run.communicate(timeout=300)
+    assert run.returncode == 1 and out == "", (out, err)
+    said = [line for line in err.splitlines() if not PROGRESS_BAR.search(line)]
+    assert len(said) == 1 and said[0].startswith(f"error: the Prefect API at {url} stopped answering"), err
+    stored = {row["gen_id"] for path in home.glob("store/generations/*/*/*.parquet")
+              for row in pq.read_table(path, columns=["gen_id"]).to_pylist()}
+    assert stored
+
+    env.pop("PREFECT_API_URL", None)  # again with a temporary server of its own
+    again = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=True)
+    counts = json.loads(again.stdout)["counts"]
+    assert 0 < counts["generations_computed"] == counts["generations_needed"] - len(stored), counts

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import logging
 import os
 import signal
 import sys
@@ -57,9 +58,17 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"error: {_os_error_line(error)}", file=sys.stderr)
         return 1
-    except BaseException:
+    except BaseException as error:
         if not stop.stop_requested():
-            raise
+            from mai.flows.prefect_api import api_lost
+
+            lost = api_lost(error)
+            if lost is None:
+                raise
+            print(f"error: {lost}", file=sys.stderr)
+            logging.raiseExceptions = False  # Prefect's services, stopping at exit, would report the dead API again
+            logging.disable(logging.CRITICAL)
+            return 1
         # whatever the stop surfaced as (StopRequested, Prefect's TerminationSignal, a crashed flow run)
         print(f"error: {stop.reason()}: what the command stored is kept; run it again to complete it",
               file=sys.stderr)

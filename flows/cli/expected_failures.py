@@ -1,4 +1,5 @@
-"""Expected failures of the file system stay one line on the terminal, also when they happen inside a flow.
+"""Expected failures stay one line on the terminal, also when they happen inside a flow: of the file system, and a
+Prefect API that stops answering mid-run.
 
 A flow command that meets a read-only store or a full disk half-way (a task writing its routes, a compaction) ends
 with the CLI's one line saying what to do (flows/cli/__init__.py). Before that line, Prefect's engines log the task's
@@ -26,10 +27,22 @@ class ExpectedFailureFilter(logging.Filter):
         self._reported = re.compile(rf"Error(?:\((?:{numbers}),|: \[Errno (?:{numbers})\])")
 
     def filter(self, record: logging.LogRecord) -> bool:
+        from mai.flows.prefect_api import api_lost
+
         error = record.exc_info[1] if record.exc_info else None
         if isinstance(error, OSError) and error.errno in self.errnos:
             return False
+        if (error is not None and api_lost(error) is not None
+                or record.levelno >= logging.WARNING and _API_LOST.search(record.getMessage())):
+            logging.raiseExceptions = False  # else Prefect's log shipper writes its own failures to stderr
+            return False
         return not (record.levelno >= logging.ERROR and self._reported.search(record.getMessage()))
+
+
+# how Prefect's records report that its API stopped answering (the CLI's one line says it: flows/prefect_api.py):
+# httpx's transport errors in a task's or flow's failure, the events client's websocket, its events worker
+_API_LOST = re.compile(r"\b(?:Connect|Read|Write|Pool)(?:Error|Timeout)\b|RemoteProtocolError|Unable to connect to "
+                       r"'ws|All connection attempts failed|Connect call failed|'EventsWorker' failed to process item")
 
 
 # the loggers of Prefect's flow and task engines, whose records report a run's failure
@@ -59,10 +72,9 @@ def quiet_expected_failures(errnos: Collection[int]) -> None:
 
 
 def _on_console_handlers(errnos: Collection[int]) -> None:
-    """The filter on the root logger's console handlers (where Prefect's console handler is), once."""
-    from prefect.logging.handlers import PrefectConsoleHandler
-
-    for handler in logging.getLogger().handlers:
-        if isinstance(handler, PrefectConsoleHandler) and not any(
-                isinstance(f, ExpectedFailureFilter) for f in handler.filters):
+    """The filter on Prefect's console handlers, once: the root logger's (where the engines' records go) and
+    Prefect's internal services' (the events worker reports there when it cannot reach the API)."""
+    for handler in [*logging.getLogger().handlers, *logging.getLogger("prefect._internal").handlers]:
+        if (type(handler).__module__ == "prefect.logging.handlers" and isinstance(handler, logging.StreamHandler)
+                and not any(isinstance(f, ExpectedFailureFilter) for f in handler.filters)):
             handler.addFilter(ExpectedFailureFilter(errnos))
