@@ -115,7 +115,7 @@ def store_health(home: Path) -> tuple[int, list[str]]:
     store = Home.at(home)
     ids = [g for f in store.generations.glob("*/*/*.parquet") for g in pq.read_table(f, columns=["gen_id"])
            .column("gen_id").to_pylist()]
-    return len(ids) - len(set(ids)), verify_store(store).problems
+    return len(ids) - len(set(ids)), verify_store(store)["problems"]
 
 
 def step_reached(home: Path) -> str:

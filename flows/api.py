@@ -509,8 +509,8 @@ def store_verify(home: str | Path | None = None, repair: bool = False) -> Verifi
     removed = remove_orphan_temp_files(Home.at(home)) if repair else []
     report = verify_store(Home.at(home))
     if removed:
-        report.notes.append(f"removed {len(removed)} orphan temp files")
-    return report.as_dict()
+        report["notes"].append(f"removed {len(removed)} orphan temp files")
+    return report
 
 
 # --- reading results: compare, policy lab, report ------------------------------------------------------------

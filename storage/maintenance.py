@@ -6,7 +6,7 @@ import json
 import stat
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
 
@@ -67,11 +67,6 @@ class TableStats:
     partitions: int = 0
 
 
-def _table_files(home: Home) -> dict[TableName, list[Path]]:
-    """Every published file of every table."""
-    return {table.name: table_files(home, table) for table in TABLES}
-
-
 def store_stats(home: Home) -> list[TableStats]:
     """Rows (from the files' footers), files and bytes per table (`mai store stats`)."""
     stats = []
@@ -83,44 +78,26 @@ def store_stats(home: Home) -> list[TableStats]:
 
 
 class VerificationRecord(TypedDict):
-    """A verification as JSON (`mai store verify --json`, the library API)."""
+    """A store's verification (`mai store verify`, `--json`): a problem makes the command exit non-zero."""
 
     problems: list[str]
     notes: list[str]
     checked_files: int
 
 
-@dataclass
-class Verification:
-    problems: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    checked_files: int = 0
-
-    def as_dict(self) -> VerificationRecord:
-        return {"problems": list(self.problems), "notes": list(self.notes),
-                "checked_files": self.checked_files}
-
-
-def verify_store(home: Home) -> Verification:
+def verify_store(home: Home) -> VerificationRecord:
     """Schemas, unique identities, manifests consistent with files, no orphan temp files or versions
-    (`mai store verify`; a problem makes it exit non-zero)."""
-    report = Verification()
-    files = _table_files(home)
-    for table in TABLES:
-        report.checked_files += len(files[table.name])
-        report.problems += [problem for path in files[table.name]
-                            if (problem := _schema_problem(path, table.schema))]
+    (`mai store verify`)."""
+    files = {table.name: table_files(home, table) for table in TABLES}
+    problems = [problem for table in TABLES for path in files[table.name]
+                if (problem := _schema_problem(path, table.schema))]
     for table in CONTENT_ADDRESSED:
         for partition in partitions(home, table):
-            report.problems += _duplicate_problems(partition, table)
-            report.problems += _orphan_versions(partition)
-    report.problems += _run_problems(home, files)
-    report.problems += _orphan_temp_files(home)
-    report.problems += _catalog_problem(home)
-    stale = [p for p in home.claims.glob("*/*.claim")] if home.claims.exists() else []
-    if stale:
-        report.notes.append(f"{len(stale)} claim files (live runs, or dead ones that the next claim clears)")
-    return report
+            problems += _duplicate_problems(partition, table) + _orphan_versions(partition)
+    problems += _run_problems(home, files) + _orphan_temp_files(home) + _catalog_problem(home)
+    stale = list(home.claims.glob("*/*.claim")) if home.claims.exists() else []
+    notes = [f"{len(stale)} claim files (live runs, or dead ones that the next claim clears)"] if stale else []
+    return {"problems": problems, "notes": notes, "checked_files": sum(len(found) for found in files.values())}
 
 
 def _schema_problem(path: Path, schema: pa.Schema) -> str | None:

@@ -53,7 +53,7 @@ def test_sigterm_stops_a_run_within_a_step_and_a_rerun_completes_it(home: Path) 
     assert "stopped by signal SIGTERM" in err and "Traceback" not in err
     assert not list(store.runs.glob("*/run.parquet"))  # no manifest: the run did not complete
     report = verify_store(store)
-    assert report.problems == [], report.problems  # every file it wrote is whole, nothing half-written is left
+    assert report["problems"] == [], report["problems"]  # every file it wrote is whole, nothing half-written is left
     stored_r = len(list(store.generations.glob("mai-tiny-small*/R/*.parquet")))
     assert stored_r >= 1
 
@@ -66,4 +66,4 @@ def test_sigterm_stops_a_run_within_a_step_and_a_rerun_completes_it(home: Path) 
     assert len(routes) == LIMIT and all(r["route"] in ("MV1", "MV2", "RT") for r in routes)
     used = {r[f"gen_{stage}"] for r in routes for stage in ("s_large", "s_small", "r_small", "rt_large")} - {None}
     assert used <= set(ids)
-    assert verify_store(store).problems == []
+    assert verify_store(store)["problems"] == []

@@ -138,7 +138,7 @@ def test_sigkill_during_compaction_loses_and_duplicates_nothing(tmp_path: Path) 
     assert [r.skipped for r in reports] == [""]
     ids = stored_ids(home)
     assert len(ids) == written and set(ids.values()) == {1}
-    assert verify_store(home).problems == []
+    assert verify_store(home)["problems"] == []
     # the versions that were killed before being published, and the retired ones, are gone
     assert [v.name for v in partition_of(home).versions.glob("v*")] == [partition_of(home).current().name]  # type: ignore[union-attr]
 
@@ -154,7 +154,7 @@ def test_duplicates_and_orphans_are_reported_then_removed(tmp_path: Path) -> Non
     orphan = Path(partition_of(home).current()) / ".tmp-dead-writer.parquet.partial"  # type: ignore[arg-type]
     orphan.write_bytes(b"half a file")
     os.utime(orphan, (time.time() - 3600, time.time() - 3600))
-    problems = verify_store(home).problems
+    problems = verify_store(home)["problems"]
     assert any("3 identities stored more than once" in p for p in problems)
     assert any("dead-writer" in p for p in problems)
     assert main(["--home", str(home.root), "store", "verify"]) == 1
@@ -195,7 +195,7 @@ def test_a_compacted_real_store_answers_every_saved_query_as_before(home: Path) 
     assert files_after["generations"] < files_before["generations"]
     assert files_after["generations"] == len(partitions(store, GENERATIONS_TABLE))
     assert sum(r.duplicates_removed for r in reports) == 0  # claims: no run generated an identity twice
-    assert verify_store(store).problems == []
+    assert verify_store(store)["problems"] == []
 
 
 @pytest.mark.parametrize("table", TABLES, ids=lambda t: t.name)
