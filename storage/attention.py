@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-from mai.storage.partitions import published_files, table_files, write_part
+from mai.storage.partitions import Partition, table_files, write_part
 from mai.storage.paths import Home
 from mai.storage.schemas import ATTENTION, SELECTIONS, CaptureRow, SelectionRow
 from mai.storage.tables import TableName, table_named
@@ -23,7 +23,7 @@ def _read(home: Home, directory: Path, column: str, keys: Iterable[str], columns
           ) -> pa.Table | None:
     """The rows of the partition at `directory` whose `column` is one of `keys` (None: none can match)."""
     wanted = list(dict.fromkeys(keys))
-    files = published_files(home, directory)
+    files = Partition(home, directory).files()
     if not wanted or not files:
         return None
     return ds.dataset([str(p) for p in files], format="parquet").to_table(

@@ -13,7 +13,7 @@ from typing import TypedDict
 import pyarrow as pa
 import pyarrow.compute as pc
 from mai.storage.parquet import read_columns
-from mai.storage.partitions import partitions, published_files, table_files, write_part
+from mai.storage.partitions import Partition, partitions, table_files, write_part
 from mai.storage.paths import Home
 from mai.storage.schemas import GENERATIONS, GenerationRow
 from mai.storage.tables import table_named
@@ -47,7 +47,7 @@ class GenerationStore:
     def _ids(self, model: ModelSpec, kind: PromptKind) -> pa.Array:
         directory = self.directory(model, kind)
         with self._lock:
-            current = set(published_files(self.home, directory))
+            current = set(Partition(self.home, directory).files())
             seen_files, ids = self._known.get(directory, (set(), pa.array([], pa.string())))
             if seen_files - current:  # a compaction replaced files (or they were deleted): read afresh
                 seen_files, ids = set(), pa.array([], pa.string())
@@ -81,7 +81,7 @@ class GenerationStore:
         """Rows by gen_id, with `gen_id` and `columns` (the first copy if a concurrent run wrote the same
         identity twice)."""
         wanted = list(dict.fromkeys(gen_ids))
-        files = published_files(self.home, self.directory(model, kind))
+        files = Partition(self.home, self.directory(model, kind)).files()
         if not wanted or not files:
             return {}
         table = read_columns(files, ["gen_id", *columns], key="gen_id", wanted=wanted)
@@ -113,7 +113,7 @@ def count_computed_by_run(home: Home, run_id: str, directories: Iterable[Path] |
     """How many distinct identities this run computed (every other output it used was reused). `directories`:
     the partitions the run used (default: the whole store); only their `gen_id` and `run_id` columns are read."""
     chosen = list(directories) if directories is not None else [p.path for p in partitions(home, GENERATIONS_TABLE)]
-    files = [f for d in chosen for f in published_files(home, d)]
+    files = [f for d in chosen for f in Partition(home, d).files()]
     if not files:
         return 0
     table = read_columns(files, ["gen_id", "run_id"], key="run_id", wanted=[run_id])

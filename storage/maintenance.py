@@ -27,7 +27,6 @@ from mai.storage.partitions import (
 from mai.storage.paths import Home
 from mai.storage.tables import CONTENT_ADDRESSED, TABLES, Table, TableName, table_named
 
-SCHEMAS: dict[TableName, pa.Schema] = {table.name: table.schema for table in TABLES}  # by a table's name
 TEMP_AGE_S = 600.0  # a temp file older than this belongs to a writer that died
 
 

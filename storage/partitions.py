@@ -11,7 +11,7 @@ first use (`INSTALL delta` fails offline, as on the machines this runs on); plai
 
 How readers never fail and never see a row twice: the partition's path (e.g. `store/generations/<model>/R`) is a
 symlink to a version directory (`store/versions/generations/<model>/R/v000003`). Readers resolve the symlink
-first and list that version (`published_files`; the catalog's views name the versions' directories), so a
+first and list that version (`Partition.files`; the catalog's views name the versions' directories), so a
 reader reads one version whole, by paths that stay valid. Compaction builds the next version beside it (the merged file, plus hard links of the files it
 keeps), then, under the partition's write lock (which every writer holds, shared, while it writes a file),
 hard-links the files written meanwhile and swaps the symlink (an atomic rename). Old versions stay readable for
@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from mai.storage.parquet import new_part_path, write_rows, write_table
 from mai.storage.paths import Home
-from mai.storage.tables import CONTENT_ADDRESSED, Table
+from mai.storage.tables import Table
 
 from mai.identity import canonical_hash
 
@@ -48,8 +48,6 @@ GRACE_S = 3600.0             # retired versions stay readable this long (a query
 COMPACTED_PREFIX = "compacted-"
 
 
-# the tables this module compacts (tests and tools know them by this name)
-TABLES = CONTENT_ADDRESSED
 # what identifies a row: its `Table.key` values (ids are strings, an attention row's layer an int)
 RowKey = tuple[str | int, ...]
 
@@ -82,6 +80,8 @@ class Partition:
         return self.path if self.path.is_dir() else None
 
     def files(self) -> list[Path]:
+        """The files of the published version, by their version paths: a compaction that publishes the next
+        version meanwhile leaves these in place (for GRACE_S), so a reader that listed them can read them."""
         current = self.current()
         return sorted(current.glob("*.parquet")) if current else []
 
@@ -110,12 +110,6 @@ def write_part(home: Home, directory: Path, rows: Sequence[Mapping[str, object]]
     partition.ensure()
     with _flock(partition.write_lock, exclusive=False):
         return write_rows(new_part_path(directory), rows, schema)
-
-
-def published_files(home: Home, directory: Path) -> list[Path]:
-    """The files of the partition's published version, by their version paths: a compaction that publishes
-    the next version meanwhile leaves these in place (for GRACE_S), so a reader that listed them can read them."""
-    return Partition(home, directory).files()
 
 
 def table_files(home: Home, table: Table) -> list[Path]:

@@ -18,14 +18,15 @@ import pyarrow.parquet as pq
 import pytest
 from mai.storage.catalog import query
 from mai.storage.maintenance import compact_store, store_stats, verify_store
-from mai.storage.partitions import TABLES, Partition, compact, partitions, write_part
+from mai.storage.partitions import Partition, compact, partitions, write_part
 from mai.storage.paths import Home
 from mai.storage.schemas import GENERATIONS
+from mai.storage.tables import CONTENT_ADDRESSED
 
 from tests.helpers import BUDGET, run
 
 REPO = Path(__file__).resolve().parents[1]
-GENERATIONS_TABLE = TABLES[0]
+GENERATIONS_TABLE = CONTENT_ADDRESSED[0]
 
 
 def rows(prefix: str, count: int, text: str = "step " * 40) -> list[dict[str, Any]]:
@@ -198,11 +199,9 @@ def test_a_compacted_real_store_answers_every_saved_query_as_before(home: Path) 
     assert verify_store(store)["problems"] == []
 
 
-@pytest.mark.parametrize("table", TABLES, ids=lambda t: t.name)
+@pytest.mark.parametrize("table", CONTENT_ADDRESSED, ids=lambda t: t.name)
 def test_every_table_has_an_id_and_a_schema(table: Any) -> None:
-    from mai.storage.maintenance import SCHEMAS
-
-    assert set(table.key) <= set(SCHEMAS[table.name].names) and "created_at" in SCHEMAS[table.name].names
+    assert set(table.key) <= set(table.schema.names) and "created_at" in table.schema.names
 
 
 def test_tiered_compaction_bounds_files_and_rewrites() -> None:
