@@ -23,17 +23,18 @@ def merge_config(defaults: dict[str, Any], given: dict[str, Any]) -> dict[str, A
 
 def with_deployment_defaults(config: RunConfig, parameter: str = "config") -> RunConfig:
     """`config` unchanged outside a deployment run; inside one, the deployment's config with the run's changes."""
+    from prefect.client.orchestration import get_client
     from prefect.runtime import flow_run
 
     if flow_run.get_id() is None:
         return config
-    deployment_id, given = _deployment_and_given(str(flow_run.get_id()), parameter)
-    if deployment_id is None or not isinstance(given, dict):
-        return config
-    defaults = _deployment_parameter(deployment_id, parameter)
-    if not isinstance(defaults, dict):
-        return config
-    return config_from_mapping(merge_config(defaults, given))
+    with get_client(sync_client=True) as client:
+        run = client.read_flow_run(flow_run.get_id())  # type: ignore[arg-type]  # accepts the id as a string
+        given = (run.parameters or {}).get(parameter)
+        if run.deployment_id is None or not isinstance(given, dict):
+            return config
+        defaults = (client.read_deployment(run.deployment_id).parameters or {}).get(parameter)
+    return config_from_mapping(merge_config(defaults, given)) if isinstance(defaults, dict) else config
 
 
 def started_by(command: str) -> str:
@@ -44,20 +45,3 @@ def started_by(command: str) -> str:
     if not deployment.name:
         return command
     return f"Prefect deployment {flow_run.flow_name}/{deployment.name}, flow run {flow_run.id} (process: {command})"
-
-
-def _deployment_and_given(flow_run_id: str, parameter: str) -> tuple[str | None, Any]:
-    from prefect.client.orchestration import get_client
-
-    with get_client(sync_client=True) as client:
-        run = client.read_flow_run(flow_run_id)  # type: ignore[arg-type]  # accepts the id as a string
-    deployment = str(run.deployment_id) if run.deployment_id else None
-    return deployment, (run.parameters or {}).get(parameter)
-
-
-def _deployment_parameter(deployment_id: str, parameter: str) -> Any:
-    from prefect.client.orchestration import get_client
-
-    with get_client(sync_client=True) as client:
-        deployment = client.read_deployment(deployment_id)
-    return (deployment.parameters or {}).get(parameter)
