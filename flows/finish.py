@@ -11,7 +11,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import cast
 
-from mai.flows.summary import build_manifest, catalog_row, written_partitions
+from mai.flows.summary import build_manifest, catalog_row, run_partitions
 from mai.storage.catalog import build_catalog
 from mai.storage.maintenance import auto_compact
 from mai.storage.paths import Home
@@ -42,7 +42,7 @@ def finish_run(plan: RunPlan, outcomes: dict[str, ShardOutcome], scores: RunScor
     build_catalog(home)
     log = run_logger()
     if appended_outputs(manifest):
-        _compact(home, written_partitions(plan))
+        _compact(home, run_partitions(plan, appended=True))
     else:  # no generation, capture or selection file was written: nothing can be due
         log.info("run %s computed nothing: no partition to compact", plan.run_id)
     routes, counts = scores["routes"], manifest["counts"]

@@ -85,20 +85,16 @@ def stage_statistics(plan: RunPlan, stage_maps: dict[str, StageMaps]) -> dict[st
     return stats
 
 
-def run_partitions(plan: RunPlan) -> set[Path]:
-    """The generation partitions (model x prompt kind) the run's steps read and write."""
-    store = shared_store(plan.home)
-    return {store.directory(plan.models[s.role], s.prompt_kind) for s in plan.stages if s.generates}
+def run_partitions(plan: RunPlan, appended: bool = False) -> set[Path]:
+    """The generation partitions (model x prompt kind) the run's steps read and write; `appended`: with every
+    partition the run may have appended to (sparse RT's attention and selections too)."""
+    store, large = shared_store(plan.home), plan.models.get("large")
+    found = {store.directory(plan.models[s.role], s.prompt_kind) for s in plan.stages if s.generates}
+    if appended and large and plan.transfer == "sparse":
+        from mai.storage.attention import attention_dir, selections_dir  # pyarrow.dataset: only here
 
-
-def written_partitions(plan: RunPlan) -> set[Path]:
-    """Every partition the run may have appended to (its generations; sparse RT's attention and selections)."""
-    from mai.storage.attention import attention_dir, selections_dir
-
-    home, large = Home.at(plan.home), plan.models.get("large")
-    extra = {attention_dir(home, large), selections_dir(home, large)} if large and plan.transfer == "sparse" \
-        else set()
-    return run_partitions(plan) | extra
+        found |= {attention_dir(store.home, large), selections_dir(store.home, large)}
+    return found
 
 
 def build_manifest(plan: RunPlan, stage_maps: dict[str, StageMaps], scores: RunScores, timings: RunTimings,
