@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # the run types only in signatures: `mai sql` and the other s
     from mai.dashboards.compare import Comparison
     from mai.dashboards.parity import Parity
     from mai.dashboards.policies import LabRecord
+    from mai.dashboards.report import Built
     from mai.flows.baseline import RegressionResult
     from mai.flows.latency import StageTime
     from mai.flows.rescore import Rescored
@@ -562,7 +563,11 @@ def report(run_ids: list[str] | None = None, out: str | Path = "report.html", tr
         built = build_report(store, run_ids, target, trace_samples, compare or [])
     finally:  # on every way out: written and renamed (nothing left), or failed (a full disk, Ctrl-C)
         temp_beside(target).unlink(missing_ok=True)
-    return {"path": str(built.path), "bytes": built.bytes, "seconds": built.seconds, "runs": built.runs,
+    return _built(built, str(built.path))
+
+
+def _built(built: Built, path: str) -> BuiltReport:
+    return {"path": path, "bytes": built.bytes, "seconds": built.seconds, "runs": built.runs,
             "sections": list(built.sections), "trace_samples": built.trace_samples}
 
 
@@ -584,5 +589,4 @@ def _report_to_stdout(store: Home, run_ids: list[str] | None, trace_samples: int
             sys.stdout.flush()
             shutil.copyfileobj(page, sys.stdout.buffer)
             sys.stdout.buffer.flush()
-    return {"path": STDOUT, "bytes": built.bytes, "seconds": built.seconds, "runs": built.runs,
-            "sections": list(built.sections), "trace_samples": built.trace_samples}
+    return _built(built, STDOUT)

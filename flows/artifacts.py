@@ -10,7 +10,7 @@ from typing import Any, NotRequired, TypedDict, cast
 
 from mai.flows.summary import summary_markdown
 
-from mai.manifest import ROUTE_LABELS, RunManifest
+from mai.manifest import ROUTE_LABELS, MetricSummary, RunManifest
 from mai.regression import SampleScores
 
 
@@ -20,11 +20,7 @@ class RoutingRow(TypedDict):
     share_percent: float
 
 
-class MetricRow(TypedDict):
-    metric: str
-    subset: str
-    value: float
-    n: int
+class MetricRow(MetricSummary):
     scorer_profile: NotRequired[str]
 
 
