@@ -125,7 +125,7 @@ def step_reached(home: Path) -> str:
     store = Home.at(home)
     if not (home / "datasets" / "demo").exists() or not (home / "models" / "mai-tiny-large").exists():
         return "building data/models"
-    if not list(store.samples.glob("*/[!.]*/shard-*.parquet")):
+    if not list(store.table_dir("samples").glob("*/[!.]*/shard-*.parquet")):
         return "plan/materialise"
     kinds = [k for k in KINDS if list(store.generations.glob(f"*/{k}/*.parquet"))]
     return f"after {kinds[-1]} batches" if kinds else "MV1 (nothing stored yet)"

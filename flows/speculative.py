@@ -106,7 +106,7 @@ def _speculative(config: RunConfig, draft_tokens: int, plan: RunPlan) -> Specula
 def _unfinished_reference(home: Home, reference_key: str, large: ModelSpec, small: ModelSpec, k: int) -> str | None:
     """The run id of the latest completed reference run (same configuration, same large model) whose measurement
     with this small model and draft length was interrupted: the call resumes it instead of starting anew."""
-    directories = sorted(home.speculative.glob("*"), reverse=True) if home.speculative.exists() else []
+    directories = sorted(home.table_dir("speculative").glob("*"), reverse=True) if home.table_dir("speculative").exists() else []
     for directory in directories:  # run ids start with their UTC start time: the latest first
         if not is_complete(home, directory.name):
             continue
@@ -131,7 +131,7 @@ def _decode_all(home: Home, run_id: str, config: RunConfig, large: TransformersE
     benchmark = get_benchmark(config.benchmark)
     samples = {s.sample_id: s for path in read_manifest(home, run_id)["shard_paths"]
                for s in read_shard(home.root / path)}
-    directory = home.speculative / run_id
+    directory = home.table_dir("speculative") / run_id
     rows = stored_rows(directory, k)
     done = {r["sample_id"] for r in rows}
     routes = [r for r in read_routes(home, run_id) if r["route"] != "ERROR" and r["sample_id"] not in done]

@@ -31,11 +31,11 @@ def _read(home: Home, directory: Path, column: str, keys: Iterable[str], columns
 
 
 def attention_dir(home: Home, model: ModelSpec) -> Path:
-    return home.attention / model.slug
+    return home.table_dir("attention") / model.slug
 
 
 def selections_dir(home: Home, model: ModelSpec) -> Path:
-    return home.selections / model.slug
+    return home.table_dir("selections") / model.slug
 
 
 def captured_layers(home: Home, model: ModelSpec, capture_ids: Iterable[str]) -> dict[str, set[int]]:

@@ -35,7 +35,7 @@ def check_name(name: str, what: str) -> str:
 
 
 def profile_path(home: Home, name: str) -> Path:
-    return home.latency_profiles / f"{check_name(name, 'latency profile')}.parquet"
+    return home.table_dir("latency_profiles") / f"{check_name(name, 'latency profile')}.parquet"
 
 
 def write_profile(home: Home, name: str, rows: Sequence[LatencyProfileRow], replace: bool = False) -> Path:
@@ -123,5 +123,5 @@ def write_estimate(home: Home, run_id: str, name: str, stages: list[StageEstimat
                  "calls": sum(s.calls for s in stages), "prompt_tokens": sum(s.prompt_tokens for s in stages),
                  "output_tokens": sum(s.output_tokens for s in stages), "ttft_s": sum(s.ttft_s for s in stages),
                  "decode_s": sum(s.decode_s for s in stages), "total_s": sum(s.total_s for s in stages)})
-    path = home.estimates / check_name(run_id, "run") / f"{check_name(name, 'estimate')}.parquet"
+    path = home.table_dir("estimates") / check_name(run_id, "run") / f"{check_name(name, 'estimate')}.parquet"
     return write_rows(path, rows, ESTIMATES)

@@ -63,11 +63,7 @@ class Home:
     def table_dir(self, name: TableName) -> Path:
         return self.store / name
 
-    # the tables' directories by name, for the code that writes and reads one table
-    @property
-    def samples(self) -> Path:
-        return self.table_dir("samples")
-
+    # the directories of the tables that several modules write or read (the others: `table_dir`)
     @property
     def generations(self) -> Path:
         return self.table_dir("generations")
@@ -77,36 +73,12 @@ class Home:
         return self.table_dir("routes")
 
     @property
-    def metrics(self) -> Path:
-        return self.table_dir("metrics")
-
-    @property
     def scores(self) -> Path:
         return self.table_dir("scores")
 
     @property
     def runs(self) -> Path:
         return self.table_dir("runs")
-
-    @property
-    def attention(self) -> Path:
-        return self.table_dir("attention")
-
-    @property
-    def selections(self) -> Path:
-        return self.table_dir("selections")
-
-    @property
-    def latency_profiles(self) -> Path:
-        return self.table_dir("latency_profiles")
-
-    @property
-    def estimates(self) -> Path:
-        return self.table_dir("estimates")
-
-    @property
-    def speculative(self) -> Path:
-        return self.table_dir("speculative")
 
     @property
     def claims(self) -> Path:

@@ -23,7 +23,7 @@ def write_routes(home: Home, run_id: str, rows: Sequence[Mapping[str, object]]) 
 
 def write_metrics(home: Home, run_id: str, profile: str, rows: Sequence[Mapping[str, object]]) -> Path:
     """One file per scorer profile: re-scoring a run adds a file, never rewrites one."""
-    return write_rows(home.metrics / run_id / f"{profile}.parquet", rows, METRICS)
+    return write_rows(home.table_dir("metrics") / run_id / f"{profile}.parquet", rows, METRICS)
 
 
 def write_scores(home: Home, run_id: str, profile: str, rows: Sequence[Mapping[str, object]]) -> Path:

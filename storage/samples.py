@@ -37,7 +37,7 @@ def shard_directory(home: Home, benchmark: str, version: str, fingerprint: str, 
     """One directory per (data, benchmark conversion version, subset, sharding, loader rules: `loader` names the
     loader's version and any non-default setting such as a pixel cap)."""
     subset = f"first{limit}" if limit else "all"
-    return home.samples / benchmark / f"{fingerprint[:16]}-v{version}-{subset}-{n_shards}shards{loader}"
+    return home.table_dir("samples") / benchmark / f"{fingerprint[:16]}-v{version}-{subset}-{n_shards}shards{loader}"
 
 
 def loader_tag(max_image_pixels: int) -> str:

@@ -43,10 +43,10 @@ def test_a_name_that_could_leave_its_folder_is_refused(tmp_path: Path, name: str
 def test_ordinary_names_are_kept(tmp_path: Path, name: str) -> None:
     home = Home.at(tmp_path)
     assert check_name(name, "estimate") == name
-    assert write_profile(home, name, [ROW]).parent == home.latency_profiles
+    assert write_profile(home, name, [ROW]).parent == home.table_dir("latency_profiles")
     assert read_profile(home, name).name == name
     written = write_estimate(home, "20260101-000000-abcdef", name, STAGES)
-    assert written == home.estimates / "20260101-000000-abcdef" / f"{name}.parquet"
+    assert written == home.table_dir("estimates") / "20260101-000000-abcdef" / f"{name}.parquet"
 
 
 def test_a_run_id_that_could_leave_the_estimates_folder_is_refused(tmp_path: Path) -> None:
@@ -63,4 +63,4 @@ def test_the_cli_refuses_a_bad_profile_name(tmp_path: Path, capsys: pytest.Captu
     assert "not usable" in capsys.readouterr().err
     assert files(tmp_path) == {csv}
     assert main(["--home", str(home), "import-profile", str(csv), "--name", "published-m"]) == 0
-    assert (Home.at(home).latency_profiles / "published-m.parquet").is_file()
+    assert (Home.at(home).table_dir("latency_profiles") / "published-m.parquet").is_file()

@@ -46,14 +46,14 @@ def test_speculative_keeps_its_batches_when_killed_and_resumes(home: Path) -> No
     deadline = time.monotonic() + 300
     try:
         while time.monotonic() < deadline and process.poll() is None:
-            if list(store.speculative.glob("*/k4-*.parquet")):
+            if list(store.table_dir("speculative").glob("*/k4-*.parquet")):
                 break
             time.sleep(0.05)
         assert process.poll() is None, "speculative decoding finished before it could be killed"
         os.killpg(process.pid, signal.SIGKILL)
     finally:
         process.wait(timeout=30)
-    [directory] = list(store.speculative.glob("*"))
+    [directory] = list(store.table_dir("speculative").glob("*"))
     kept = {r["sample_id"] for r in stored_rows(directory, 4)}
     assert 1 <= len(kept) < 4  # rows are written every batch, so a kill keeps the batches before it
 
