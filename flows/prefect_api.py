@@ -145,12 +145,29 @@ def api_lost(error: BaseException) -> str | None:
         return None
     import httpx
 
+    url = _api_url()
     cause: BaseException | None = error
-    while cause is not None and not isinstance(cause, httpx.TransportError):
+    while cause is not None and not (isinstance(cause, httpx.TransportError) and _request_to(cause, url)):
         cause = cause.__cause__ or cause.__context__
-    if cause is None:
+    if cause is None:  # not a call to the Prefect API (a model download, say)
         return None
-    url = os.environ.get("PREFECT_API_URL") or "the Prefect API"
     return (f"the Prefect API at {url} stopped answering ({type(cause).__name__}: {cause}); what the run stored is "
             "kept: run the command again once the API answers (or with PREFECT_API_URL unset, for a temporary "
             "server) and it computes only what is missing")
+
+
+def _api_url() -> str:
+    if "prefect" in sys.modules:
+        from prefect.settings import PREFECT_API_URL
+
+        return str(PREFECT_API_URL.value() or "")
+    return os.environ.get("PREFECT_API_URL", "")
+
+
+def _request_to(error: BaseException, url: str) -> bool:
+    """Whether the failed request went to the API at `url`."""
+    try:
+        target = str(error.request.url)  # type: ignore[attr-defined]  # an httpx.TransportError's request
+    except (AttributeError, RuntimeError):  # RuntimeError: an error raised without its request
+        return False
+    return bool(url) and target.startswith(url.rstrip("/"))
