@@ -20,10 +20,9 @@ from mai.flows.plan import prepare_run
 from mai.flows.prefect_sync import synchronous
 from mai.flows.summary import describe_models
 from mai.storage.paths import Home
-from mai.tasks.finalize import route_and_score
 from mai.tasks.from_store import shards_answered_by_store
 from mai.tasks.logs import run_logger
-from mai.tasks.materialize import limit_prompts, materialize_samples
+from mai.tasks.materialize import limit_prompts, materialize_samples, route_and_score
 from prefect import flow
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 

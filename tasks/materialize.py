@@ -1,4 +1,6 @@
-"""`materialize_samples`: benchmark rows -> sharded sample files (images stored once by content)."""
+"""The `mai-run` flow's tasks around its shards: `materialize_samples` (benchmark rows -> sharded sample files,
+images stored once by content), `limit_prompts` and, after the shards, `route_and_score` (tasks/routes.py does
+its work; the run's end is flows/finish.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from mai.storage.samples import (
 )
 from mai.tasks.logs import run_logger
 from mai.tasks.prompt_limits import checked_shards
+from mai.tasks.routes import score_run
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
@@ -31,6 +34,7 @@ from mai.evals.loading import (
 )
 from mai.evals.registry import get_benchmark
 from mai.evals.spec import benchmark_rows
+from mai.manifest import RunScores, StageMaps
 from mai.plan import RunPlan
 
 
@@ -86,3 +90,8 @@ def limit_prompts(plan: RunPlan, shard_paths: list[str]) -> list[str]:
     (tasks/prompt_limits.py): what the run's shards then read. Its decisions are stored; a re-run reads them."""
     return checked_shards(plan, shard_paths, run_logger())
 
+
+@task(name="route-and-score", cache_policy=NO_CACHE)
+def route_and_score(plan: RunPlan, shard_paths: list[str], stage_maps: dict[str, StageMaps]) -> RunScores:
+    """Writes the run's route rows, scores and metrics; returns the summary the CLI prints."""
+    return score_run(plan, shard_paths, stage_maps)

@@ -1,5 +1,5 @@
 """The decision per sample, its score and the run's metrics, written to the store: the work of the
-`route-and-score` task (tasks/finalize.py), importable without Prefect (a run answered wholly from the store
+`route-and-score` task (tasks/materialize.py), importable without Prefect (a run answered wholly from the store
 routes and scores without a flow engine, flows/stored_run.py)."""
 
 from __future__ import annotations

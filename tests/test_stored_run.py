@@ -20,8 +20,7 @@ LIMIT = 8
 def test_no_task_keeps_a_prefect_cache() -> None:
     """The store is the one cache: no task has a Prefect cache key (so none holds a host's store path) or a
     persisted result that could disagree with the store."""
-    from mai.tasks.finalize import route_and_score
-    from mai.tasks.materialize import limit_prompts, materialize_samples
+    from mai.tasks.materialize import limit_prompts, materialize_samples, route_and_score
     from mai.tasks.step import run_step
     from prefect.cache_policies import NO_CACHE
 
