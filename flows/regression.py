@@ -8,22 +8,13 @@ test split; its default baseline is the shipped baseline file of that configurat
 
 from __future__ import annotations
 
-from mai.flows.baseline import (
-    RegressionDetected,
-    RegressionResult,
-    baseline_file,
-    default_baseline,
-    judge,
-    load_baseline,
-)
+from mai.flows.baseline import RegressionResult, default_baseline, judge, load_baseline
 from mai.flows.run import mai_run
 from mai.storage.paths import Home
 from prefect import flow
 
 from mai.config import RunConfig, shapes_pair_config
 from mai.plan import RunPlan
-
-__all__ = ["RegressionDetected", "RegressionResult", "baseline_file", "mai_regression"]
 
 
 @flow(name="mai-regression", persist_result=False)

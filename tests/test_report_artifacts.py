@@ -31,7 +31,8 @@ def _artifact(flow_run_id: UUID, key: str) -> Any:
 
 @pytest.mark.usefixtures("shapes_dataset")
 def test_run_and_regression_artifacts(home: Path) -> None:
-    from mai.flows.regression import RegressionDetected, mai_regression
+    from mai.flows.baseline import RegressionDetected
+    from mai.flows.regression import mai_regression
     from mai.flows.run import mai_run
     from mai.storage.catalog import connect
     from mai.storage.paths import Home

@@ -17,8 +17,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from mai.evals.shapes_world import FAMILIES, SPLIT_SEEDS, SPLIT_SIZES
 from mai.config import SHAPES_LARGE, SHAPES_MAX_NEW_TOKENS, SHAPES_SMALL, RunConfig
+from mai.evals.shapes_world import FAMILIES, SPLIT_SEEDS, SPLIT_SIZES
 
 # quiet, offline-friendly Prefect defaults for an embedded run, as `mai` sets them (mai.flows.api leaves the
 # environment alone); the user's env wins
@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     results = run_all(args.models_dir.resolve(), args.home, args.split, args.limit)
     targets = check_targets(results)
     if args.split == "test" and args.limit is None:
-        from mai.flows.regression import baseline_file
+        from mai.flows.baseline import baseline_file
         from mai.storage.paths import Home
 
         args.baseline_out.parent.mkdir(parents=True, exist_ok=True)
