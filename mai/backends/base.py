@@ -22,15 +22,6 @@ class EngineCounters:
     load_s: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    captures: int = 0
-    capture_s: float = 0.0
-    restarts: int = 0  # vLLM: servers restarted after dying mid-run
-
-    def add_capture(self, requests: int, seconds: float) -> None:
-        with self.lock:
-            self.captures += requests
-            self.capture_s += seconds
-
     def add(self, generations: int, seconds: float) -> None:
         with self.lock:
             self.calls += 1

@@ -138,9 +138,7 @@ class TransformersEngine:
             with self.lock:
                 model = self.load()
                 inputs, spans = capture_inputs(batch, model, model.device)
-                started = time.perf_counter()
                 captured = last_row_attention(model.network, inputs, layers)
-                self.counters.add_capture(len(batch), time.perf_counter() - started)
                 return model, inputs, spans, captured
 
         model, inputs, spans, captured = on_model_thread(compute)

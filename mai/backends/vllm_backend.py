@@ -107,9 +107,6 @@ class VllmEngine:
 
     def _record(self, kind: ServerEventKind, info: servers.ServerInfo) -> None:
         self.events.append(server_event(kind, info))
-        if kind == "restarted":
-            with self.counters.lock:
-                self.counters.restarts += 1
 
     def _recover(self, failed_url: str) -> None:
         """After requests failed: wait briefly for a server that is only busy; restart one that died."""
