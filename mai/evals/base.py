@@ -13,8 +13,8 @@ from mai.types import AnswerStyle, Sample
 
 # One benchmark row as `datasets` (or a JSONL predictions file) yields it: column name -> cell. Cells are left
 # unchecked on purpose: a hub export can hold None, NaN, a number or a list where a string belongs, and such a row
-# must become a recorded per-sample error, not a crash; `parse_row` narrows each cell it reads (`require_text`,
-# `text_field`, `image_bytes`, ...) and raises `BadRow` with the reason. Each benchmark's module docstring lists
+# must become a recorded per-sample error, not a crash; `parse_row` narrows each cell it reads (`text_field`,
+# `image_bytes`, ...) and raises `BadRow` with the reason. Each benchmark's module docstring lists
 # the columns it reads.
 HubRow = Mapping[str, object]
 
@@ -107,25 +107,3 @@ def image_bytes(value: object, column: str) -> bytes:
     if isinstance(value, (bytes, bytearray)) and len(value) > 0:
         return bytes(value)
     raise BadRow(f"column '{column}' holds no image bytes")
-
-
-def require_text(row: HubRow, column: str) -> str:
-    value = row.get(column)
-    if not isinstance(value, str) or not value.strip():
-        raise BadRow(f"column '{column}' is missing or empty")
-    return value
-
-
-def mean_accuracy(scored: list[ScoredSample]) -> list[Metric]:
-    """Accuracy overall and per category, plus the share of unparsed answers (which score 0)."""
-    metrics: list[Metric] = []
-    if not scored:
-        return metrics
-    groups: dict[str, list[ScoredSample]] = {"overall": scored}
-    for item in scored:
-        groups.setdefault(f"category={item.sample.category}", []).append(item)
-    for subset, items in groups.items():
-        metrics.append(Metric("accuracy", sum(s.score for s in items) / len(items), len(items), subset))
-    unparsed = sum(1 for s in scored if s.parsed is None)
-    metrics.append(Metric("unparsed_rate", unparsed / len(scored), len(scored)))
-    return metrics

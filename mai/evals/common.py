@@ -69,6 +69,12 @@ def unparsed_rate(scored: list[ScoredSample]) -> list[Metric]:
     return [Metric("unparsed_rate", sum(s.parsed is None for s in scored) / len(scored), len(scored))]
 
 
+def mean_accuracy(scored: list[ScoredSample]) -> list[Metric]:
+    """Accuracy overall and per category, plus the share of unparsed answers (which score 0)."""
+    return (overall_mean(scored, "accuracy") + grouped_mean(scored, "accuracy", lambda s: s.sample.category, "category")
+            + unparsed_rate(scored))
+
+
 # The most cells (the longer text's length x the band of edits searched) one distance with a cutoff computes: the
 # exact distance is quadratic in the length, and rapidfuzz's banded bit-parallel algorithm takes about 0.02 s for
 # 2.5e8 cells on one core here (two different 900 KB answers in full: ~10 s). Within it every pair of texts up to

@@ -22,10 +22,9 @@ from mai.evals.base import (
     RowFields,
     ScoredSample,
     image_bytes,
-    mean_accuracy,
-    require_text,
     row_id,
 )
+from mai.evals.common import mean_accuracy, text_field
 from mai.types import AnswerStyle, Sample
 
 LETTERS = ("A", "B", "C", "D")
@@ -63,14 +62,14 @@ class DemoBenchmark:
 
     def parse_row(self, row: HubRow, index: int, with_images: bool = True) -> RowFields:
         options = tuple(str(row[k]) for k in LETTERS if row.get(k) not in (None, ""))
-        answer = require_text(row, "answer").strip()
+        answer = text_field(row, "answer").strip()
         if options and answer not in LETTERS[: len(options)]:
             raise BadRow(f"answer '{answer}' is not one of the option letters {LETTERS[: len(options)]}")
         if not options and answer.lower() not in ("yes", "no"):  # parsing reads only yes/no: anything else scores 0
             raise BadRow(f"a yes/no answer must be yes or no, got '{answer[:40]}'")
         return RowFields(
             sample_id=row_id(self.name, self.id_column, row, index),
-            question=require_text(row, "question"),
+            question=text_field(row, "question"),
             options=options,
             answer=answer,
             images=(image_bytes(row.get("image"), "image"),) if with_images else (),

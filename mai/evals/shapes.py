@@ -19,11 +19,10 @@ from mai.evals.base import (
     RowFields,
     ScoredSample,
     image_bytes,
-    mean_accuracy,
-    require_text,
     row_id,
 )
 from mai.evals.chartqa import relaxed_correctness
+from mai.evals.common import mean_accuracy, text_field
 from mai.evals.demo import LETTERS, DemoBenchmark, parse_letter
 from mai.evals.pope import pope_metrics
 from mai.evals.shapes_world import FAMILIES
@@ -40,14 +39,14 @@ class ShapesBenchmark(DemoBenchmark):
     agreement_rule = "exact_match_after_parsing (numbers: relaxed match)"
 
     def parse_row(self, row: HubRow, index: int, with_images: bool = True) -> RowFields:
-        family = require_text(row, "category")
+        family = text_field(row, "category")
         if family not in FAMILIES:
             raise BadRow(f"column 'category' must be one of {list(FAMILIES)}, got '{family}'")
         options = tuple(str(row[k]) for k in LETTERS if row.get(k) not in (None, ""))
-        answer = require_text(row, "answer").strip()
+        answer = text_field(row, "answer").strip()
         _check_answer(family, answer, options)
         return RowFields(
-            sample_id=row_id(self.name, self.id_column, row, index), question=require_text(row, "question"),
+            sample_id=row_id(self.name, self.id_column, row, index), question=text_field(row, "question"),
             options=options, answer=answer, category=family,
             images=(image_bytes(row.get("image"), "image"),) if with_images else (),
         )

@@ -49,7 +49,6 @@ from mai.evals.base import (
     RowFields,
     ScoredSample,
     image_bytes,
-    mean_accuracy,
     row_id,
 )
 from mai.evals.chartqa import ChartQABenchmark
@@ -57,6 +56,7 @@ from mai.evals.common import (
     PROFILES,
     extract_mcq_answer,
     grouped_mean,
+    mean_accuracy,
     optional_text,
     overall_mean,
     resolve_profile,
