@@ -37,7 +37,7 @@ from mai.evals.registry import get_entry
 from mai.evals.spec import SpecBenchmark
 from mai.host import host_name
 from mai.provenance import command_line, load_average
-from mai.types import Decoding, ModelSpec, PromptKind, Role, RunMode, StageName, StageSpec
+from mai.types import Decoding, ModelSpec, PromptKind, Role, RunMode, StageSpec
 
 
 class StoreLocations(BaseModel):
@@ -119,9 +119,6 @@ class RunPlan(BaseModel):
 
     def batch_for(self, kind: PromptKind) -> int:
         return self.config.batch_for(kind)
-
-    def stage(self, name: StageName) -> StageSpec:
-        return next(s for s in self.stages if s.name == name)
 
     def engine_options(self, role: Role) -> EngineOptions:
         return EngineOptions(url=self.config.vllm_urls.get(role), env=self.config.vllm_env, home=self.home)

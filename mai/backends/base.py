@@ -18,15 +18,13 @@ class EngineCounters:
 
     calls: int = 0
     generations: int = 0
-    generate_s: float = 0.0
     load_s: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def add(self, generations: int, seconds: float) -> None:
+    def add(self, generations: int) -> None:
         with self.lock:
             self.calls += 1
             self.generations += generations
-            self.generate_s += seconds
 
 
 @dataclass(frozen=True)

@@ -90,7 +90,7 @@ class TransformersEngine:
         decoding = shared_decoding(batch)
         model, runs = on_model_thread(lambda: self._generate_on_device(batch, decoding))
         for run in runs:
-            self.counters.add(len(run.rows), run.compute_s)
+            self.counters.add(len(run.rows))
         return batch_results(batch, runs, model.tokenizer)
 
     def _generate_on_device(self, batch: list[GenRequest], decoding: Decoding) -> tuple[LoadedModel, list[BatchRun]]:

@@ -55,7 +55,6 @@ class BatchRun:
     cached_tokens: list[int]
     clock: StepClock
     ended: float
-    compute_s: float
 
 
 class GreedySettings(TypedDict):
@@ -118,8 +117,7 @@ def prefill_and_generate(model: LoadedModel, rows: list[int], inputs: ModelInput
     width = inputs["input_ids"].shape[1]
     return BatchRun(rows=rows, new_tokens=sequences[:, width:].tolist(),
                     prompt_tokens=[int(n) for n in inputs["attention_mask"].sum(dim=1).tolist()],
-                    cached_tokens=[0] * len(rows), clock=clock, ended=ended,
-                    compute_s=time.perf_counter() - started)
+                    cached_tokens=[0] * len(rows), clock=clock, ended=ended)
 
 
 def batch_results(batch: list[GenRequest], runs: list[BatchRun], tokenizer: Any) -> list[GenResult]:

@@ -88,7 +88,7 @@ def continue_from_prefixes(model: LoadedModel, rows: list[int], found: list[Pref
                               **greedy_settings(decoding, network), stopping_criteria=[clock])
     ended = time.perf_counter()
     return BatchRun(rows=rows, new_tokens=output[:, width:].tolist(), prompt_tokens=[len(p) for p in prompts],
-                    cached_tokens=cached, clock=clock, ended=ended, compute_s=ended - started)
+                    cached_tokens=cached, clock=clock, ended=ended)
 
 
 def _continuation_layout(prompts: list[list[int]], cached: list[int], pad_id: int

@@ -155,16 +155,13 @@ class VllmEngine:
         (and at the end). Returns the requests that failed because the server went away."""
         failed: list[GenRequest] = []
         ready: list[GenResult] = []
-        started = time.perf_counter()
 
         def flush() -> None:
-            nonlocal started
             if ready:
-                self.counters.add(len(ready), time.perf_counter() - started)
+                self.counters.add(len(ready))
                 if on_batch is not None:
                     on_batch(list(ready))
                 ready.clear()
-                started = time.perf_counter()
 
         with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="mai-vllm-request") as pool:
             futures: dict[Future[GenResult], GenRequest] = {
