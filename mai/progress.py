@@ -17,32 +17,26 @@ class ProgressListener(Protocol):
     def advanced(self, stage: str, done: int) -> None: ...
 
 
-class _Board:
-    """The process's listeners and per-shard ledgers, behind one lock (engines report from their threads)."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.listeners: list[tuple[ProgressListener, str | None]] = []
-        self.tallies: dict[str, Tally] = {}
-
-
-_BOARD = _Board()
+# the process's listeners and per-shard ledgers, behind one lock (engines report from their threads)
+_LOCK = threading.Lock()
+_LISTENERS: list[tuple[ProgressListener, str | None]] = []
+_TALLIES: dict[str, Tally] = {}
 
 
 def add_listener(listener: ProgressListener, run_id: str | None = None) -> None:
     """`run_id` None: hear every run of this process (a terminal that runs one configuration)."""
-    with _BOARD.lock:
-        _BOARD.listeners.append((listener, run_id))
+    with _LOCK:
+        _LISTENERS.append((listener, run_id))
 
 
 def remove_listener(listener: ProgressListener) -> None:
-    with _BOARD.lock:
-        _BOARD.listeners[:] = [(other, run) for other, run in _BOARD.listeners if other is not listener]
+    with _LOCK:
+        _LISTENERS[:] = [(other, run) for other, run in _LISTENERS if other is not listener]
 
 
 def _listeners(run_id: str | None) -> list[ProgressListener]:
-    with _BOARD.lock:
-        return [listener for listener, run in _BOARD.listeners if run is None or run == run_id]
+    with _LOCK:
+        return [listener for listener, run in _LISTENERS if run is None or run == run_id]
 
 
 def stage_started(stage: str, total: int, run_id: str | None = None) -> None:
@@ -66,22 +60,18 @@ class Tally:
     capture_s: float = 0.0  # sparse RT's attention-capture prefills (not generations: not in generate_s)
 
     def add(self, other: Tally) -> None:
-        self.generations += other.generations
-        self.generate_s += other.generate_s
-        self.captures += other.captures
-        self.load_s += other.load_s
-        self.capture_s += other.capture_s
+        for name in vars(self):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
 def count(key: str, generations: int = 0, generate_s: float = 0.0, captures: int = 0, load_s: float = 0.0,
           capture_s: float = 0.0) -> None:
     """Adds work to the ledger `key` (a run's shard: tasks of other runs never touch it)."""
-    with _BOARD.lock:
-        tally = _BOARD.tallies.setdefault(key, Tally())
-        tally.add(Tally(generations, generate_s, captures, load_s, capture_s))
+    with _LOCK:
+        _TALLIES.setdefault(key, Tally()).add(Tally(generations, generate_s, captures, load_s, capture_s))
 
 
 def take_tally(key: str) -> Tally:
     """The ledger's totals, removed from the process (a shard reports them once)."""
-    with _BOARD.lock:
-        return _BOARD.tallies.pop(key, Tally())
+    with _LOCK:
+        return _TALLIES.pop(key, Tally())

@@ -16,16 +16,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-
-class _StopRequest:
-    """The process's one stop request: set once (the first reason wins), read by every thread."""
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-        self.reasons: list[str] = []
-
-
-_REQUEST = _StopRequest()
+# the process's one stop request: set once (the first reason wins), read by every thread
+_REQUESTED = threading.Event()
+_REASONS: list[str] = []
 
 
 class StopRequested(BaseException):
@@ -34,29 +27,29 @@ class StopRequested(BaseException):
 
 
 def request_stop(reason: str) -> None:
-    if not _REQUEST.event.is_set():
-        _REQUEST.reasons.append(reason)
-    _REQUEST.event.set()
+    if not _REQUESTED.is_set():
+        _REASONS.append(reason)
+    _REQUESTED.set()
 
 
 def stop_requested() -> bool:
-    return _REQUEST.event.is_set()
+    return _REQUESTED.is_set()
 
 
 def reason() -> str:
-    return _REQUEST.reasons[0] if _REQUEST.reasons else "stop requested"
+    return _REASONS[0] if _REASONS else "stop requested"
 
 
 def check() -> None:
     """Raises StopRequested once a stop was requested; cheap enough for every decoding step."""
-    if _REQUEST.event.is_set():
+    if _REQUESTED.is_set():
         raise StopRequested(reason())
 
 
 def clear() -> None:
     """Forget a stop request (tests, or a process that handled it and goes on)."""
-    _REQUEST.event.clear()
-    _REQUEST.reasons.clear()
+    _REQUESTED.clear()
+    _REASONS.clear()
 
 
 Handler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
