@@ -52,10 +52,6 @@ def served_context_length(given_url: str | None) -> int | None:
     return None if given_url else int(os.environ.get(MAX_MODEL_LEN_ENV, str(DEFAULT_MAX_MODEL_LEN)))
 
 
-def server_event(kind: ServerEventKind, info: servers.ServerInfo) -> ServerEvent:
-    return {"event": kind, "at": datetime.now(UTC).isoformat(), **info.record()}
-
-
 class VllmEngine:
     backend = "vllm"
 
@@ -106,7 +102,7 @@ class VllmEngine:
         return info
 
     def _record(self, kind: ServerEventKind, info: servers.ServerInfo) -> None:
-        self.events.append(server_event(kind, info))
+        self.events.append({"event": kind, "at": datetime.now(UTC).isoformat(), **info.record()})
 
     def _recover(self, failed_url: str) -> None:
         """After requests failed: wait briefly for a server that is only busy; restart one that died."""

@@ -31,9 +31,10 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import cast
 
 from mai.backends.vllm_model_files import attention_head_dim
 from mai.errors import ConfigError
@@ -61,8 +62,7 @@ class ServerInfo:
     started_at: str | None = None
 
     def record(self) -> ServerRecord:
-        return {"model": self.model, "url": self.url, "owner": self.owner, "log_path": self.log_path,
-                "pid": self.pid, "start_s": self.start_s, "started_at": self.started_at}
+        return cast(ServerRecord, asdict(self))
 
 
 def find_env(explicit: str | None = None) -> Path | None:
