@@ -17,8 +17,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
+
+from mai.regression import sign_test_p
 
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 0
@@ -28,11 +31,7 @@ _CHUNK_CELLS = 2_000_000
 
 def mcnemar_exact_p(better: int, worse: int) -> float:
     """Two-sided exact p-value over the discordant pairs (binomial, p = 1/2); 1.0 when there are none."""
-    n = better + worse
-    if n == 0:
-        return 1.0
-    tail = sum(math.comb(n, k) for k in range(min(better, worse) + 1))
-    return min(1.0, 2 * tail / (1 << n))  # `1 << n`: an exact integer power, no float overflow
+    return min(1.0, 2 * sign_test_p(max(better, worse), min(better, worse)))  # P(X <= min) = P(X >= max)
 
 
 def bootstrap_mean_diff_ci(diffs: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES, level: float = 0.95,
@@ -60,24 +59,12 @@ def mean_interval(values: Sequence[float], level: float = 0.95, resamples: int =
     if n == 0:
         return (math.nan, math.nan)
     if all(v in (0.0, 1.0) for v in values):
-        z = _normal_quantile(1 - (1 - level) / 2)
+        z = NormalDist().inv_cdf(1 - (1 - level) / 2)
         p = sum(values) / n
         centre = (p + z * z / (2 * n)) / (1 + z * z / n)
         half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
         return (max(0.0, centre - half), min(1.0, centre + half))
     return bootstrap_mean_diff_ci(values, resamples, level, seed)  # the mean of the values themselves
-
-
-def _normal_quantile(q: float) -> float:
-    """The standard normal quantile (bisection over erf: exact enough for an interval's z, no scipy)."""
-    low, high = -10.0, 10.0
-    for _ in range(100):
-        middle = (low + high) / 2
-        if 0.5 * (1 + math.erf(middle / math.sqrt(2))) < q:
-            low = middle
-        else:
-            high = middle
-    return (low + high) / 2
 
 
 @dataclass(frozen=True)
