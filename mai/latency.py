@@ -11,7 +11,8 @@ estimate is deliberately sequential (no batching, no overlap), as in the paper.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from bisect import bisect_left
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from mai.errors import ConfigError
@@ -58,16 +59,10 @@ def ttft_at(profile: LatencyProfile, input_tokens: int) -> float:
         raise ConfigError(f"latency profile '{profile.name}' has no TTFT points")
     if len(points) == 1 or input_tokens <= points[0][0]:
         return points[0][1]
-    segment = _segment(points, input_tokens)
+    # the segment whose right end is the first point at or past the input; past the last point, the last segment
+    segment = min(bisect_left([x for x, _ in points], input_tokens, 1), len(points) - 1) - 1
     (x0, y0), (x1, y1) = points[segment], points[segment + 1]
     return y0 + (y1 - y0) * (input_tokens - x0) / (x1 - x0)
-
-
-def _segment(points: Sequence[tuple[int, float]], x: int) -> int:
-    for index in range(len(points) - 1):
-        if x <= points[index + 1][0]:
-            return index
-    return len(points) - 2
 
 
 def call_seconds(profile: LatencyProfile, call: Call) -> tuple[float, float]:
