@@ -103,10 +103,11 @@ class PrefixStore:
         if not image_paths or not self.enabled:
             return None
         files = tuple(image_file_key(p) for p in image_paths)
+        ids = tuple(token_ids)
         with self._lock:
             best: PrefixHit | None = None
             for prefix in self._by_files.get(files, {}).values():
-                shared = min(_common_prefix(prefix.token_ids, token_ids), len(token_ids) - 1)
+                shared = min(len(os.path.commonprefix([prefix.token_ids, ids])), len(ids) - 1)
                 if shared >= first_new_token and (best is None or shared > best.tokens):
                     best = PrefixHit(prefix, shared)
             if best is None:
@@ -115,12 +116,3 @@ class PrefixStore:
             self._order.move_to_end((files, best.prefix.token_ids))
             self.hits += 1
             return best
-
-
-def _common_prefix(a: tuple[int, ...], b: list[int]) -> int:
-    length = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        length += 1
-    return length
