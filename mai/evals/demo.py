@@ -99,14 +99,11 @@ class DemoBenchmark:
         return a is not None and a == b
 
     def score(self, parsed: str | None, sample: Sample, profile: str | None = None) -> float:
-        return 1.0 if parsed is not None and parsed == normalize_reference(sample) else 0.0
+        reference = sample.answer if sample.options else sample.answer.lower()
+        return 1.0 if parsed is not None and parsed == reference else 0.0
 
     def aggregate(self, scored: list[ScoredSample], profile: str | None = None) -> list[Metric]:
         return mean_accuracy(scored)
-
-
-def normalize_reference(sample: Sample) -> str:
-    return sample.answer if sample.options else sample.answer.lower()
 
 
 def parse_letter(span: str, options: tuple[str, ...]) -> str | None:
