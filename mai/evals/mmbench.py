@@ -45,7 +45,7 @@ from mai.types import AnswerStyle, Sample
 
 LETTERS = ("A", "B", "C", "D", "E")
 CIRCULAR_STRIDE = 1_000_000
-_PUNCTUATION = ".()[],:;!*#{}"
+_PUNCTUATION_TO_SPACE = str.maketrans(".()[],:;!*#{}", " " * 13)
 _INTEGER = re.compile(r"[+-]?[0-9]{1,19}")  # int64 range; longer digit strings are not indices
 
 
@@ -156,10 +156,7 @@ def _letter_lmms_eval(answer: str) -> str | None:
 
 
 def _letter_official(answer: str, choices: dict[str, str]) -> str | None:
-    cleaned = answer
-    for char in _PUNCTUATION:
-        cleaned = cleaned.replace(char, " ")
-    words = [w.strip() for w in cleaned.split()]
+    words = [w.strip() for w in answer.translate(_PUNCTUATION_TO_SPACE).split()]
     letters = [letter for letter in choices if letter in words]
     return letters[0] if len(letters) == 1 else None
 
