@@ -1,38 +1,43 @@
 """Explicit Arrow schemas of every table (never inferred). Columns are snake_case with units.
 
-Next to a schema, where storage/ builds or reads its rows, the row as Python sees it at the Arrow boundary
-(`pa.Table.from_pylist` / `to_pylist`): a TypedDict with the same columns, so a new column is added to both
-in one place. A column the store stamps itself (`created_at`, a profile's name) is not in the row type.
+Where storage/ builds or reads a table's rows, the row as Python sees it at the Arrow boundary
+(`pa.Table.from_pylist` / `to_pylist`) is a TypedDict, and the table's schema is derived from it column for
+column (`arrow_schema`), so a new column is added in one place. A column the store stamps itself (`created_at`,
+a profile's name) is not in the row type; it is added to the schema beside it.
 """
 
 from __future__ import annotations
 
+import types
 from datetime import datetime
-from typing import Literal, NotRequired, Required, TypedDict
+from typing import Literal, NotRequired, Required, TypedDict, Union, get_args, get_origin, get_type_hints
 
 import pyarrow as pa
 
 from mai.types import STAGE_NAMES, AnswerStyle, FinishReason, PromptKind, Role, RunMode
 
 STRING_LIST = pa.list_(pa.string())
+FLOAT_LIST = pa.list_(pa.float64())
+INT32 = pa.int32()
+INT_LIST = pa.list_(INT32)
+UTC_TIMESTAMP = pa.timestamp("us", tz="UTC")
+_ARROW_TYPES: dict[object, pa.DataType] = {
+    str: pa.string(), float: pa.float64(), bool: pa.bool_(), datetime: UTC_TIMESTAMP,
+    list[str]: STRING_LIST, list[float]: FLOAT_LIST, list[int]: INT_LIST,
+}
 
-SAMPLES = pa.schema([
-    ("sample_id", pa.string()),
-    ("benchmark", pa.string()),
-    ("dataset_fingerprint", pa.string()),
-    ("shard", pa.int32()),
-    ("question", pa.string()),
-    ("options", STRING_LIST),
-    ("answer", pa.string()),
-    ("image_paths", STRING_LIST),
-    ("image_sha256", STRING_LIST),
-    ("category", pa.string()),
-    ("content_hash", pa.string()),
-    ("answer_style", pa.string()),
-    ("error", pa.string()),
-    ("references", STRING_LIST),
-    ("meta_json", pa.string()),
-])
+
+def arrow_schema(row: type, *, ints: pa.DataType = INT32, **overrides: pa.DataType) -> pa.Schema:
+    """The Arrow schema of a row TypedDict, its columns in its order: a `X | None` column is X (every Arrow
+    column is nullable), a `Literal` of strings is a string, an int is `ints` unless `overrides` names it."""
+    fields = []
+    for name, hint in get_type_hints(row).items():
+        if get_origin(hint) in (Union, types.UnionType):
+            (hint,) = (arg for arg in get_args(hint) if arg is not types.NoneType)
+        if get_origin(hint) is Literal:
+            hint = str
+        fields.append((name, overrides.get(name) or (ints if hint is int else _ARROW_TYPES[hint])))
+    return pa.schema(fields)
 
 
 class SampleRow(TypedDict):
@@ -52,35 +57,8 @@ class SampleRow(TypedDict):
     references: list[str] | None  # None in shards written before the column existed
     meta_json: str | None  # a JSON object: the sample's benchmark-specific fields; None in older shards
 
-GENERATIONS = pa.schema([
-    ("gen_id", pa.string()),
-    ("sample_id", pa.string()),
-    ("benchmark", pa.string()),
-    ("model", pa.string()),
-    ("model_revision", pa.string()),
-    ("dtype", pa.string()),
-    ("prompt_kind", pa.string()),
-    ("template", pa.string()),
-    ("upstream_gen_id", pa.string()),
-    ("max_new_tokens", pa.int32()),
-    ("min_new_tokens", pa.int32()),
-    ("prompt_text", pa.string()),
-    ("text", pa.string()),
-    ("output_token_ids", pa.list_(pa.int32())),
-    ("answer_span", pa.string()),
-    ("prompt_tokens", pa.int32()),
-    ("output_tokens", pa.int32()),
-    ("finish_reason", pa.string()),
-    ("ttft_s", pa.float64()),
-    ("decode_s", pa.float64()),
-    ("wall_s", pa.float64()),
-    ("batch_size", pa.int32()),
-    ("backend", pa.string()),
-    ("run_id", pa.string()),  # the run that computed it; every later run reuses it
-    ("created_at", pa.timestamp("us", tz="UTC")),
-    # prompt tokens the engine took from its prefix cache (vLLM); NULL in rows written before it existed
-    ("cached_prompt_tokens", pa.int32()),
-])
+
+SAMPLES = arrow_schema(SampleRow)
 
 
 class GenerationRow(TypedDict, total=False):
@@ -110,9 +88,13 @@ class GenerationRow(TypedDict, total=False):
     wall_s: float
     batch_size: int
     backend: str
-    run_id: str
+    run_id: str  # the run that computed it; every later run reuses it
     created_at: datetime
+    # prompt tokens the engine took from its prefix cache (vLLM); None in rows written before it existed
     cached_prompt_tokens: int | None
+
+
+GENERATIONS = arrow_schema(GenerationRow)
 
 ROUTES = pa.schema(
     [
@@ -153,30 +135,6 @@ SCORES = pa.schema([
     ("final_gen_id", pa.string()),
 ])
 
-FLOAT_LIST = pa.list_(pa.float64())
-INT_LIST = pa.list_(pa.int32())
-
-ATTENTION = pa.schema([
-    ("capture_id", pa.string()),
-    ("layer", pa.int32()),
-    ("sample_id", pa.string()),
-    ("model", pa.string()),
-    ("reasoning_gen_id", pa.string()),
-    ("n_reasoning_tokens", pa.int32()),
-    ("prompt_tokens", pa.int32()),
-    ("span_attention", pa.float64()),  # mean over heads of the last position's attention on the reasoning
-    ("weights", FLOAT_LIST),           # per reasoning token, mean over heads
-    ("head_span_attention", FLOAT_LIST),
-    ("head_tokens_for_80", INT_LIST),
-    ("token_ids", INT_LIST),
-    ("token_texts", STRING_LIST),
-    ("run_id", pa.string()),
-    ("created_at", pa.timestamp("us", tz="UTC")),
-    # wall seconds of the prefill that captured this sample, batch-amortised, the same on each of its layers' rows
-    # (NULL in captures stored before it was recorded): sparse RT's time counts it once per capture it used
-    ("capture_s", pa.float64()),
-])
-
 
 class CaptureRow(TypedDict):
     """A row of `attention`: one layer of one large-model prefill over the small model's reasoning."""
@@ -188,32 +146,22 @@ class CaptureRow(TypedDict):
     reasoning_gen_id: str
     n_reasoning_tokens: int
     prompt_tokens: int
-    span_attention: float
-    weights: list[float]
+    span_attention: float  # mean over heads of the last position's attention on the reasoning
+    weights: list[float]  # per reasoning token, mean over heads
     head_span_attention: list[float]
     head_tokens_for_80: list[int]
     token_ids: list[int]
     token_texts: list[str]
     run_id: str
+    # wall seconds of the prefill that captured this sample, batch-amortised, the same on each of its layers' rows
+    # (None in captures stored before it was recorded): sparse RT's time counts it once per capture it used
     capture_s: float
 
-SELECTIONS = pa.schema([
-    ("selection_id", pa.string()),
-    ("capture_id", pa.string()),
-    ("layer", pa.int32()),
-    ("delta", pa.float64()),
-    ("sample_id", pa.string()),
-    ("model", pa.string()),
-    ("n_reasoning_tokens", pa.int32()),
-    ("n_selected", pa.int32()),
-    ("share_selected", pa.float64()),
-    ("span_attention", pa.float64()),
-    ("selected_token_ids", INT_LIST),
-    ("transferred_text", pa.string()),
-    ("transferred_tokens", pa.int32()),
-    ("run_id", pa.string()),
-    ("created_at", pa.timestamp("us", tz="UTC")),
-])
+
+_CAPTURE_COLUMNS = arrow_schema(CaptureRow)
+ATTENTION = _CAPTURE_COLUMNS.insert(
+    _CAPTURE_COLUMNS.get_field_index("capture_s"), pa.field("created_at", UTC_TIMESTAMP)
+)
 
 
 class SelectionRow(TypedDict):
@@ -234,26 +182,8 @@ class SelectionRow(TypedDict):
     transferred_tokens: int
     run_id: str
 
-LATENCY_PROFILES = pa.schema([
-    ("profile_name", pa.string()),
-    ("model", pa.string()),
-    ("backend", pa.string()),
-    ("dtype", pa.string()),
-    ("hardware", pa.string()),
-    ("source", pa.string()),            # measured | imported
-    ("image_resolution", pa.int32()),    # requested square side in pixels
-    ("image_tokens", pa.int32()),
-    ("query_tokens", pa.int32()),
-    ("input_tokens", pa.int32()),
-    ("output_tokens", pa.int32()),
-    ("repeats", pa.int32()),
-    ("preprocess_ms", pa.float64()), ("preprocess_ms_min", pa.float64()), ("preprocess_ms_max", pa.float64()),
-    ("vision_ms", pa.float64()), ("vision_ms_min", pa.float64()), ("vision_ms_max", pa.float64()),
-    ("ttft_ms", pa.float64()), ("ttft_ms_min", pa.float64()), ("ttft_ms_max", pa.float64()),
-    ("decode_ms", pa.float64()), ("decode_ms_min", pa.float64()), ("decode_ms_max", pa.float64()),
-    ("tokens_per_s", pa.float64()),
-    ("created_at", pa.timestamp("us", tz="UTC")),
-])
+
+SELECTIONS = arrow_schema(SelectionRow).append(pa.field("created_at", UTC_TIMESTAMP))
 
 
 class LatencyProfileRow(TypedDict):
@@ -265,38 +195,30 @@ class LatencyProfileRow(TypedDict):
     dtype: str
     hardware: str
     source: Literal["measured", "imported"]
-    image_resolution: int | None
+    image_resolution: int | None  # requested square side in pixels
     image_tokens: int | None
     query_tokens: int | None
     input_tokens: int | None
     output_tokens: int | None
     repeats: int | None
-    ttft_ms: float | None
-    decode_ms: float | None
-    tokens_per_s: float | None
     preprocess_ms: NotRequired[float]
     preprocess_ms_min: NotRequired[float]
     preprocess_ms_max: NotRequired[float]
     vision_ms: NotRequired[float]
     vision_ms_min: NotRequired[float]
     vision_ms_max: NotRequired[float]
+    ttft_ms: float | None
     ttft_ms_min: NotRequired[float]
     ttft_ms_max: NotRequired[float]
+    decode_ms: float | None
     decode_ms_min: NotRequired[float]
     decode_ms_max: NotRequired[float]
+    tokens_per_s: float | None
 
-ESTIMATES = pa.schema([
-    ("run_id", pa.string()),
-    ("estimate_name", pa.string()),
-    ("stage", pa.string()),             # a cascade stage, or 'total'
-    ("profile_name", pa.string()),
-    ("calls", pa.int64()),
-    ("prompt_tokens", pa.int64()),
-    ("output_tokens", pa.int64()),
-    ("ttft_s", pa.float64()),
-    ("decode_s", pa.float64()),
-    ("total_s", pa.float64()),
-])
+
+LATENCY_PROFILES = pa.schema(
+    [("profile_name", pa.string()), *arrow_schema(LatencyProfileRow), ("created_at", UTC_TIMESTAMP)]
+)
 
 
 class EstimateRow(TypedDict):
@@ -310,6 +232,10 @@ class EstimateRow(TypedDict):
     ttft_s: float
     decode_s: float
     total_s: float
+
+
+ESTIMATES = arrow_schema(EstimateRow, ints=pa.int64())
+
 
 SPECULATIVE = pa.schema([
     ("run_id", pa.string()),            # the plain large-model R run whose outputs are the reference
@@ -326,44 +252,6 @@ SPECULATIVE = pa.schema([
     ("identical_to_greedy", pa.bool_()),
     ("speculative_wall_s", pa.float64()),
     ("plain_wall_s", pa.float64()),     # the large model alone, greedy, batch size 1, same request
-])
-
-RUNS = pa.schema([
-    ("run_id", pa.string()),
-    ("run_name", pa.string()),
-    ("config_key", pa.string()),
-    ("started_at", pa.timestamp("us", tz="UTC")),
-    ("finished_at", pa.timestamp("us", tz="UTC")),
-    ("wall_s", pa.float64()),
-    ("engine_generate_s", pa.float64()),
-    ("model_load_s", pa.float64()),
-    ("mode", pa.string()),
-    ("benchmark", pa.string()),
-    ("dataset_fingerprint", pa.string()),
-    ("small_model", pa.string()),
-    ("large_model", pa.string()),
-    ("single_model", pa.string()),
-    ("single_prompt", pa.string()),
-    ("s2", pa.bool_()),
-    ("transfer", pa.string()),
-    ("transfer_layer", pa.int32()),
-    ("transfer_delta", pa.float64()),
-    ("backend", pa.string()),
-    ("n_shards", pa.int32()),
-    ("n_samples", pa.int64()),
-    ("n_valid", pa.int64()),
-    ("n_errors", pa.int64()),
-    ("n_generations_needed", pa.int64()),
-    ("n_generations_computed", pa.int64()),
-    ("n_generations_reused", pa.int64()),
-    ("routed_mv1", pa.int64()),
-    ("routed_mv2", pa.int64()),
-    ("routed_rt", pa.int64()),
-    ("git_commit", pa.string()),
-    ("config_json", pa.string()),
-    ("versions_json", pa.string()),
-    # mai.manifest.RunProvenance as JSON (NULL in runs stored before it was recorded)
-    ("provenance_json", pa.string()),
 ])
 
 
@@ -404,4 +292,7 @@ class RunRow(TypedDict):
     git_commit: str | None
     config_json: str
     versions_json: str
-    provenance_json: str | None
+    provenance_json: str | None  # mai.manifest.RunProvenance as JSON (None in runs stored before it was recorded)
+
+
+RUNS = arrow_schema(RunRow, ints=pa.int64(), transfer_layer=INT32, n_shards=INT32)
