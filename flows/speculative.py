@@ -23,7 +23,7 @@ from mai.storage.parquet import read_rows, write_rows
 from mai.storage.paths import Home
 from mai.storage.runs import is_complete, read_manifest, read_routes
 from mai.storage.samples import read_shard
-from mai.storage.schemas import SPECULATIVE
+from mai.storage.schemas import SPECULATIVE, SpeculativeRow
 from prefect import flow
 
 from mai import cascade, progress, stop
@@ -36,25 +36,6 @@ from mai.evals.registry import get_benchmark
 from mai.plan import RunPlan
 from mai.stages import build_request
 from mai.types import GenRequest, ModelSpec
-
-
-class SpeculativeRow(TypedDict):
-    """One sample's measurement: a row of the `speculative` table (storage.schemas.SPECULATIVE, same columns)."""
-
-    run_id: str                 # the plain large-model R run whose outputs are the reference
-    sample_id: str
-    gen_id: str
-    large_model: str
-    small_model: str
-    draft_tokens: int
-    proposed: int
-    accepted: int
-    acceptance_rate: float
-    rounds: int
-    output_tokens: int
-    identical_to_greedy: bool
-    speculative_wall_s: float
-    plain_wall_s: float         # the large model alone, greedy, batch size 1, same request
 
 
 class SpeculativeSummary(TypedDict):

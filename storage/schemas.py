@@ -115,25 +115,34 @@ ROUTES = pa.schema(
     + [(f"gen_{stage}", pa.string()) for stage in STAGE_NAMES]
 )
 
-METRICS = pa.schema([
-    ("run_id", pa.string()),
-    ("benchmark", pa.string()),
-    ("metric", pa.string()),
-    ("subset", pa.string()),
-    ("value", pa.float64()),
-    ("n", pa.int64()),
-    ("unit", pa.string()),
-    ("scorer_profile", pa.string()),
-])
+class MetricRecord(TypedDict):
+    """A row of the `metrics` table."""
 
-SCORES = pa.schema([
-    ("run_id", pa.string()),
-    ("sample_id", pa.string()),
-    ("scorer_profile", pa.string()),
-    ("parsed", pa.string()),
-    ("score", pa.float64()),
-    ("final_gen_id", pa.string()),
-])
+    run_id: str
+    benchmark: str
+    metric: str
+    subset: str
+    value: float
+    n: int
+    unit: str
+    scorer_profile: str
+
+
+METRICS = arrow_schema(MetricRecord, ints=pa.int64())
+
+
+class ScoreRecord(TypedDict):
+    """A row of the `scores` table."""
+
+    run_id: str
+    sample_id: str
+    scorer_profile: str
+    parsed: str | None
+    score: float
+    final_gen_id: str | None
+
+
+SCORES = arrow_schema(ScoreRecord)
 
 
 class CaptureRow(TypedDict):
@@ -237,22 +246,26 @@ class EstimateRow(TypedDict):
 ESTIMATES = arrow_schema(EstimateRow, ints=pa.int64())
 
 
-SPECULATIVE = pa.schema([
-    ("run_id", pa.string()),            # the plain large-model R run whose outputs are the reference
-    ("sample_id", pa.string()),
-    ("gen_id", pa.string()),
-    ("large_model", pa.string()),
-    ("small_model", pa.string()),
-    ("draft_tokens", pa.int32()),
-    ("proposed", pa.int32()),
-    ("accepted", pa.int32()),
-    ("acceptance_rate", pa.float64()),
-    ("rounds", pa.int32()),
-    ("output_tokens", pa.int32()),
-    ("identical_to_greedy", pa.bool_()),
-    ("speculative_wall_s", pa.float64()),
-    ("plain_wall_s", pa.float64()),     # the large model alone, greedy, batch size 1, same request
-])
+class SpeculativeRow(TypedDict):
+    """One sample's measurement: a row of the `speculative` table."""
+
+    run_id: str                 # the plain large-model R run whose outputs are the reference
+    sample_id: str
+    gen_id: str
+    large_model: str
+    small_model: str
+    draft_tokens: int
+    proposed: int
+    accepted: int
+    acceptance_rate: float
+    rounds: int
+    output_tokens: int
+    identical_to_greedy: bool
+    speculative_wall_s: float
+    plain_wall_s: float         # the large model alone, greedy, batch size 1, same request
+
+
+SPECULATIVE = arrow_schema(SpeculativeRow)
 
 
 class RunRow(TypedDict):

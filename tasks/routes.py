@@ -5,12 +5,13 @@ routes and scores without a flow engine, flows/stored_run.py)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, TypedDict
+from typing import Any
 
 from mai.storage.generations import shared_store
 from mai.storage.paths import Home
 from mai.storage.runs import write_metrics, write_routes, write_scores
 from mai.storage.samples import read_shard
+from mai.storage.schemas import MetricRecord, ScoreRecord
 from mai.tasks.answers import load_stage_answers
 
 from mai import cascade
@@ -80,30 +81,6 @@ def _route_row(run_id: str, sample: Sample, decision: RouteDecision, score: floa
 def _error_row(run_id: str, sample: Sample) -> dict[str, Any]:
     return {"run_id": run_id, "sample_id": sample.sample_id, "shard": sample.shard, "category": sample.category,
             "route": "ERROR", "reference": sample.answer, "score": None, "parsed": False, "error": sample.error}
-
-
-class MetricRecord(TypedDict):
-    """A row of the `metrics` table."""
-
-    run_id: str
-    benchmark: str
-    metric: str
-    subset: str
-    value: float
-    n: int
-    unit: str
-    scorer_profile: str
-
-
-class ScoreRecord(TypedDict):
-    """A row of the `scores` table."""
-
-    run_id: str
-    sample_id: str
-    scorer_profile: str
-    parsed: str | None
-    score: float
-    final_gen_id: str | None
 
 
 def metric_rows_for(run_id: str, benchmark: Benchmark, metrics: list[Metric], profile: str) -> list[MetricRecord]:
