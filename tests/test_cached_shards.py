@@ -58,6 +58,7 @@ def _same_results(first: dict[str, Any], again: dict[str, Any]) -> None:
     assert again["counts"]["generations_reused"] == first["counts"]["generations_needed"]
 
 
+@pytest.mark.slow
 def test_a_cached_rerun_makes_no_shard_flow_or_step_task_and_gives_the_same_run(home: Path) -> None:
     from mai.storage.paths import Home
 
@@ -78,6 +79,7 @@ def test_a_cached_rerun_makes_no_shard_flow_or_step_task_and_gives_the_same_run(
     assert not list(Home.at(home).runs.glob("*/report.html"))
 
 
+@pytest.mark.slow
 def test_only_the_shards_that_lack_outputs_run_as_shard_flows(home: Path) -> None:
     _run(home, limit=LIMIT, shards=2)  # samples 0-7, in 2 shards of 4
     wider, wider_id = _run(home, limit=2 * LIMIT, shards=4)  # shards of 4: the first two hold samples 0-7
