@@ -92,6 +92,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.path not in slow_files)  # stable: the collection order otherwise
 
 
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """What a test records with `record_property("measured", text)`, kept for the end of the session's log: a
+    parallel worker's own output never reaches the terminal, its reports (and their properties) do."""
+    if report.when == "call":
+        MEASURED.extend(str(value) for name, value in report.user_properties if name == "measured")
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if MEASURED:
+        terminalreporter.section("measured")
+        for text in MEASURED:
+            terminalreporter.write_line(text)
+
+
+MEASURED: list[str] = []
+
+
 @pytest.fixture(scope="session")
 def assets_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A store root holding only the built models and the demo dataset (copied into per-test roots)."""

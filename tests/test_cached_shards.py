@@ -59,12 +59,16 @@ def _same_results(first: dict[str, Any], again: dict[str, Any]) -> None:
 
 
 @pytest.mark.slow
-def test_a_cached_rerun_makes_no_shard_flow_or_step_task_and_gives_the_same_run(home: Path) -> None:
+def test_a_cached_rerun_makes_no_shard_flow_and_only_the_shards_that_lack_outputs_run_as_shard_flows(
+        home: Path) -> None:
+    """One store, four runs: the first computes 2 shards as shard flows; the same run again makes no shard flow or
+    step task and gives the same run; a wider run (4 shards, the first two stored) runs only the other two as shard
+    flows; and the wider run again gives the same run."""
     from mai.storage.paths import Home
 
     from mai.backends.registry import clear_engines, loaded_engines
 
-    first, first_id = _run(home, limit=LIMIT, shards=2)
+    first, first_id = _run(home, limit=LIMIT, shards=2)  # samples 0-7, in 2 shards of 4
     tasks, shards = _prefect_runs(first_id)
     assert len(shards) == 2 and any(name.startswith("materialize") for name in tasks)
 
@@ -78,10 +82,6 @@ def test_a_cached_rerun_makes_no_shard_flow_or_step_task_and_gives_the_same_run(
     # the run's own HTML report is not built by the run (on demand: `mai report RUN_ID`)
     assert not list(Home.at(home).runs.glob("*/report.html"))
 
-
-@pytest.mark.slow
-def test_only_the_shards_that_lack_outputs_run_as_shard_flows(home: Path) -> None:
-    _run(home, limit=LIMIT, shards=2)  # samples 0-7, in 2 shards of 4
     wider, wider_id = _run(home, limit=2 * LIMIT, shards=4)  # shards of 4: the first two hold samples 0-7
     _, shards = _prefect_runs(wider_id)
     assert shards == [Path(p).stem for p in wider["shard_paths"][2:]], shards
