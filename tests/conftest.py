@@ -28,7 +28,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # (discard), where nothing listens. A URL rather than none: without one, Prefect's client starts a temporary server
 # of its own. Set before Prefect is imported, so that whatever imports it reads this URL.
 NO_PREFECT_API = "http://127.0.0.1:9/api"
-USER_PREFECT_API = os.environ.get("PREFECT_API_URL")
+# the user's own API, if any; NO_PREFECT_API is none: a parallel worker (pytest-xdist) inherits the environment of
+# its controller, in which this module already set it (the tests' `mai` subprocesses then found no API at all)
+USER_PREFECT_API = os.environ.get("PREFECT_API_URL") if os.environ.get("PREFECT_API_URL") != NO_PREFECT_API else None
 os.environ["PREFECT_API_URL"] = NO_PREFECT_API
 
 
