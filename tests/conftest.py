@@ -28,7 +28,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # (discard), where nothing listens. A URL rather than none: without one, Prefect's client starts a temporary server
 # of its own. Set before Prefect is imported, so that whatever imports it reads this URL.
 NO_PREFECT_API = "http://127.0.0.1:9/api"
-USER_PREFECT_API = os.environ.get("PREFECT_API_URL")
+# the user's own API, if any; NO_PREFECT_API is none: a parallel worker (pytest-xdist) inherits the environment of
+# its controller, in which this module already set it (the tests' `mai` subprocesses then found no API at all)
+USER_PREFECT_API = os.environ.get("PREFECT_API_URL") if os.environ.get("PREFECT_API_URL") != NO_PREFECT_API else None
 os.environ["PREFECT_API_URL"] = NO_PREFECT_API
 
 
@@ -82,6 +84,31 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
                 "(tests/conftest.py, docs/development.md)")
         report.sections.append(("prefect marker", hint))
     return report
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files holding a `slow` test run first, each file's tests kept together and in order. `make test` runs
+    the files on two workers (pytest-xdist, `--dist loadfile`: a file's module fixtures are built once, on one
+    worker); a long file handed out last would leave the other worker idle at the end."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: item.path not in slow_files)  # stable: the collection order otherwise
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """What a test records with `record_property("measured", text)`, kept for the end of the session's log: a
+    parallel worker's own output never reaches the terminal, its reports (and their properties) do."""
+    if report.when == "call":
+        MEASURED.extend(str(value) for name, value in report.user_properties if name == "measured")
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if MEASURED:
+        terminalreporter.section("measured")
+        for text in MEASURED:
+            terminalreporter.write_line(text)
+
+
+MEASURED: list[str] = []
 
 
 @pytest.fixture(scope="session")

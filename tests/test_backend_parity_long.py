@@ -11,6 +11,7 @@ torchvision on both sides InternVL on none (docs/how-a-run-works.md, "Measured p
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,7 @@ def r_run(home: Path, family: str, backend: str) -> dict[str, Any]:
 @pytest.mark.parametrize("family", ["qwen3-vl", "internvl"])
 def test_long_outputs_of_two_backends_never_share_an_identity_and_parity_names_each_split(
     family: str, home: Path, vllm_env: Path, capsys: pytest.CaptureFixture[str],  # noqa: F811
+    record_property: Callable[[str, object], None],
 ) -> None:
     reference = r_run(home, family, "transformers")
     served = r_run(home, family, "vllm")
@@ -69,5 +71,6 @@ def test_long_outputs_of_two_backends_never_share_an_identity_and_parity_names_e
     assert main(["--home", str(home), "parity", reference["run_id"], served["run_id"]]) == 0
     text = capsys.readouterr().out
     assert text.count("first differs at output token") == len(stage["divergences"])
-    with capsys.disabled():  # the measurement, in the test log (docs/how-a-run-works.md records it)
-        print(f"\n{family}: {stage['identical']}/{LIMIT} R outputs identical at {R_TOKENS} tokens\n{text}")
+    # the measurement, at the end of the test log (docs/how-a-run-works.md records it)
+    measured = f"{family}: {stage['identical']}/{LIMIT} R outputs identical at {R_TOKENS} tokens"
+    record_property("measured", f"{measured}\n{text}")

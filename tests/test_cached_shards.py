@@ -58,12 +58,19 @@ def _same_results(first: dict[str, Any], again: dict[str, Any]) -> None:
     assert again["counts"]["generations_reused"] == first["counts"]["generations_needed"]
 
 
-def test_a_cached_rerun_makes_no_shard_flow_or_step_task_and_gives_the_same_run(home: Path) -> None:
+@pytest.mark.slow
+def test_a_cached_rerun_makes_no_shard_flow_and_only_the_shards_that_lack_outputs_run_as_shard_flows(
+        home: Path, tmp_path: Path) -> None:
+    """One store, five runs: the first computes 2 shards as shard flows; the same run again makes no shard flow or
+    step task, gives the same run and builds no report; `mai run --report FILE` builds it; a wider run (4 shards,
+    the first two stored) runs only the other two as shard flows; and the wider run again gives the same run."""
+    from mai.flows.artifacts import report_hint
+    from mai.flows.cli import main
     from mai.storage.paths import Home
 
     from mai.backends.registry import clear_engines, loaded_engines
 
-    first, first_id = _run(home, limit=LIMIT, shards=2)
+    first, first_id = _run(home, limit=LIMIT, shards=2)  # samples 0-7, in 2 shards of 4
     tasks, shards = _prefect_runs(first_id)
     assert len(shards) == 2 and any(name.startswith("materialize") for name in tasks)
 
@@ -74,12 +81,17 @@ def test_a_cached_rerun_makes_no_shard_flow_or_step_task_and_gives_the_same_run(
     assert not [name for name in tasks if "/" in name or name.startswith(("step", "compact"))], tasks
     assert loaded_engines() == []  # nothing to compute: no engine made, no model loaded
     _same_results(first, again)
-    # the run's own HTML report is not built by the run (on demand: `mai report RUN_ID`)
+    # the run's own HTML report is not built by the run: on demand (`mai report RUN_ID`, or `mai run --report`,
+    # written from the store after the run, computed or looked up alike: flows/cli/runs.py)
     assert not list(Home.at(home).runs.glob("*/report.html"))
+    out = tmp_path / "run-report.html"
+    argv = ["--home", str(home), "run", "--benchmark", "shapes", "--small-model", "mai-shapes-small",
+            "--large-model", "mai-shapes-large", "--limit", str(LIMIT), "--shards", "2", "--report", str(out)]
+    assert main(argv) == 0
+    assert loaded_engines() == []  # the same run: a store lookup, nothing computed
+    assert out.is_file() and out.stat().st_size > 100_000
+    assert "mai report RUN1 --out" in report_hint("RUN1")
 
-
-def test_only_the_shards_that_lack_outputs_run_as_shard_flows(home: Path) -> None:
-    _run(home, limit=LIMIT, shards=2)  # samples 0-7, in 2 shards of 4
     wider, wider_id = _run(home, limit=2 * LIMIT, shards=4)  # shards of 4: the first two hold samples 0-7
     _, shards = _prefect_runs(wider_id)
     assert shards == [Path(p).stem for p in wider["shard_paths"][2:]], shards
@@ -116,15 +128,3 @@ def test_a_stored_step_run_by_its_task_loads_no_model(home: Path) -> None:
             earlier[stage.name] = state.data
     assert earlier.get("select_rt")
     assert loaded_engines() == []
-
-
-def test_the_report_is_built_on_demand(home: Path, tmp_path: Path) -> None:
-    from mai.flows.artifacts import report_hint
-    from mai.flows.cli import main
-
-    out = tmp_path / "run-report.html"
-    argv = ["--home", str(home), "run", "--benchmark", "shapes", "--small-model", "mai-shapes-small",
-            "--large-model", "mai-shapes-large", "--limit", "4", "--report", str(out)]
-    assert main(argv) == 0
-    assert out.is_file() and out.stat().st_size > 100_000
-    assert "mai report RUN1 --out" in report_hint("RUN1")
