@@ -32,6 +32,7 @@ def render_summary(manifest: RunManifest) -> str:
     lines += [f"  error {e['sample_id']}: {e['error']}" for e in manifest["errors"][:10]]
     lines.append(f"wall time: {timings['wall_s']:.1f} s (model generate {timings['engine_generate_s']:.1f} s, "
                  f"model load {timings['model_load_s']:.1f} s)")
+    lines += [f"host taken out: {why}" for why in manifest.get("hosts_taken_out", {}).values()]
     return "\n".join(lines + _backend_lines(manifest["backend"]))
 
 

@@ -7,6 +7,11 @@ drain takes a shard only with its lease (a flock on the shard's lease file in th
 waiting), so two drains never run one shard; a shard whose outcome is in the store is done. After a pass over the
 shards, the drain waits for those that other drains hold: one whose lease frees without an outcome (its drain's
 process died) it takes itself. The drain's own lease tells the parent that its process lives (flows/fanout.py).
+
+A drain whose host cannot serve the run (its mount of the store fails the lock probe, the store is not where
+`MAI_HOME` says, a checkpoint differs here, any ConfigError of this host) is taken out: it lets go of the shard it
+held (another drain takes it), says why in one line naming the host and the fix, and ends in the `TakenOut` state
+(flows/fanout.py `taken_out`), which the parent reads as "this host is unfit", not as a failed run.
 """
 
 from __future__ import annotations
@@ -14,30 +19,42 @@ from __future__ import annotations
 import time
 from uuid import UUID
 
-from mai.flows.fanout import POLL_S, drain_lease_path, shard_run_name
+from mai.flows.fanout import POLL_S, drain_lease_path, shard_run_name, taken_out
 from mai.flows.shard import mai_shard
 from mai.storage.claims import Lease
 from mai.storage.paths import Home, plan_on_this_host
 from mai.storage.runs import shard_lease_path, shard_outcome_path
 from mai.tasks.logs import run_logger
 from prefect import flow, tags
+from prefect.client.schemas.objects import State
 
 from mai import stop
+from mai.errors import ConfigError
+from mai.host import host_name
 from mai.plan import RunPlan
 
 
 @flow(name="mai-drain", persist_result=False)
-def mai_drain(plan: RunPlan, shard_paths: list[str]) -> list[str]:
+def mai_drain(plan: RunPlan, shard_paths: list[str]) -> list[str] | State:
     """Runs every shard of `shard_paths` that no other drain runs, until each has its outcome in the store; returns
-    the shards this drain ran. SIGTERM (a Prefect cancellation) stops it within a decoding step."""
+    the shards this drain ran, or the `TakenOut` state when this host cannot serve the run. SIGTERM (a Prefect
+    cancellation) stops it within a decoding step."""
     from prefect.runtime import flow_run
 
-    # once per drain: the store where this host mounts it ($MAI_HOME), and the run's checkpoints found and checked
-    # on this host; a store or a checkpoint that is missing or other here fails now, before any shard is taken
-    plan = plan_on_this_host(plan)
-    home = Home.at(plan.home)
-    with stop.on_sigterm(), Lease(drain_lease_path(home, plan.run_id, str(flow_run.get_id()))), tags(*plan.tags):
-        return _drain(plan, shard_paths, home)
+    try:
+        # once per drain: the store where this host mounts it ($MAI_HOME), and the run's checkpoints found and
+        # checked on this host; a store or a checkpoint that is missing or other here fails now, before any shard
+        # is taken. The drain's lease is its first lock in the store: the lock probe runs there (claims.Lease)
+        plan = plan_on_this_host(plan)
+        home = Home.at(plan.home)
+        with stop.on_sigterm(), Lease(drain_lease_path(home, plan.run_id, str(flow_run.get_id()))), \
+                tags(*plan.tags):
+            return _drain(plan, shard_paths, home)
+    except ConfigError as error:
+        # the shard lease was let go on the way out (`_run_if_free`): another drain takes that shard
+        state = taken_out(host_name(), str(error))
+        run_logger().error("%s", state.message)
+        return state
 
 
 def _drain(plan: RunPlan, shard_paths: list[str], home: Home) -> list[str]:

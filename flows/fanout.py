@@ -9,6 +9,12 @@ lives, and the lease of the shard it runs; one that Prefect still calls Running 
 worker (SIGKILL, a lost machine): the parent marks it Crashed and submits a new drain in its slot. The shard it held
 is free again, so any drain takes it, and computes only the identities the store lacks. A shard that fails with an
 error is retried by Prefect itself (the shard flow's retries); a drain that then fails fails the run.
+
+A host that cannot serve the run (its mount fails the lock probe, the store is not at its MAI_HOME, a checkpoint
+differs there) is taken out, not the run: its drain ends `TakenOut` (`taken_out`) having run nothing, the other
+drains take every shard, and the run's manifest lists the host with the reason and the fix. Its slot gets a new
+drain only when no other drain is left (it may land on a healthy worker); the run fails, saying so in one line,
+only when no healthy worker is left.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from mai.plan import RunPlan
 
 if TYPE_CHECKING:
     from prefect.client.orchestration import SyncPrefectClient
-    from prefect.client.schemas.objects import FlowRun, Worker
+    from prefect.client.schemas.objects import FlowRun, State, Worker
 
 DRAIN_DEPLOYMENT = "mai-drain/drain"
 LEASE_GRACE_S = 10.0     # a Running drain whose lease stays free this long has lost its worker
@@ -47,6 +53,29 @@ DRAIN_END_WAIT_S = 30.0  # once every shard is done, how long the parent waits f
 
 # a drain that no worker has taken for this long makes the parent ask whether any worker of the pool polls at all
 NO_WORKER_WAIT_S = float(os.environ.get("MAI_NO_WORKER_WAIT_S", "60"))
+
+
+TAKEN_OUT = "TakenOut"  # the name of the Failed state a drain ends in when its host cannot serve the run
+
+
+@dataclass(frozen=True)
+class ShardsDone:
+    """Every shard's outcome, and the hosts taken out of the run: host -> why, with the fix (one line)."""
+
+    outcomes: dict[str, ShardOutcome]
+    hosts_taken_out: dict[str, str]
+
+
+def taken_out(host: str, reason: str) -> State:
+    """The state a drain ends in when its host cannot serve the run (a ConfigError there): Failed, as the drain
+    did, under a name the parent tells from a failed shard; the message names the host first (`_taken_out_host`)."""
+    from prefect.states import Failed
+
+    return Failed(name=TAKEN_OUT, message=f"host {host} taken out of this run: {reason}")
+
+
+def _taken_out_host(message: str) -> str:
+    return message.removeprefix("host ").partition(" taken out of this run: ")[0]
 
 
 class ShardFailed(RuntimeError):
@@ -88,11 +117,11 @@ def check_fanout() -> None:
                           "fix PREFECT_API_URL") from error
 
 
-def run_shards(plan: RunPlan, shard_paths: list[str], workers: int,
-               on_done: Callable[[int], None]) -> dict[str, ShardOutcome]:
-    """shard path -> its outcome (stage maps, accounting); `on_done(n)` after each finished shard."""
+def run_shards(plan: RunPlan, shard_paths: list[str], workers: int, on_done: Callable[[int], None]) -> ShardsDone:
+    """Each shard's outcome (stage maps, accounting) and the hosts taken out; `on_done(n)` after each finished
+    shard."""
     if workers == 0:
-        return _run_in_process(plan, shard_paths, on_done)
+        return ShardsDone(_run_in_process(plan, shard_paths, on_done), {})
     return _run_on_workers(plan, shard_paths, workers, on_done)
 
 
@@ -124,26 +153,29 @@ class _Drain:
     queued_since: float                 # submitted, or last asked whether a worker polls
     free_since: float | None = None     # Running while its lease in the store was free, since
     lost: str | None = None             # why it counts as lost (its worker died), once it does
+    taken_out: str | None = None        # its host, once the drain ended TakenOut there
 
 
 def _run_on_workers(plan: RunPlan, shard_paths: list[str], workers: int, on_done: Callable[[int], None]
-                    ) -> dict[str, ShardOutcome]:
+                    ) -> ShardsDone:
     from prefect.client.orchestration import get_client
 
     home = Home.at(plan.home)
     outcomes: dict[str, ShardOutcome] = {}
     drains: list[_Drain] = []
+    hosts_taken_out: dict[str, str] = {}
     with get_client(sync_client=True) as client:
         try:
             for slot in range(1, min(workers, len(shard_paths)) + 1):
                 drains.append(_submit_drain(plan, shard_paths, slot, attempt=1))
             while True:
                 stop.check()  # after a stop request, no drain is submitted any more
-                ended = _watch_drains(client, home, plan.run_id, drains)  # before the outcomes: see _replace
+                # before the outcomes: see _replace
+                ended = _watch_drains(client, home, plan.run_id, drains, hosts_taken_out)
                 _collect(home, plan.run_id, shard_paths, outcomes, on_done)
                 if len(outcomes) == len(shard_paths):
                     break
-                drains = _replace(plan, shard_paths, drains, ended)
+                drains = _replace(plan, shard_paths, drains, ended, hosts_taken_out)
                 time.sleep(POLL_S)
         except (KeyboardInterrupt, stop.StopRequested, TerminationSignal):
             # Ctrl-C or SIGTERM (a Prefect cancellation of this flow run too): the drains are cancelled, which stops
@@ -157,7 +189,10 @@ def _run_on_workers(plan: RunPlan, shard_paths: list[str], workers: int, on_done
             _cancel_drains(client, drains, "the run that submitted this drain failed")
             raise
         _end_drains(client, home, plan.run_id, drains)
-    return {shard: outcomes[shard] for shard in shard_paths}
+    if hosts_taken_out:
+        run_logger().warning("run %s completed without the hosts taken out: %s", plan.run_id,
+                             "; ".join(hosts_taken_out.values()))
+    return ShardsDone({shard: outcomes[shard] for shard in shard_paths}, hosts_taken_out)
 
 
 def _submit_drain(plan: RunPlan, shard_paths: list[str], slot: int, attempt: int) -> _Drain:
@@ -186,10 +221,11 @@ def _collect(home: Home, run_id: str, shard_paths: list[str], outcomes: dict[str
             on_done(len(outcomes))
 
 
-def _watch_drains(client: SyncPrefectClient, home: Home, run_id: str, drains: list[_Drain]) -> list[_Drain]:
-    """The drains that ended (Completed, or Crashed: marked so here when their worker died). Raises ShardFailed for
-    a drain that failed (a shard failed after its retries) or that someone else cancelled, NoWorker when one waits
-    for a worker while none polls."""
+def _watch_drains(client: SyncPrefectClient, home: Home, run_id: str, drains: list[_Drain],
+                  hosts_taken_out: dict[str, str]) -> list[_Drain]:
+    """The drains that ended (Completed; Crashed: marked so here when their worker died; TakenOut: their host,
+    added to `hosts_taken_out`, cannot serve the run). Raises ShardFailed for a drain that failed (a shard failed
+    after its retries) or that someone else cancelled, NoWorker when one waits for a worker while none polls."""
     ended = []
     for drain in drains:
         flow_run = client.read_flow_run(drain.flow_run_id)
@@ -197,7 +233,12 @@ def _watch_drains(client: SyncPrefectClient, home: Home, run_id: str, drains: li
         if state is None:
             continue
         if state.is_final():
-            if state.is_failed() or state.is_cancelled():
+            if state.is_failed() and state.name == TAKEN_OUT:
+                drain.taken_out = _taken_out_host(state.message or "")
+                if drain.taken_out not in hosts_taken_out:
+                    run_logger().warning("%s; the other hosts take its shards", state.message)
+                hosts_taken_out[drain.taken_out] = state.message or ""
+            elif state.is_failed() or state.is_cancelled():
                 run_logger().error("drain '%s' ended %s: %s", drain.name, state.type.value, state.message)
                 raise ShardFailed(f"drain '{drain.name}' of run {run_id} ended {state.type.value}: {state.message} "
                                   "(see it in the Prefect UI; what the shards stored is kept)")
@@ -233,13 +274,21 @@ def _lost_its_worker(client: SyncPrefectClient, drain: _Drain, flow_run: FlowRun
     return True
 
 
-def _replace(plan: RunPlan, shard_paths: list[str], drains: list[_Drain], ended: list[_Drain]) -> list[_Drain]:
-    """The drains to watch next: those that still run, and a new one in the slot of each that lost its worker.
+def _replace(plan: RunPlan, shard_paths: list[str], drains: list[_Drain], ended: list[_Drain],
+             hosts_taken_out: dict[str, str]) -> list[_Drain]:
+    """The drains to watch next: those that still run, a new one in the slot of each that lost its worker, and,
+    when no drain is left, one in the slot of a drain that was taken out (a worker of the pool may be healthy).
     Called after the outcomes were read, so a drain that ended because every shard was done is never replaced."""
     live = [drain for drain in drains if drain not in ended]
+    out = [drain for drain in ended if drain.taken_out is not None and drain.attempt < MAX_ATTEMPTS]
+    if not live and out and not any(drain.lost for drain in ended):
+        drain = out[0]
+        run_logger().warning("no drain of run %s is left after hosts %s were taken out: submitting drain %d again "
+                             "for another worker", plan.run_id, sorted(hosts_taken_out), drain.slot)
+        return [_submit_drain(plan, shard_paths, drain.slot, drain.attempt + 1)]
     for drain in ended:
         if drain.lost is None:
-            continue  # it completed: there was nothing left for it to take
+            continue  # it completed (there was nothing left for it to take), or its host was taken out
         again = drain.attempt < MAX_ATTEMPTS
         run_logger().warning("drain '%s' lost its worker (%s): marked Crashed; %s; the shard it ran is taken by the "
                              "next drain to look", drain.name, drain.lost,
@@ -247,6 +296,10 @@ def _replace(plan: RunPlan, shard_paths: list[str], drains: list[_Drain], ended:
         if again:
             live.append(_submit_drain(plan, shard_paths, drain.slot, drain.attempt + 1))
     if not live:
+        if hosts_taken_out:
+            raise ShardFailed(f"run {plan.run_id}: no healthy worker is left: the hosts taken out ("
+                              + "; ".join(hosts_taken_out.values()) + ") need the fix named; what the shards "
+                              "stored is kept")
         raise ShardFailed(f"run {plan.run_id}: no drain is left to run its shards (a slot gives up after its drains "
                           f"lost their worker {MAX_ATTEMPTS} times)")
     return live

@@ -24,9 +24,12 @@ from mai.progress import Tally
 
 
 def finish_run(plan: RunPlan, outcomes: dict[str, ShardOutcome], scores: RunScores, started: float,
-               started_at: datetime, phases: dict[str, float]) -> RunManifest:
+               started_at: datetime, phases: dict[str, float],
+               hosts_taken_out: dict[str, str] | None = None) -> RunManifest:
     """The run's manifest, written with its runs row and catalog. `outcomes`: every shard's outcome, in shard
-    order; `started`: the run's perf_counter at its start; `phases`: seconds per phase (RunTimings' names)."""
+    order; `started`: the run's perf_counter at its start; `phases`: seconds per phase (RunTimings' names);
+    `hosts_taken_out`: the workers' hosts that could not serve a fanned-out run (host -> why), listed in the
+    manifest when there are any."""
     home = Home.at(plan.home)
     tally = Tally()  # what this run's shards made the engines do (never another run's work)
     for outcome in outcomes.values():
@@ -36,6 +39,8 @@ def finish_run(plan: RunPlan, outcomes: dict[str, ShardOutcome], scores: RunScor
                                 "model_load_s": tally.load_s, **phases})
     manifest = build_manifest(plan, {shard: o.stage_maps for shard, o in outcomes.items()}, scores, timings,
                               started_at, tally)
+    if hosts_taken_out:
+        manifest["hosts_taken_out"] = dict(hosts_taken_out)
     timings["manifest_s"] = time.perf_counter() - manifest_started
     write_manifest(home, plan.run_id, manifest,
                    catalog_row(manifest, plan, started_at, datetime.fromisoformat(manifest["finished_at"])))

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from mai.flows.assets import ensure_builtin_assets
 from mai.flows.deployment import started_by, with_deployment_defaults
-from mai.flows.fanout import run_shards
+from mai.flows.fanout import ShardsDone, run_shards
 from mai.flows.finish import finish_run
 from mai.flows.plan import prepare_run
 from mai.flows.prefect_sync import synchronous
@@ -28,7 +28,7 @@ from prefect.artifacts import create_progress_artifact, update_progress_artifact
 
 from mai import progress, stop
 from mai.config import RunConfig
-from mai.manifest import RunManifest, ShardOutcome
+from mai.manifest import RunManifest
 from mai.plan import RunPlan
 
 
@@ -62,14 +62,14 @@ def _run(config: RunConfig, plan: RunPlan | None) -> RunManifest:
     # a sample whose prompt does not fit a model of the run becomes an error sample here, before any model runs
     shard_paths = limit_prompts(plan, shard_paths)
     phases.end("materialize_s")
-    outcomes = _run_shards(plan, shard_paths)
+    done = _run_shards(plan, shard_paths)
     phases.end("shards_s")
-    scores = route_and_score(plan, shard_paths, {shard: o.stage_maps for shard, o in outcomes.items()})
+    scores = route_and_score(plan, shard_paths, {shard: o.stage_maps for shard, o in done.outcomes.items()})
     phases.end("route_and_score_s")
-    return finish_run(plan, outcomes, scores, started, started_at, phases.seconds)
+    return finish_run(plan, done.outcomes, scores, started, started_at, phases.seconds, done.hosts_taken_out)
 
 
-def _run_shards(plan: RunPlan, shard_paths: list[str]) -> dict[str, ShardOutcome]:
+def _run_shards(plan: RunPlan, shard_paths: list[str]) -> ShardsDone:
     """Every shard's outcome, in shard order. The shards whose every step is stored are answered from the store
     in one lookup per stage (tasks/from_store.py), without a `mai-shard` flow run or a task run: a cached shard
     costs a few milliseconds instead of ~0.3 s of Prefect round trips. Only the others run as shard flows."""
@@ -79,13 +79,15 @@ def _run_shards(plan: RunPlan, shard_paths: list[str]) -> dict[str, ShardOutcome
     if stored:
         log.info("%d of %d shard(s) answered from the store: every step's outputs are stored (by this or another "
                  "run), so they have no shard flow run or task runs", len(stored), len(shard_paths))
-    outcomes = dict(stored)
+    outcomes, hosts_taken_out = dict(stored), {}
     if todo:
         log.info("%d shard(s) %s", len(todo), f"fanned out to workers, {plan.config.workers} at a time"
                  if plan.config.workers else "in this process")
-        outcomes |= run_shards(plan, todo, plan.config.workers,
-                               _shard_progress(plan.run_id, len(shard_paths), done_before=len(stored)))
-    return {shard: outcomes[shard] for shard in shard_paths}
+        ran = run_shards(plan, todo, plan.config.workers,
+                         _shard_progress(plan.run_id, len(shard_paths), done_before=len(stored)))
+        outcomes |= ran.outcomes
+        hosts_taken_out = ran.hosts_taken_out
+    return ShardsDone({shard: outcomes[shard] for shard in shard_paths}, hosts_taken_out)
 
 
 def name_flow_run(plan: RunPlan) -> None:

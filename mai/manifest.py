@@ -188,6 +188,8 @@ class RunManifest(TypedDict):
     timings: RunTimings
     backend: BackendReport
     provenance: RunProvenance
+    # a fanned-out run's worker hosts that could not serve it (host -> why, naming the fix): flows/fanout.py
+    hosts_taken_out: NotRequired[dict[str, str]]
     # added by `mai.flows.api.run` for its caller: where the results lie
     home: NotRequired[str]
     catalog: NotRequired[str]
