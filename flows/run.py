@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import cast
 
 from mai.flows.assets import ensure_builtin_assets
 from mai.flows.deployment import started_by, with_deployment_defaults
@@ -25,6 +26,7 @@ from mai.tasks.logs import run_logger
 from mai.tasks.materialize import limit_prompts, materialize_samples, route_and_score
 from prefect import flow
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
+from prefect.exceptions import TerminationSignal
 
 from mai import progress, stop
 from mai.config import RunConfig
@@ -40,7 +42,17 @@ def mai_run(config: RunConfig, plan: RunPlan | None = None) -> RunManifest:
     loads if the configuration cannot run. SIGTERM (and so a Prefect cancellation) stops it within a decoding
     step, keeping what it stored (mai/stop.py)."""
     with stop.on_sigterm():
-        return _run(config, plan)
+        try:
+            return _run(config, plan)
+        except (KeyboardInterrupt, stop.StopRequested, TerminationSignal):
+            if not stop.stop_requested():
+                raise
+            # a stop the run handled (a fanned-out parent cancelled its drains): the flow run ends Cancelled, as they
+            # do, not Crashed (Prefect's verdict on an exception that leaves a flow); Prefect ends a flow run in the
+            # state its function returns, and its caller gets CancelledRun, which the command line reports in one line
+            from prefect.states import Cancelled
+
+            return cast(RunManifest, Cancelled(message=f"{stop.reason()}: what the run stored is kept"))
 
 
 def _run(config: RunConfig, plan: RunPlan | None) -> RunManifest:

@@ -20,6 +20,7 @@ their locks exclude each other. Each report says so (`StoreReport.unproven`).
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shutil
 import signal
@@ -389,3 +390,63 @@ def _guarded(probe: Callable[[], str | None]) -> str | None:
         return probe()
     except OSError as error:
         return f"{error.strerror or error}" + (f": {error.filename}" if error.filename else "")
+
+
+# --- locks between hosts (`mai store check --pool`) -----------------------------------------------------------
+
+CROSS_HOST_PROBES = "cross-host-lock-probes"  # under the store's locks/: one directory per probe
+
+
+@dataclass(frozen=True)
+class HostProbe:
+    """What one participant of a cross-host lock probe found: the hosts whose held lock it took (their locks do not
+    exclude this host's processes: on a shared store, two hosts would compute the same outputs)."""
+
+    host: str
+    took: list[str]
+
+
+def cross_host_lock_probe(directory: Path, host: str, participants: int, timeout_s: float = 60.0) -> HostProbe:
+    """One participant of a probe run at once by `participants` processes, one per host sharing the store, each in
+    `directory` (the same directory of the store, as each host mounts it). Each holds an exclusive lock on a file of
+    its own, waits until every participant holds one, then tries to take each other participant's lock without
+    waiting; it keeps its own until every participant has tried, and publishes what it took (`<file>.done`). A
+    lock another host took while its holder held it is a pair of hosts whose locks do not exclude each other."""
+    directory.mkdir(parents=True, exist_ok=True)
+    mine = directory / f"{host}.{uuid.uuid4().hex[:8]}.lock"
+    took: list[str] = []
+    with open(mine, "w+b") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        handle.write(host.encode())
+        handle.flush()
+        mine.with_suffix(".ready").touch()
+        _await_files(directory, "*.ready", participants, timeout_s, "hold their locks")
+        for theirs in sorted(directory.glob("*.lock")):
+            if theirs == mine:
+                continue
+            with open(theirs, "r+b") as other:
+                if _try_exclusive(other.fileno()):
+                    took.append(theirs.read_text().strip() or theirs.name.split(".")[0])
+                    fcntl.flock(other.fileno(), fcntl.LOCK_UN)
+        probe = HostProbe(host, sorted(took))
+        mine.with_suffix(".done").write_text(json.dumps({"host": probe.host, "took": probe.took}))
+        _await_files(directory, "*.done", participants, timeout_s, "try the others' locks")
+    return probe
+
+
+def cross_host_results(directory: Path) -> list[HostProbe]:
+    """What each participant of the probe in `directory` published (the caller of `cross_host_lock_probe`)."""
+    found = [json.loads(path.read_text()) for path in sorted(directory.glob("*.done"))]
+    return [HostProbe(str(entry["host"]), [str(h) for h in entry["took"]]) for entry in found]
+
+
+def hosts_whose_locks_leak(probes: list[HostProbe]) -> list[str]:
+    """Each pair of hosts whose locks did not exclude each other, as a line naming both."""
+    return [f"{probe.host} took the lock {other} held" for probe in probes for other in probe.took]
+
+
+def _await_files(directory: Path, pattern: str, count: int, timeout_s: float, what: str) -> None:
+    if not _wait_for(lambda: len(list(directory.glob(pattern))) >= count, timeout_s):
+        seen = len(list(directory.glob(pattern)))
+        raise ConfigError(f"only {seen} of {count} hosts of the lock probe in {directory} came to {what} within "
+                          f"{timeout_s:g} s: are the workers' hosts mounting the same store?")

@@ -112,17 +112,19 @@ def kept_under_tmp() -> list[str]:
 
 
 def host_script(hostname: str, store: Path, store_path: str, command: list[str], env: dict[str, str],
-                also_kept: tuple[Path, ...] = ()) -> str:
+                also_kept: tuple[Path, ...] = (), bindfs: bool = False) -> str:
     """The shell run as the host's first process: hostname, the store bind-mounted at `store_path` (first: the
     test's path of it lies under /tmp, which the private tmpfs then hides), a private /tmp (so the path the run was
     planned with does not exist on the host: its drains find the store by its id at MAI_HOME) where only the checkout
     and the Python environment (and `also_kept`) are bound back if they lay under /tmp, then the command, waited for
-    (PID 1 of a namespace ignores signals it has no handler for, so the command is not exec'd in its place)."""
+    (PID 1 of a namespace ignores signals it has no handler for, so the command is not exec'd in its place). With
+    `bindfs`, the store is mounted by bindfs (FUSE) instead of a bind mount: its locks stay on this mount, as those
+    of a network filesystem mounted with host-local locks stay on one host."""
     exports = " ".join(f"{key}={shlex.quote(value)}" for key, value in env.items())
     keep = kept_under_tmp() + [str(path) for path in also_kept if path.is_relative_to("/tmp")]
     lines = ["set -e", f"hostname {shlex.quote(hostname)}", "mount --make-rprivate /",
              "mount -t tmpfs mai-host-mnt /mnt", f"mkdir -p {shlex.quote(store_path)}",
-             f"mount --bind {shlex.quote(str(store))} {shlex.quote(store_path)}"]
+             f"{'bindfs' if bindfs else 'mount --bind'} {shlex.quote(str(store))} {shlex.quote(store_path)}"]
     if keep:  # the machine's /tmp stays reachable for a moment, to bind the kept paths back from it
         lines += ["mkdir -p /mnt/.machine-tmp", "mount --bind /tmp /mnt/.machine-tmp"]
     lines.append("mount -t tmpfs mai-host-tmp /tmp")
@@ -135,13 +137,13 @@ def host_script(hostname: str, store: Path, store_path: str, command: list[str],
 
 
 def start_host(bridge: Bridge, label: str, store: Path, command: list[str], env: dict[str, str], log: Path,
-               also_kept: tuple[Path, ...] = ()) -> Host:
+               also_kept: tuple[Path, ...] = (), bindfs: bool = False) -> Host:
     """A host `mai-<label>` on the bridge, the store at /mnt/store-on-<label>, running
     `command` with `env` (MAI_HOME is set to the host's store path unless `env` names it); `also_kept`: paths of
-    the test machine the host sees too (a directory the test made for it)."""
+    the test machine the host sees too (a directory the test made for it); `bindfs`: the store mounted by bindfs."""
     namespace, address = bridge.join(label)
     hostname, store_path = f"mai-{label}", f"/mnt/store-on-{label}"
-    script = host_script(hostname, store, store_path, command, {"MAI_HOME": store_path, **env}, also_kept)
+    script = host_script(hostname, store, store_path, command, {"MAI_HOME": store_path, **env}, also_kept, bindfs)
     process = subprocess.Popen(
         ["ip", "netns", "exec", namespace, "unshare", "--uts", "--mount", "--pid", "--fork", "--kill-child",
          "--mount-proc", "sh", "-c", script],

@@ -31,10 +31,11 @@ def test_deployment_parameters_are_the_codes_configurations() -> None:
     from mai.config import RunConfig, shapes_pair_config
 
     by_name = {d["name"]: d for d in deployments()}
-    assert set(by_name) == {"cascade", "shapes-ci", "shapes-nightly", "transfer-layer-sweep", "drain"}
+    assert set(by_name) == {"cascade", "shapes-ci", "shapes-nightly", "transfer-layer-sweep", "drain", "probe"}
     for deployment in by_name.values():
         flow = load_flow_from_entrypoint(deployment["entrypoint"])
-        if deployment["name"] != "drain":  # created by mai-run with the run's plan; it has no defaults
+        # drain: created by mai-run with the run's plan; probe: by `mai store check --pool`; neither has defaults
+        if deployment["name"] not in ("drain", "probe"):
             flow.validate_parameters(deployment.get("parameters", {}))  # raises on a wrong name or type
         assert deployment["work_pool"]["name"] == "mai-gpu"
     assert RunConfig(**by_name["cascade"]["parameters"]["config"]) == shapes_pair_config(mode="cascade")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -334,11 +335,18 @@ def parent_logs(flow_run_id: Any, containing: str, wait_s: float = 20.0) -> list
         time.sleep(0.5)
 
 
+def stop_lines(stderr: str) -> list[str]:
+    """The lines a command wrote to the terminal, less its progress: the fan-out's lines and the shards bar."""
+    return [line for line in stderr.splitlines() if line.strip() and " fan-out " not in line
+            and not re.match(r"\s+shards\s+\d+/\d+ ", line)]
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
 def test_stopping_a_fanned_out_parent_cancels_its_drains_and_shards(workers: Workers, home: Path, tmp_path: Path,
                                                                     signum: int) -> None:
-    """The parent stops within seconds, with one line and no traceback; its drains and the shard it ran end Cancelled
-    (none is left for a worker to take later); the same run again completes, computing each identity once."""
+    """The parent stops within seconds, with one line and no traceback; it, its drains and the shard it ran end
+    Cancelled (none is left for a worker to take later); the same run again completes, computing each identity
+    once."""
     import shutil
 
     other = tmp_path / "stopped"
@@ -360,7 +368,11 @@ def test_stopping_a_fanned_out_parent_cancels_its_drains_and_shards(workers: Wor
     _, err = parent.communicate(timeout=60)
     assert time.monotonic() - started < 10
     assert parent.returncode == 128 + signal.SIGTERM and "Traceback" not in err.decode(), err.decode()[-3000:]
-    run_id = next(tag for tag in parent_flow_run(name).tags if tag.startswith("mai-run:")).split(":", 1)[1]
+    said = stop_lines(err.decode())
+    assert len(said) == 1 and said[0].startswith("error: ") and "kept" in said[0], said
+    stopped = parent_flow_run(name)
+    assert stopped.state_type.value == "CANCELLED", (stopped.state_type, stopped.state and stopped.state.message)
+    run_id = next(tag for tag in stopped.tags if tag.startswith("mai-run:")).split(":", 1)[1]
     deadline = time.monotonic() + 60  # a shard that finished before the signal stays Completed
     while time.monotonic() < deadline and any(
             r.state_type.value not in ("CANCELLED", "COMPLETED")
@@ -376,25 +388,34 @@ def test_stopping_a_fanned_out_parent_cancels_its_drains_and_shards(workers: Wor
     assert len(ids) == len(set(ids)), "an identity was generated twice"
 
 
-def test_with_no_worker_online_the_run_says_how_to_start_one(workers: Workers, home: Path, tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """Last in this module: it stops the workers. The parent waits MAI_NO_WORKER_WAIT_S for a worker to take a
-    drain, then fails in one line naming the pool and the command that starts a worker, and cancels its drains so
-    that a worker started later does not run them."""
+def test_with_no_worker_online_the_run_says_how_to_start_one(workers: Workers, home: Path, tmp_path: Path) -> None:
+    """Last in this module: it stops the workers. The parent waits MAI_NO_WORKER_WAIT_S from its drains' submission
+    for a worker to take one, then fails within 10 s more, in one line without a traceback that gives the real wait,
+    the pool and the command that starts a worker, and cancels its drains so that a worker started later does not
+    run them."""
     import shutil
 
-    from mai.flows import fanout
 
     workers.stop()
     time.sleep(16)  # three of the test workers' 5 s heartbeat intervals: they no longer count as polling
-    monkeypatch.setattr(fanout, "NO_WORKER_WAIT_S", 3.0)
     other = tmp_path / "no-worker"
     shutil.copytree(home / "models", other / "models")
     shutil.copytree(home / "datasets", other / "datasets")
-    from mai.errors import ConfigError
-
-    with pytest.raises(ConfigError, match=rf"no worker of work pool '{POOL}' is polling.*prefect worker start --pool"):
-        run(other, limit=8, shards=2, workers=2, run_name="no-worker")
+    wait_s = 5
+    started = time.monotonic()
+    failed = subprocess.run([sys.executable, "-m", "mai.flows.cli", "--home", str(other), "run", "--limit", "8",
+                             "--shards", "2", "--workers", "2", "--name", "no-worker"], cwd=REPO,
+                            env=prefect_env(workers.api_url, MAI_NO_WORKER_WAIT_S=str(wait_s)), capture_output=True,
+                            text=True, timeout=300, check=False)
+    took_s = time.monotonic() - started
+    said = stop_lines(failed.stderr)
+    assert failed.returncode == 2 and len(said) == 1, failed.stderr[-3000:]
+    assert re.fullmatch(rf"error: no worker of work pool '{POOL}' is polling: the run waited (\d+) s for one "
+                        rf"\(MAI_NO_WORKER_WAIT_S={wait_s}\)\. Start one .*prefect worker start --pool {POOL} .*", said[0])
+    waited = int(re.search(r"waited (\d+) s", said[0]).group(1))  # type: ignore[union-attr]
+    # the wait it says is the wait it made, and it gave up within 10 s of MAI_NO_WORKER_WAIT_S (the whole command,
+    # with its start, planning and the drains' submission, within 10 s more)
+    assert wait_s <= waited <= wait_s + 10 and took_s <= wait_s + 20, (waited, took_s)
     run_id = next(tag for tag in parent_flow_run("no-worker").tags if tag.startswith("mai-run:")).split(":", 1)[1]
     assert {r.state_type.value for r in worker_flow_runs(run_id, "drain")} == {"CANCELLED"}
     assert worker_flow_runs(run_id, "shard") == []  # no worker ever ran a drain

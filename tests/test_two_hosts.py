@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -32,7 +33,7 @@ from tests.postgres_prefect import (
     start_postgres,
     start_prefect_server,
 )
-from tests.test_fanout import prefect_cli, prefect_env, stored_rows
+from tests.test_fanout import prefect_cli, prefect_env, stored_rows, worker_flow_runs
 
 pytestmark = [pytest.mark.prefect, pytest.mark.workers, pytest.mark.cluster, pytest.mark.slow]
 
@@ -172,6 +173,12 @@ def test_a_run_over_two_hosts_equals_the_in_process_run_and_survives_losing_a_ho
     assert set(ran_on) == {"mai-a", "mai-b"} and sum(ran_on.values()) == 4, ran_on
     assert [o.host for o in outcomes if Path(o.shard_path).stem == lost] == [f"mai-{survivor}"], outcomes
     assert not cluster.hosts[victim].alive() and cluster.hosts[survivor].alive()
+    # the lost shard's subflow run on the killed host ended Crashed, naming the host (the parent marks it when the
+    # drain's lease frees, LEASE_GRACE_S); its run on the survivor Completed
+    lost_runs = {(run.state_name, run.state.message if run.state else "") for run in
+                 flow_runs_at(cluster.api_url, run_id, "shard") if run.name == lost}
+    assert {name for name, _ in lost_runs} == {"Crashed", "Completed"}, lost_runs
+    assert any(f"on mai-{victim} died" in message for name, message in lost_runs if name == "Crashed"), lost_runs
     # each process that ran shards (a drain on a worker) loaded each model at most once, however many shards it ran
     loads = Counter((o.host, o.pid, model) for o in outcomes for model in o.loaded_models)
     assert loads and max(loads.values()) == 1, loads
@@ -188,6 +195,14 @@ def test_a_run_over_two_hosts_equals_the_in_process_run_and_survives_losing_a_ho
     assert 0 < counts["engine_generations"] <= counts["generations_computed"]
     assert counts["engine_generations"] == sum(o.tally.generations for o in outcomes)
     assert not any(lease_is_held(shard_lease_path(Home.at(cluster.store), run_id, o.shard_path)) for o in outcomes)
+
+
+def flow_runs_at(api_url: str, run_id: str, kind: str) -> list[Any]:
+    """The run's `drain-*` or `shard-*` flow runs on the cluster's server."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings({PREFECT_API_URL: api_url}):
+        return worker_flow_runs(run_id, kind)
 
 
 # On a host: serve /health on its own 127.0.0.1 as `vllm serve` would, register it as `mai serve` does, say where,

@@ -6,6 +6,8 @@ with the CLI's one line saying what to do (flows/cli/__init__.py). Before that l
 and the flow's failure at ERROR, the exception's traceback included, to the console: some 70 lines that bury the one
 that matters. `quiet_expected_failures` drops exactly those records from the console handlers; every other record,
 and the same records on their way to the Prefect API (the run's logs in the UI keep the traceback), are untouched.
+A ConfigError raised inside a flow (a fanned-out run that finds no worker polling: flows/fanout.py) is the same:
+the CLI says it in one line, so the engines' records of it stay off the console.
 """
 
 from __future__ import annotations
@@ -14,9 +16,12 @@ import logging
 import re
 from collections.abc import Collection
 
+from mai.errors import ConfigError
+
 
 class ExpectedFailureFilter(logging.Filter):
-    """Refuses a record that carries, or reports in its message, an OSError of one of `errnos`."""
+    """Refuses a record that carries, or reports in its message, an OSError of one of `errnos`, or that carries a
+    ConfigError."""
 
     def __init__(self, errnos: Collection[int]) -> None:
         super().__init__()
@@ -30,7 +35,7 @@ class ExpectedFailureFilter(logging.Filter):
         from mai.flows.prefect_api import api_lost
 
         error = record.exc_info[1] if record.exc_info else None
-        if isinstance(error, OSError) and error.errno in self.errnos:
+        if isinstance(error, OSError) and error.errno in self.errnos or isinstance(error, ConfigError):
             return False
         if (error is not None and api_lost(error) is not None
                 or record.levelno >= logging.WARNING and _API_LOST.search(record.getMessage())):

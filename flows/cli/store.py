@@ -71,6 +71,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     check.add_argument("--home", default=argparse.SUPPRESS, help="the store's mounted path (default: as `mai --home`)")
     check.add_argument("--min-free-gb", type=float, default=MIN_FREE_GIB, metavar="GIB",
                        help=f"free space below this fails (default {MIN_FREE_GIB:g})")
+    check.add_argument("--pool", metavar="POOL",
+                       help="also prove locks between hosts: a probe flow run on each worker of this work pool (the "
+                            "server of PREFECT_API_URL) holds a lock in the store while the others try it")
+    check.add_argument("--probe-deployment", default="mai-store-probe/probe", metavar="NAME",
+                       help="the probe's deployment on POOL (default mai-store-probe/probe, from prefect.yaml)")
     check.set_defaults(handler=_store_check)
 
 
@@ -171,11 +176,38 @@ def _store_check(args: argparse.Namespace) -> int:
     print(f"store {home.root}")
     for check in report.checks:
         print(f"{'PASS' if check.passed else 'FAIL'}  {check.name}: {check.meaning}")
-    for line in report.unproven:
-        print(f"NOT PROVEN  {line}")
-    if report.failed:
-        print(f"store check failed: {'; '.join(f'{c.name}: {c.fix}' for c in report.failed)}", file=sys.stderr)
+    failed = [f"{c.name}: {c.fix}" for c in report.failed]
+    if args.pool:
+        failed += _check_pool(home, args.pool, args.probe_deployment)
+    else:
+        for line in report.unproven:
+            print(f"NOT PROVEN  {line}")
+    if failed:
+        print(f"store check failed: {'; '.join(failed)}", file=sys.stderr)
         return 1
+    if args.pool:
+        print(f"store check passed on this host and across the hosts of pool {args.pool}")
+        return 0
     print("store check passed on this host: its runs and workers can share this store (run the check on each host "
           "that mounts it)")
     return 0
+
+
+def _check_pool(home: Home, pool: str, deployment: str) -> list[str]:
+    """The line of the probe across the pool's hosts; what to fix when it failed."""
+    from mai.flows.cross_host_check import probe_pool
+
+    probe = probe_pool(home, pool, deployment)
+    if probe.leaks:
+        print(f"FAIL  locks between hosts: {'; '.join(probe.leaks)}: the locks of these hosts do not exclude each "
+              "other's processes, so they would compute the same outputs")
+        return [("locks between hosts: mount the store on those hosts with locks the server holds (NFS without "
+                "local_lock/nolock, Lustre with flock; a FUSE filesystem that forwards locks), or keep their workers "
+                "off this store")]
+    if probe.missing or len(probe.hosts) < 2:
+        print(f"FAIL  locks between hosts: the probe did not complete on every worker of pool {pool} ("
+              f"{'; '.join(probe.missing) or 'fewer than two hosts took part'})")
+        return ["locks between hosts: see the probe's flow runs (lock-probe-*) in the Prefect UI"]
+    print(f"PASS  locks between hosts: hosts {', '.join(probe.hosts)} of pool {pool} each held a lock in the store "
+          "while the others tried it, and none took another's")
+    return []
