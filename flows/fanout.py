@@ -53,7 +53,7 @@ MAX_ATTEMPTS = 3         # drains submitted in one slot (the first and its repla
 DRAIN_END_WAIT_S = 30.0  # once every shard is done, how long the parent waits for its running drains to end
 
 
-# a drain that no worker has taken this long after the run's drains were first submitted makes the parent ask
+# a drain that no worker has taken this long after the run's flow run started makes the parent ask
 # whether any worker of the pool polls at all; while one polls (busy with other work) it asks again every
 # NO_WORKER_RECHECK_S, so a run gives up within that of its last worker falling silent
 NO_WORKER_WAIT_S = float(os.environ.get("MAI_NO_WORKER_WAIT_S", "60"))
@@ -187,8 +187,8 @@ def _run_on_workers(plan: RunPlan, shard_paths: list[str], workers: int, on_done
     outcomes: dict[str, ShardOutcome] = {}
     drains: list[_Drain] = []
     hosts_taken_out: dict[str, str] = {}
-    started = time.monotonic()  # the no-worker wait counts from here, however many drains are submitted later
     with get_client(sync_client=True) as client:
+        started = _run_started(client)  # the no-worker wait counts from here, however many drains come later
         try:
             for slot in range(1, min(workers, len(shard_paths)) + 1):
                 drains.append(_submit_drain(plan, shard_paths, slot, attempt=1))
@@ -220,6 +220,20 @@ def _run_on_workers(plan: RunPlan, shard_paths: list[str], workers: int, on_done
         run_logger().warning("run %s completed without the hosts taken out: %s", plan.run_id,
                              "; ".join(hosts_taken_out.values()))
     return ShardsDone({shard: outcomes[shard] for shard in shard_paths}, hosts_taken_out)
+
+
+def _run_started(client: SyncPrefectClient) -> float:
+    """When the run's flow run started, on this process's monotonic clock: the no-worker wait counts from the run's
+    start, not from its drains' submission (after materialising). Now, outside a flow run."""
+    from prefect.runtime import flow_run
+
+    now, flow_run_id = time.monotonic(), flow_run.get_id()
+    if flow_run_id is None:
+        return now
+    start = client.read_flow_run(UUID(flow_run_id)).start_time
+    if start is None:
+        return now
+    return now - min(max((datetime.now(UTC) - start).total_seconds(), 0.0), NO_WORKER_WAIT_S)
 
 
 def _submit_drain(plan: RunPlan, shard_paths: list[str], slot: int, attempt: int) -> _Drain:
@@ -391,7 +405,7 @@ def _require_a_worker(client: SyncPrefectClient, pool: str | None, drain_name: s
     workers = client.read_workers_for_work_pool(pool) if pool else []
     if any(heard_lately(worker) for worker in workers):
         if first:
-            _progress("drain %s waits for a free worker of pool %s (%.0f s since the run's drains were submitted): "
+            _progress("drain %s waits for a free worker of pool %s (%.0f s since the run started): "
                       "its workers poll but are busy", drain_name, pool, waited_s)
         return
     raise NoWorker(f"no worker of work pool '{pool}' is polling: the run waited {waited_s:.0f} s for one "
