@@ -209,7 +209,7 @@ def _run_on_workers(plan: RunPlan, shard_paths: list[str], workers: int, on_done
             stop.request_stop("interrupted (Ctrl-C)")  # a SIGTERM's own reason, when it came first, is kept
             # INFO: the terminal's one line is the command line's; the UI shows the Cancelled states' messages
             run_logger().info("run %s stopped: cancelling its drains; %d of %d shards had finished",
-                                 plan.run_id, len(outcomes), len(shard_paths))
+                              plan.run_id, len(outcomes), len(shard_paths))
             _cancel_drains(client, drains, "the run that submitted this drain was stopped")
             raise
         except (ShardFailed, NoWorker, NoHealthyWorker):
@@ -356,8 +356,8 @@ def _replace(plan: RunPlan, shard_paths: list[str], drains: list[_Drain], ended:
     if not live:
         if hosts_taken_out:
             raise NoHealthyWorker(f"run {plan.run_id}: no healthy worker is left: the hosts taken out ("
-                              + "; ".join(hosts_taken_out.values()) + ") need the fix named; what the shards "
-                              "stored is kept")
+                                  + "; ".join(hosts_taken_out.values()) + ") need the fix named; what the shards "
+                                  "stored is kept")
         raise ShardFailed(f"run {plan.run_id}: no drain is left to run its shards (a slot gives up after its drains "
                           f"lost their worker {MAX_ATTEMPTS} times)")
     return live

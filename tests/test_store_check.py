@@ -263,3 +263,54 @@ def test_threads_stay_separate_claimants_where_locks_belong_to_the_process(tmp_p
     assert json.loads(child.stdout) == {"mine": ["c"], "theirs": ["a", "b"], "first_dead_to_another_process": "False"}
     checked = mai("store", "check", "--home", str(tmp_path / "store"), env=env)  # per-process locks serve the store
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+# one participant of the cross-host lock probe, in a process of its own: prints the hosts whose lock it took
+PROBE_PARTICIPANT = """
+import sys
+from pathlib import Path
+from mai.storage.filesystem_check import cross_host_lock_probe
+print(",".join(cross_host_lock_probe(Path(sys.argv[1]), sys.argv[2], 2, timeout_s=60).took))
+"""
+
+
+def probe_two_hosts(first: Path, second: Path, probe: str) -> dict[str, str]:
+    """Host `h1` probes through `first`, `h2` through `second` (two mounts of one directory, or one directory), at
+    once: host -> the hosts whose lock it took."""
+    runs = {host: subprocess.Popen([sys.executable, "-c", PROBE_PARTICIPANT, str(where / probe), host],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for host, where in (("h1", first), ("h2", second))}
+    took = {}
+    for host, run in runs.items():
+        out, err = run.communicate(timeout=120)
+        assert run.returncode == 0, err[-2000:]
+        took[host] = out.strip()
+    return took
+
+
+@pytest.mark.cluster
+def test_the_cross_host_probe_fails_two_mounts_whose_locks_stay_on_each_and_passes_one_filesystem(
+        tmp_path: Path) -> None:
+    """The probe `mai store check --pool` runs on each host, here two processes: through one directory each is
+    refused the other's lock; through two bindfs (FUSE) mounts of it, whose locks stay on each mount as a network
+    filesystem's host-local locks stay on each host, each takes the other's. Needs root and bindfs (`make
+    postgresql` installs it)."""
+    from mai.storage.filesystem_check import cross_host_results, hosts_whose_locks_leak
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    assert probe_two_hosts(shared, shared, "one") == {"h1": "", "h2": ""}
+    assert hosts_whose_locks_leak(cross_host_results(shared / "one")) == []
+    mounts = [tmp_path / "on-h1", tmp_path / "on-h2"]
+    mounted: list[Path] = []
+    try:
+        for mount in mounts:
+            mount.mkdir()
+            subprocess.run(["bindfs", str(shared), str(mount)], check=True, capture_output=True, timeout=60)
+            mounted.append(mount)
+        assert probe_two_hosts(mounts[0], mounts[1], "two") == {"h1": "h2", "h2": "h1"}
+        assert sorted(hosts_whose_locks_leak(cross_host_results(shared / "two"))) == [
+            "h1 took the lock h2 held", "h2 took the lock h1 held"]
+    finally:
+        for mount in mounted:
+            subprocess.run(["fusermount", "-u", str(mount)], check=False, capture_output=True, timeout=60)
