@@ -257,7 +257,7 @@ def _collect(home: Home, run_id: str, shard_paths: list[str], outcomes: dict[str
         outcome = read_shard_outcome(home, run_id, shard)
         if outcome is not None:
             outcomes[shard] = outcome
-            _progress("of run %s: shard %s done on %s (pid %d) in %.1f s; %d of %d", run_id, shard_run_name(shard),
+            _progress("of run %s: %s done on %s (pid %d) in %.1f s; %d of %d", run_id, shard_run_name(shard),
                       outcome.host, outcome.pid, outcome.wall_s, len(outcomes), len(shard_paths))
             on_done(len(outcomes))
 

@@ -107,6 +107,20 @@ def mai_run(api_url: str, home: Path, *extra: str) -> subprocess.CompletedProces
                           capture_output=True, text=True, timeout=600, check=False)
 
 
+def test_two_hosts_whose_locks_do_not_exclude_each_other_fail_the_check_across_the_pool_by_name(
+        fleet: tuple[PrefectServer, Path]) -> None:
+    server, store = fleet
+    checked = subprocess.run([sys.executable, "-m", "mai.flows.cli", "store", "check", "--home", str(store), "--pool",
+                              BINDFS_POOL], cwd=REPO, env=prefect_env(server.api_url), capture_output=True, text=True,
+                             timeout=400, check=False)
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    # this host's own checks pass (a plain directory); the probe across the pool's two hosts fails, naming both
+    assert "PASS  locks across processes" in checked.stdout, checked.stdout
+    [line] = [line for line in checked.stdout.splitlines() if line.startswith("FAIL  locks between hosts: ")]
+    assert "mai-d took the lock mai-e held" in line and "mai-e took the lock mai-d held" in line, line
+    assert checked.stderr.startswith("store check failed: locks between hosts: mount the store"), checked.stderr
+
+
 def test_a_run_takes_out_the_hosts_that_cannot_serve_it_and_completes_on_the_healthy_one(
         fleet: tuple[PrefectServer, Path], home: Path) -> None:
     server, store = fleet
@@ -152,16 +166,3 @@ def worker_flow_runs_at(api_url: str, run_id: str, kind: str) -> list[tuple[str,
     """(name, state name) of the run's `drain-*` or `shard-*` flow runs on the fleet's server."""
     return [(r.name, r.state_name or "") for r in flow_runs_at(api_url, run_id, kind)]
 
-
-def test_two_hosts_whose_locks_do_not_exclude_each_other_fail_the_check_across_the_pool_by_name(
-        fleet: tuple[PrefectServer, Path]) -> None:
-    server, store = fleet
-    checked = subprocess.run([sys.executable, "-m", "mai.flows.cli", "store", "check", "--home", str(store), "--pool",
-                              BINDFS_POOL], cwd=REPO, env=prefect_env(server.api_url), capture_output=True, text=True,
-                             timeout=400, check=False)
-    assert checked.returncode == 1, checked.stdout + checked.stderr
-    # this host's own checks pass (a plain directory); the probe across the pool's two hosts fails, naming both
-    assert "PASS  locks across processes" in checked.stdout, checked.stdout
-    [line] = [line for line in checked.stdout.splitlines() if line.startswith("FAIL  locks between hosts: ")]
-    assert "mai-d took the lock mai-e held" in line and "mai-e took the lock mai-d held" in line, line
-    assert checked.stderr.startswith("store check failed: locks between hosts: mount the store"), checked.stderr
