@@ -15,6 +15,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -90,6 +91,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory, assets_home: Path) -> Iterat
                  fleet_worker(bridge, "b", store, server, directory, {"PYTHONPATH": str(site)}, (site,)),
                  fleet_worker(bridge, "c", store, server, directory, {"MAI_HOME": "/mnt/not-the-store"}),
                  *(fleet_worker(bridge, label, store, server, directory, {}, pool=BINDFS_POOL) for label in "de")]
+        wait_for_workers(server.api_url, {POOL: 3, BINDFS_POOL: 2}, hosts)
         yield server, store
     finally:
         for host in hosts:
@@ -99,6 +101,24 @@ def fleet(tmp_path_factory: pytest.TempPathFactory, assets_home: Path) -> Iterat
         if bridge is not None:
             bridge.close()
         postgres.stop()
+
+
+def wait_for_workers(api_url: str, wanted: dict[str, int], hosts: list[Host], timeout_s: float = 300) -> None:
+    """Until each pool has its workers polling (a worker registers with its first poll, seconds after its start:
+    a run or probe before that would find no worker)."""
+    from mai.flows.fanout import heard_lately
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    deadline = time.monotonic() + timeout_s
+    with temporary_settings({PREFECT_API_URL: api_url}), get_client(sync_client=True) as client:
+        while True:
+            polling = {pool: sum(heard_lately(w) for w in client.read_workers_for_work_pool(pool)) for pool in wanted}
+            if all(polling[pool] >= count for pool, count in wanted.items()):
+                return
+            assert all(host.alive() for host in hosts), [host.log.read_text()[-2000:] for host in hosts]
+            assert time.monotonic() < deadline, polling
+            time.sleep(1)
 
 
 def mai_run(api_url: str, home: Path, *extra: str) -> subprocess.CompletedProcess[str]:
