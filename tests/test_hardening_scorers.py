@@ -1,6 +1,8 @@
 """Scorers are total and exact on hostile answers: text that looks like MMMU's internal number marks (`#½`), numbers
 past the float range (two equal 400-digit numbers are equal, two different ones are not), a megabyte of text in a
-single call well under 0.1 s, and labels outside a benchmark's set rejected when the row is read."""
+single call bounded (about 0.06 s of CPU measured, 0.25 s asserted: the 0.8 s regression it guards against stays
+caught, two test workers' contention on two cores does not fail it), and labels outside a benchmark's set rejected
+when the row is read."""
 
 from __future__ import annotations
 
@@ -111,7 +113,7 @@ MEGABYTE = ["[[" * 500_000, "]]" * 500_000, "[[x" * 300_000, "1" * 1_000_000, "9
 
 
 @pytest.mark.parametrize("name", sorted(BENCHMARKS))
-def test_every_single_call_on_a_megabyte_takes_under_a_tenth_of_a_second(name: str) -> None:
+def test_every_single_call_on_a_megabyte_takes_under_a_quarter_second(name: str) -> None:
     benchmark = get_benchmark(name)
     slowest = 0.0
     for text in MEGABYTE:
@@ -122,8 +124,9 @@ def test_every_single_call_on_a_megabyte_takes_under_a_tenth_of_a_second(name: s
                 slowest = max(slowest, timed(partial(benchmark.agree, parsed, text[:-1], sample))[1])
                 assert parsed is None or isinstance(parsed, str)
     # measured: at most ~0.06 s of CPU per call on these texts (MMMU's open answers read only their last
-    # MAX_OPEN_ANSWER_CHARS characters; mai/evals/mmmu.py)
-    assert slowest < 0.1, f"{name}: slowest call {slowest:.3f} s"
+    # MAX_OPEN_ANSWER_CHARS characters; mai/evals/mmmu.py). The bound is 4x that: under two pytest workers on two
+    # cores a best-of-three mmbench call once took 0.102 s of CPU, while the regression guarded against took 0.8 s.
+    assert slowest < 0.25, f"{name}: slowest call {slowest:.3f} s"
 
 
 def test_mmmu_reads_only_the_end_of_an_open_answer() -> None:
