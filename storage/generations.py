@@ -12,7 +12,7 @@ from typing import TypedDict
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from mai.storage.parquet import read_columns
+from mai.storage.parquet import arrow_array, read_columns
 from mai.storage.partitions import Partition, partitions, table_files, write_part
 from mai.storage.paths import Home
 from mai.storage.schemas import GENERATIONS, GenerationRow
@@ -48,9 +48,9 @@ class GenerationStore:
         directory = self.directory(model, kind)
         with self._lock:
             current = set(Partition(self.home, directory).files())
-            seen_files, ids = self._known.get(directory, (set(), pa.array([], pa.string())))
+            seen_files, ids = self._known.get(directory, (set(), arrow_array([], pa.string())))
             if seen_files - current:  # a compaction replaced files (or they were deleted): read afresh
-                seen_files, ids = set(), pa.array([], pa.string())
+                seen_files, ids = set(), arrow_array([], pa.string())
             new_files = sorted(current - seen_files)
             if new_files:
                 table = read_columns(new_files, ["gen_id"])
@@ -62,7 +62,7 @@ class GenerationStore:
     def stored_among(self, model: ModelSpec, kind: PromptKind, gen_ids: Collection[str]) -> set[str]:
         """The ids of `gen_ids` that the store holds: what a run asks before generating. Reads only the id
         column of the partition's files it has not seen, and compares in Arrow."""
-        wanted = pa.array(list(dict.fromkeys(gen_ids)), pa.string())
+        wanted = arrow_array(list(dict.fromkeys(gen_ids)), pa.string())
         if not len(wanted):
             return set()
         found = pc.filter(wanted, pc.is_in(wanted, value_set=self._ids(model, kind)))

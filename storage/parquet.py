@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import array
+import itertools
 import os
 import uuid
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -17,7 +21,7 @@ def write_rows(path: Path, rows: Sequence[Mapping[str, object]], schema: pa.Sche
     file or none. The temp name does not end in `.parquet`, so no `*.parquet` glob (ours or DuckDB's) ever
     picks up a partial file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    table = pa.Table.from_pylist(rows, schema=schema)
+    table = arrow_table(rows, schema)
     temp = path.parent / f".tmp-{uuid.uuid4().hex}-{path.name}.partial"
     pq.write_table(table, temp)
     with open(temp, "rb") as handle:
@@ -61,8 +65,85 @@ def read_columns(paths: Sequence[Path], columns: list[str], key: str | None = No
         present = set(parquet.schema_arrow.names)
         table = parquet.read(columns=[c for c in columns if c in present])
         if key is not None and wanted is not None:
-            table = table.filter(pc.is_in(table[key].cast(pa.string()), value_set=pa.array(wanted, pa.string())))
+            table = table.filter(pc.is_in(table[key].cast(pa.string()), value_set=arrow_array(wanted, pa.string())))
         tables.append(table)
     if not tables:
-        return pa.table({c: pa.array([], pa.string()) for c in columns})
+        return pa.Table.from_arrays([arrow_array([], pa.string()) for _ in columns], names=columns)
     return pa.concat_tables(tables, promote_options="default")
+
+
+# Python values to Arrow, built from the arrays' buffers: `pa.array` (and so `pa.Table.from_pylist`) first asks
+# pandas whether its input is one of pandas' types, importing it: about 0.3 s of CPU, a third of a cached re-run's,
+# which writes its routes and runs rows and looks ids up in the store but needs nothing else of pandas
+# (docs/benchmarks.md, "Startup"). The store's schemas (storage/schemas.py) use only the types below.
+_NUMBERS = {pa.int32(): "i", pa.int64(): "q", pa.float64(): "d"}  # array.array type codes of the same width
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def arrow_table(rows: Sequence[Mapping[str, object]], schema: pa.Schema) -> pa.Table:
+    """`pa.Table.from_pylist(rows, schema=schema)` without pandas: a column a row lacks is null there."""
+    return pa.Table.from_arrays([arrow_array([row.get(f.name) for row in rows], f.type) for f in schema],
+                                schema=schema)
+
+
+def arrow_array(values: Sequence[object], type_: pa.DataType) -> pa.Array:
+    """`pa.array(values, type_)` without pandas, for the store's types: strings, int32, int64, float64, booleans,
+    UTC timestamps in microseconds (a naive datetime is taken as UTC, as pyarrow does) and lists of these. None is
+    null; a value of another type raises TypeError."""
+    present = [value is not None for value in values]
+    validity = None if all(present) else _bitmap(present)
+    if pa.types.is_string(type_):
+        encoded = [_str(value).encode() if value is not None else b"" for value in values]
+        offsets = array.array("i", itertools.accumulate(map(len, encoded), initial=0))
+        buffers = [validity, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))]
+        return pa.Array.from_buffers(type_, len(values), buffers)
+    if pa.types.is_list(type_):
+        lists = [_list(value) if value is not None else [] for value in values]
+        offsets = array.array("i", itertools.accumulate(map(len, lists), initial=0))
+        children = [arrow_array([item for items in lists for item in items], type_.value_type)]
+        return pa.Array.from_buffers(type_, len(values), [validity, pa.py_buffer(offsets)], children=children)
+    if pa.types.is_boolean(type_):
+        bits = [_bool(value) if value is not None else False for value in values]
+        return pa.Array.from_buffers(type_, len(values), [validity, _bitmap(bits)])
+    if type_ == pa.timestamp("us", tz="UTC"):
+        micros = [_micros(value) if value is not None else 0 for value in values]
+        return pa.Array.from_buffers(type_, len(values), [validity, pa.py_buffer(array.array("q", micros))])
+    if type_ in _NUMBERS:
+        # array.array refuses what is not a number of its type (a string, a float for an int, an int out of range)
+        numbers = array.array(_NUMBERS[type_], cast("list[float]", [v if v is not None else 0 for v in values]))
+        return pa.Array.from_buffers(type_, len(values), [validity, pa.py_buffer(numbers)])
+    raise TypeError(f"no conversion to Arrow {type_} (the store's schemas use none)")
+
+
+def _bitmap(bits: Sequence[bool]) -> pa.Buffer:
+    """Arrow's bit-packed layout: bit i of the buffer (least significant first) is `bits[i]`."""
+    packed = bytearray((len(bits) + 7) // 8)
+    for index, bit in enumerate(bits):
+        if bit:
+            packed[index >> 3] |= 1 << (index & 7)
+    return pa.py_buffer(packed)
+
+
+def _str(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {type(value).__name__}: {value!r}")
+    return value
+
+
+def _list(value: object) -> list[object] | tuple[object, ...]:
+    if not isinstance(value, list | tuple):
+        raise TypeError(f"expected a list, got {type(value).__name__}: {value!r}")
+    return value
+
+
+def _bool(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"expected a boolean, got {type(value).__name__}: {value!r}")
+    return value
+
+
+def _micros(value: object) -> int:
+    if not isinstance(value, datetime):
+        raise TypeError(f"expected a datetime, got {type(value).__name__}: {value!r}")
+    moment = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    return (moment - _EPOCH) // timedelta(microseconds=1)

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from mai.storage.parquet import new_part_path, write_rows, write_table
+from mai.storage.parquet import arrow_array, new_part_path, write_rows, write_table
 from mai.storage.paths import Home
 from mai.storage.tables import Table
 
@@ -214,7 +214,7 @@ def _merge(files: list[Path], known: set[RowKey], table: Table, schema: pa.Schem
     merged = merged.sort_by([*((c, "ascending") for c in table.key), ("created_at", "ascending")])
     keys = list(zip(*(merged.column(c).to_pylist() for c in table.key)))
     keep = [key != (keys[n - 1] if n else None) and key not in known for n, key in enumerate(keys)]
-    return merged.filter(pa.array(keep, type=pa.bool_()))
+    return merged.filter(arrow_array(keep, pa.bool_()))
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:

@@ -1,7 +1,7 @@
 """Explicit Arrow schemas of every table (never inferred). Columns are snake_case with units.
 
 Where storage/ builds or reads a table's rows, the row as Python sees it at the Arrow boundary
-(`pa.Table.from_pylist` / `to_pylist`) is a TypedDict, and the table's schema is derived from it column for
+(`parquet.arrow_table` / `to_pylist`) is a TypedDict, and the table's schema is derived from it column for
 column (`arrow_schema`), so a new column is added in one place. A column the store stamps itself (`created_at`,
 a profile's name) is not in the row type; it is added to the schema beside it.
 """

@@ -115,3 +115,57 @@ def test_a_run_whose_prefect_api_dies_fails_with_one_line_and_resumes(tmp_path: 
     assert again.returncode == 0, again.stderr[-4000:]
     counts = json.loads(again.stdout)["counts"]
     assert 0 < counts["generations_computed"] == counts["generations_needed"] - len(stored), counts
+
+
+# `mai` with the configured Prefect server killed the moment the run's manifest and runs row are written, before its
+# artifacts are published and its flow run ends: deterministic, where killing the server from outside would race
+API_DIES_AFTER_THE_STORE = """
+import os, signal, socket, sys, time
+import mai.flows.finish as finish
+server_pid, port = int(sys.argv[1]), int(sys.argv[2])
+write_manifest = finish.write_manifest
+def write_then_lose_the_api(*args, **kwargs):
+    write_manifest(*args, **kwargs)
+    os.kill(server_pid, signal.SIGKILL)
+    while socket.socket().connect_ex(("127.0.0.1", port)) == 0:  # until the port refuses connections
+        time.sleep(0.05)
+finish.write_manifest = write_then_lose_the_api
+from mai.flows.cli import main
+sys.exit(main(sys.argv[3:]))
+"""
+
+
+def test_a_run_in_the_store_is_completed_though_its_prefect_api_died(tmp_path: Path) -> None:
+    """Recording in Prefect never changes a run's outcome: the configured server dies after the run is written to
+    the store (publishing its artifacts and ending its flow run fail), and the command still reports the run as
+    completed with its stored manifest (flows/api.py, `_completed_in_store`)."""
+    import json
+    from urllib.parse import urlparse
+
+    from mai.flows.prefect_api import _start_server_process
+    from mai.storage.paths import Home
+    from mai.storage.runs import is_complete, read_manifest
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PREFECT_LOGGING_LEVEL": "WARNING", "PREFECT_CLIENT_MAX_RETRIES": "0",
+           "PREFECT_HOME": str(tmp_path / "prefect-home")}
+    os.environ["PREFECT_HOME"] = env["PREFECT_HOME"]  # the server's database: this test's own
+    try:
+        server, url = _start_server_process()
+    finally:
+        del os.environ["PREFECT_HOME"]
+    try:
+        home = tmp_path / "store"
+        done = subprocess.run(
+            [sys.executable, "-c", API_DIES_AFTER_THE_STORE, str(server.pid), str(urlparse(url).port), "--home",
+             str(home), "run", "--limit", "2", "--shards", "1", "--max-new-tokens", "S=4", "--max-new-tokens", "R=4",
+             "--max-new-tokens", "RT=4", "--json"],
+            cwd=REPO, env={**env, "PREFECT_API_URL": url}, capture_output=True, text=True, timeout=300, check=False)
+    finally:
+        server.kill()
+        server.wait()
+    assert done.returncode == 0, done.stderr[-4000:]
+    manifest = json.loads(done.stdout)
+    assert manifest["counts"]["generations_computed"] > 0  # it ran a flow (a stored run never calls the API)
+    assert is_complete(Home.at(str(home)), manifest["run_id"])
+    assert {k: v for k, v in manifest.items() if k not in ("home", "catalog")} == read_manifest(
+        Home.at(str(home)), manifest["run_id"])
