@@ -21,8 +21,10 @@ against the configured server) is the floor of any command that runs a flow. `fi
 store (one run, not repeated): the process's wall and the run's own `wall_s` from its manifest. The `--workers 1`
 dispatch overhead is measured by benchmarks/fanout.py (it needs a worker and the drain deployment).
 
-Run: `.venv/bin/python benchmarks/startup.py [--repeats 5] [--home DIR] [--skip-first-runs]`. The first demo run
-fills the store and is not timed. Measure on a quiet machine: the numbers are seconds of a 2-core machine's wall
+Run: `.venv/bin/python benchmarks/startup.py [--repeats 5] [--home DIR] [--skip-first-runs | --goals-only]`. The
+first demo run fills the store and is not timed. `--goals-only` measures just the two start-up goals (the cached demo
+re-run and `mai sql`) under both APIs, on the store at `--home`, which a `mai demo` filled before (a few minutes
+instead of a quarter of an hour, and no first demo). Measure on a quiet machine: the numbers are seconds of a 2-core machine's wall
 clock, and another process's load lengthens every row.
 """
 
@@ -115,11 +117,16 @@ def timed(server: str, command: str, repeats: int, call: Callable[[], float], go
                   round(statistics.median(cpu), 3) if len(cpu) == repeats else None)
 
 
+def goals(mai: Mai, home: Path, repeats: int) -> list[Timing]:
+    """The rows with a start-up goal."""
+    return [timed(mai.server, "cached demo re-run", repeats, lambda: mai.seconds(home, "demo")),
+            timed(mai.server, 'mai sql "SELECT 1"', repeats, lambda: mai.seconds(home, "sql", "SELECT 1"))]
+
+
 def common(mai: Mai, home: Path, scratch: Path, repeats: int, first_runs: bool) -> list[Timing]:
     fresh = iter(range(10**6))
     rows = [
-        timed(mai.server, "cached demo re-run", repeats, lambda: mai.seconds(home, "demo")),
-        timed(mai.server, 'mai sql "SELECT 1"', repeats, lambda: mai.seconds(home, "sql", "SELECT 1")),
+        *goals(mai, home, repeats),
         timed(mai.server, "mai report (demo store)", repeats,
               lambda: mai.seconds(home, "report", "--all", "--out", str(scratch / "report.html"))),
         timed(mai.server, "run --limit 20, cached", repeats, lambda: mai.seconds(home, *SHAPES_20)),
@@ -211,19 +218,29 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=4299, help="port of the configured server on 127.0.0.1")
     parser.add_argument("--skip-first-runs", action="store_true",
                         help="leave out the runs that compute (run --limit 20 first, the 480-sample cascade)")
+    parser.add_argument("--goals-only", action="store_true",
+                        help="only the cached demo re-run and mai sql, on the store at --home (a demo filled it)")
     args = parser.parse_args()
-    first_runs = not args.skip_first_runs
+    if args.goals_only and not (args.home and (args.home / "store" / "runs").is_dir()):
+        parser.error("--goals-only measures a store a `mai demo` filled: give it as --home")
+    first_runs = not (args.skip_first_runs or args.goals_only)
     with tempfile.TemporaryDirectory(prefix="mai-startup-") as scratch_dir:
         scratch = Path(scratch_dir)
         home = args.home or scratch / "store"
         none = Mai("none", None)
-        timings = first_demo(none, home)  # fills the store
-        timings += common(none, home, scratch, args.repeats, first_runs)
-        timings += shard_costs(none, home, args.repeats)
+        if args.goals_only:
+            timings = goals(none, home, args.repeats)
+        else:
+            timings = first_demo(none, home)  # fills the store
+            timings += common(none, home, scratch, args.repeats, first_runs)
+            timings += shard_costs(none, home, args.repeats)
         prefect_server(scratch, "start", "--background", "--host", "127.0.0.1", "--port", str(args.port))
         try:
             configured = Mai("configured", f"http://127.0.0.1:{args.port}/api")
             wait_until_healthy(f"http://127.0.0.1:{args.port}/api")
+            if args.goals_only:
+                timings += goals(configured, home, args.repeats)
+                return print_timings(timings)
             timings.append(timed("configured", "minimal Prefect flow", args.repeats,
                                  lambda: configured.python(MINIMAL_FLOW)))
             timings += common(configured, home, scratch, args.repeats, first_runs)
@@ -232,8 +249,12 @@ def main() -> None:
                 timings += cascade_ratio(configured, scratch, args.repeats)
         finally:
             prefect_server(scratch, "stop")
-        print(json.dumps([asdict(t) for t in timings], indent=1))
-        print(markdown(timings))
+        print_timings(timings)
+
+
+def print_timings(timings: list[Timing]) -> None:
+    print(json.dumps([asdict(t) for t in timings], indent=1))
+    print(markdown(timings))
 
 
 if __name__ == "__main__":

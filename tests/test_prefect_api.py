@@ -140,6 +140,7 @@ def test_a_run_in_the_store_is_completed_though_its_prefect_api_died(tmp_path: P
     the store (publishing its artifacts and ending its flow run fail), and the command still reports the run as
     completed with its stored manifest (flows/api.py, `_completed_in_store`)."""
     import json
+    import signal
     from urllib.parse import urlparse
 
     from mai.flows.prefect_api import _start_server_process
@@ -160,10 +161,11 @@ def test_a_run_in_the_store_is_completed_though_its_prefect_api_died(tmp_path: P
              str(home), "run", "--limit", "2", "--shards", "1", "--max-new-tokens", "S=4", "--max-new-tokens", "R=4",
              "--max-new-tokens", "RT=4", "--json"],
             cwd=REPO, env={**env, "PREFECT_API_URL": url}, capture_output=True, text=True, timeout=300, check=False)
+        killed = server.wait(timeout=10)  # by the command, once the run was in the store
     finally:
         server.kill()
         server.wait()
-    assert done.returncode == 0, done.stderr[-4000:]
+    assert killed == -signal.SIGKILL and done.returncode == 0, (killed, done.stderr[-4000:])
     manifest = json.loads(done.stdout)
     assert manifest["counts"]["generations_computed"] > 0  # it ran a flow (a stored run never calls the API)
     assert is_complete(Home.at(str(home)), manifest["run_id"])

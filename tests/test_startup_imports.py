@@ -1,8 +1,9 @@
 """A run whose outputs are all stored is a store lookup (flows/stored_run.py): a fresh process that re-runs a
 configuration with no Prefect API configured (a plain run, a fanned-out one, or `mai regress` against a baseline)
-imports neither torch nor transformers (nor datasets, nor Prefect), starts no server (no process but git's, for the
-manifest's commit), loads no model and computes nothing; with a configured API that does not answer, the run is the
-same."""
+imports neither torch nor transformers (nor datasets, nor Prefect, nor pandas, which pyarrow imports for `pa.array`
+on Python values: the store builds its columns from buffers, storage/parquet.py), starts no server (no process but
+git's, for the manifest's commit), loads no model and computes nothing; with a configured API that does not
+answer, the run is the same."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ subprocess.Popen.__init__ = recording
 from mai.flows.cli import main
 from mai.backends.registry import loaded_engines
 code = main(sys.argv[1:])
-heavy = sorted(m for m in ("torch", "transformers", "datasets", "prefect") if m in sys.modules)
+heavy = sorted(m for m in ("torch", "transformers", "datasets", "prefect", "pandas") if m in sys.modules)
 print(json.dumps({"code": code, "heavy": heavy, "engines": len(loaded_engines()), "started": sorted(set(started)),
                   "api": os.environ.get("PREFECT_API_URL")}), file=sys.stderr)
 """
