@@ -74,7 +74,7 @@ def read_columns(paths: Sequence[Path], columns: list[str], key: str | None = No
 
 
 # Python values to Arrow, built from the arrays' buffers: `pa.array` (and so `pa.Table.from_pylist`) first asks
-# pandas whether its input is one of pandas' types, importing it: about 0.3 s of CPU, a third of a cached re-run's,
+# pandas whether its input is one of pandas' types, importing it: about 0.2 s of CPU, a sixth of a cached re-run's,
 # which writes its routes and runs rows and looks ids up in the store but needs nothing else of pandas
 # (docs/benchmarks.md, "Startup"). The store's schemas (storage/schemas.py) use only the types below.
 _NUMBERS = {pa.int32(): "i", pa.int64(): "q", pa.float64(): "d"}  # array.array type codes of the same width

@@ -1,5 +1,5 @@
 """The store builds its Arrow columns from buffers (storage/parquet.py, `arrow_array`): `pa.array` would import
-pandas, about 0.3 s of CPU, a third of a cached re-run's. Every column of every schema of storage/schemas.py must
+pandas, about 0.2 s of CPU, a sixth of a cached re-run's. Every column of every schema of storage/schemas.py must
 come out as `pa.Table.from_pylist` builds it (nulls, NaN, naive and offset datetimes, bit positions past a byte
 included), and a value of the wrong type must still be refused."""
 
