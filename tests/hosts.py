@@ -1,4 +1,4 @@
-"""Simulated hosts for tests/test_two_hosts.py: each is a process tree in Linux namespaces of its own, as a second
+"""Simulated hosts for tests/test_cluster.py: each is a process tree in Linux namespaces of its own, as a second
 machine of a cluster would be.
 
 - network: a named network namespace (`ip netns`) whose only link is one end of a veth pair; the other end is on a
@@ -26,7 +26,7 @@ from pathlib import Path
 def ip(*args: str) -> None:
     done = subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise RuntimeError(f"`ip {' '.join(args)}` failed: {done.stderr.strip()} (the two-host test needs root, "
+        raise RuntimeError(f"`ip {' '.join(args)}` failed: {done.stderr.strip()} (the cluster tests need root, "
                            "iproute2 and network namespaces)")
 
 

@@ -1,5 +1,5 @@
 """A throwaway PostgreSQL cluster (Debian's `postgresql`, which `make test` installs) and a Prefect server backed by
-it, as a cluster's head node runs them (docs/cluster.md). Used by tests/test_two_hosts.py.
+it, as a cluster's head node runs them (docs/cluster.md). Used by tests/test_cluster.py.
 
 PostgreSQL refuses to run as root, and CI runs as root: the cluster belongs to the `postgres` system user that
 Debian's package creates, in a directory of its own under /tmp (pytest's own temporary folders are root's, mode
@@ -27,7 +27,7 @@ DATABASE = "prefect"
 
 def postgres_bin() -> Path:
     """The newest installed server's bin directory (Debian keeps it off PATH: /usr/lib/postgresql/<major>/bin), or
-    MAI_POSTGRES_BIN. Fails loudly: the two-host test is part of `make test`, which installs the package."""
+    MAI_POSTGRES_BIN. Fails loudly: the cluster tests are part of `make test`, which installs the package."""
     given = os.environ.get("MAI_POSTGRES_BIN")
     candidates = [Path(given)] if given else sorted(Path("/usr/lib/postgresql").glob("*/bin"),
                                                     key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0)
