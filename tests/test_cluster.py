@@ -233,6 +233,18 @@ def finished(process: subprocess.Popen[bytes], timeout_s: float = 600) -> tuple[
     return manifest, err.decode()
 
 
+def start_bad_hosts(cluster: Cluster) -> None:
+    """Hosts `c` (its mount's locks do not exclude) and `d` (MAI_HOME where the store is not), workers of `mai-gpu`,
+    unless a test before started them."""
+    if "c" in cluster.hosts:
+        return
+    site = cluster.directory / "no-locks"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(NO_LOCKS)
+    worker_host(cluster, "c", env={"PYTHONPATH": str(site)}, also_kept=(site,))
+    worker_host(cluster, "d", env={"MAI_HOME": "/mnt/not-the-store"})
+
+
 def kill_a_host_in_its_second_shard(cluster: Cluster, parent: subprocess.Popen[bytes]) -> tuple[str, str]:
     """Waits until a healthy host has completed a shard (so both will have run shards) and holds the lease of
     another, then kills every process of that host; returns the host's label and the shard it lost."""
@@ -257,11 +269,7 @@ def test_a_run_over_two_healthy_hosts_and_two_bad_ones_equals_the_in_process_run
         cluster: Cluster, home: Path) -> None:
     # the two bad hosts join the pool now (the pool's lock check above would fail on `c`), starting while the
     # in-process run computes
-    site = cluster.directory / "no-locks"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(NO_LOCKS)
-    worker_host(cluster, "c", env={"PYTHONPATH": str(site)}, also_kept=(site,))
-    worker_host(cluster, "d", env={"MAI_HOME": "/mnt/not-the-store"})
+    start_bad_hosts(cluster)
     local, _ = finished(mai_run(cluster.api_url, home))
     wait_for_workers(cluster, {POOL: 4}, "abcd")
     parent = mai_run(cluster.api_url, cluster.store, "--workers", "4", "--name", "four-hosts")
@@ -332,6 +340,9 @@ def test_with_no_healthy_host_left_a_run_fails_saying_so_in_one_line(cluster: Cl
     """After the run above, only the bad hosts c and d are left once the survivor is gone too: a run's drains are
     taken out there, a new drain is tried while attempts are left, then the run fails (exit 2), in one line
     without a traceback that names the hosts taken out and says that no healthy worker is left."""
+    start_bad_hosts(cluster)
+    alive = "".join(label for label in "abcd" if cluster.hosts[label].alive())
+    wait_for_workers(cluster, {POOL: len(alive)}, alive)  # at once after the test above
     for label in HEALTHY:
         cluster.hosts[label].kill()
     failed = subprocess.run([sys.executable, "-m", "mai.flows.cli", "--home", str(cluster.store), "run", "--limit", "4",
