@@ -17,7 +17,7 @@ from typing import TypedDict
 from mai.dashboards.provenance import Provenance, pair_estimates, read_estimates
 from mai.dashboards.views import USED_GENERATIONS, default_profile, fetch, run_label, run_models, session
 from mai.storage.paths import Home
-from mai.storage.schemas import RunRow
+from mai.storage.rows import RunRow
 
 from mai.errors import ConfigError
 from mai.paired import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, PairedResult, compare_pairs

@@ -23,7 +23,7 @@ from mai.dashboards.charts import Cell, Section, Table
 from mai.dashboards.paper_internvl import PaperTable, paper_value
 from mai.dashboards.views import fetch, run_models
 from mai.storage.paths import Home
-from mai.storage.schemas import RunRow
+from mai.storage.rows import RunRow
 
 from mai.paired import compare_pairs, mean_interval
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mai.dashboards.views import FULL_RT
-from mai.storage.schemas import RunRow
+from mai.storage.rows import RunRow
 
 from mai import cascade
 from mai.types import PromptKind, Role, RunMode, StageSpec

@@ -33,7 +33,7 @@ from mai.dashboards.provenance import Provenance
 from mai.dashboards.rows import StageParseRow, TokensByKindRow
 from mai.dashboards.sections import Store
 from mai.dashboards.views import FULL_RT, USED_GENERATIONS, fetch, run_label, run_models
-from mai.storage.schemas import RunRow
+from mai.storage.rows import RunRow
 
 PROMPTS = ("S", "E", "R")
 INTERNVL_COMMAND = ("<code>mai run --benchmark BENCH --mode single --single-model large --single-prompt S "

@@ -14,7 +14,7 @@ from mai.dashboards.outputs import OUTPUT_KINDS, run_stages, stored_kinds
 from mai.dashboards.rows import CountRow, SampleRow, UsedRow
 from mai.dashboards.views import USED_GENERATIONS, fetch, read_runs, role_model
 from mai.storage.paths import Home
-from mai.storage.schemas import RunRow
+from mai.storage.rows import RunRow
 
 from mai.config import DEFAULT_MAX_NEW_TOKENS
 from mai.evals.base import Benchmark

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from mai.dashboards.rows import EstimatePriceRow
 from mai.dashboards.views import default_profile, fetch
 from mai.storage.paths import Home
-from mai.storage.schemas import RunRow
+from mai.storage.rows import RunRow
 
 # per (run, estimate): its total and 'model=profile' for every stage it priced (the model from the generations
 # the stage used)

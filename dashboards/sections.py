@@ -47,7 +47,7 @@ from mai.dashboards.views import (
     run_label,
 )
 from mai.storage.paths import Home
-from mai.storage.schemas import RunRow
+from mai.storage.rows import RunRow
 
 from mai import cascade
 

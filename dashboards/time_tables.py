@@ -21,7 +21,7 @@ from mai.dashboards.groups import score_cell
 from mai.dashboards.rows import SpeculativeRow, SpeedupRow
 from mai.dashboards.sections import Store
 from mai.dashboards.views import fetch
-from mai.storage.schemas import RunRow
+from mai.storage.rows import RunRow
 
 SPECULATIVE_COMMAND = ("<code>mai speculative --large-model L --small-model S --draft-tokens 4</code> measures "
                        "token-level speculative decoding next to a large-R run")

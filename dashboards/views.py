@@ -14,7 +14,7 @@ from typing import TypeVar, cast
 import duckdb
 from mai.storage.catalog import connect
 from mai.storage.paths import Home
-from mai.storage.schemas import RunRow
+from mai.storage.rows import RunRow
 
 from mai.types import STAGE_NAMES, Role
 

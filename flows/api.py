@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # the run types only in signatures: `mai sql` and the other s
     from mai.flows.speculative import SpeculativeSummary
     from mai.storage.maintenance import TableStats, VerificationRecord
     from mai.storage.partitions import Compaction
-    from mai.storage.schemas import LatencyProfileRow
+    from mai.storage.rows import LatencyProfileRow
 
     from mai.config import RunConfig
     from mai.evals.base import ScoredSample

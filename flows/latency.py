@@ -11,8 +11,8 @@ from mai.flows.prefect_sync import synchronous
 from mai.storage.catalog import build_catalog
 from mai.storage.latency import profile_path, read_profile, read_run_calls, write_estimate, write_profile
 from mai.storage.paths import Home
+from mai.storage.rows import LatencyProfileRow
 from mai.storage.runs import is_complete
-from mai.storage.schemas import LatencyProfileRow
 from prefect import flow
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 

@@ -21,9 +21,10 @@ from mai.storage.catalog import build_catalog
 from mai.storage.generations import shared_store
 from mai.storage.parquet import read_rows, write_rows
 from mai.storage.paths import Home
+from mai.storage.rows import SpeculativeRow
 from mai.storage.runs import is_complete, read_manifest, read_routes
 from mai.storage.samples import read_shard
-from mai.storage.schemas import SPECULATIVE, SpeculativeRow
+from mai.storage.schemas import SPECULATIVE
 from prefect import flow
 
 from mai import cascade, progress, stop

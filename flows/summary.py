@@ -11,7 +11,7 @@ from pathlib import Path
 
 from mai.storage.generations import count_computed_by_run, shared_store
 from mai.storage.paths import Home
-from mai.storage.schemas import RunRow
+from mai.storage.rows import RunRow
 
 from mai.backends.registry import loaded_engines
 from mai.manifest import (

@@ -34,9 +34,9 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 import duckdb
-import pyarrow as pa
 from mai.storage.partitions import table_files
 from mai.storage.paths import Home
+from mai.storage.rows import Columns
 from mai.storage.tables import TABLES, Table
 
 from mai.errors import ConfigError
@@ -50,27 +50,18 @@ _STORAGE_CONFIG: dict[str, str | bool | int | float | list[str]] = {
     "storage_compatibility_version": CATALOG_STORAGE_VERSION}
 
 
-def _duckdb_type(arrow_type: pa.DataType) -> str:
-    if pa.types.is_list(arrow_type):
-        return _duckdb_type(arrow_type.value_type) + "[]"
-    if pa.types.is_timestamp(arrow_type):
-        return "TIMESTAMPTZ" if arrow_type.tz else "TIMESTAMP"
-    simple = {pa.string(): "VARCHAR", pa.int32(): "INTEGER", pa.int64(): "BIGINT", pa.float64(): "DOUBLE",
-              pa.bool_(): "BOOLEAN"}
-    return simple[arrow_type]
+def _empty_relation(columns: Columns) -> str:
+    """No rows, the table's columns by their types (storage/rows.py names them as DuckDB does)."""
+    typed = ", ".join(f"CAST(NULL AS {type_}) AS {name}" for name, type_ in columns)
+    return f"SELECT {typed} WHERE false"
 
 
-def _empty_relation(schema: pa.Schema) -> str:
-    columns = ", ".join(f"CAST(NULL AS {_duckdb_type(f.type)}) AS {f.name}" for f in schema)
-    return f"SELECT {columns} WHERE false"
-
-
-def _over_listed(files: list[Path], schema: pa.Schema) -> str:
+def _over_listed(files: list[Path], columns: Columns) -> str:
     """The files by their exact paths, listed here (never a glob: a store under a directory named `a[1]` or
     `x*` would match other files or none), each a quoted SQL string. `union_by_name` keeps old files readable
     when a later version adds columns."""
     if not files:
-        return _empty_relation(schema)
+        return _empty_relation(columns)
     listed = ", ".join(_sql_string(_glob_literal(f.as_posix())) for f in files)
     return f"SELECT * FROM read_parquet([{listed}], union_by_name = true)"
 
@@ -96,9 +87,9 @@ def view_definition(home: Home, table: Table, read_root: Path | None = None) -> 
         files = [read_root / _inside(f, home.store) for f in files]
     # the published version of each partition, by its version directory (storage/partitions.py): a view keeps
     # reading the version it was made over even when a compaction publishes the next one meanwhile
-    relation = _over_listed(files, table.schema)
+    relation = _over_listed(files, table.columns)
     if table.full_schema_view:  # BY NAME over the full schema: columns added later are NULL in older files
-        relation = f"SELECT * FROM ({_empty_relation(table.schema)} UNION ALL BY NAME {relation})"
+        relation = f"SELECT * FROM ({_empty_relation(table.columns)} UNION ALL BY NAME {relation})"
     if table.keep_first_by:
         keys = ", ".join(table.key)
         relation = (f"SELECT * FROM ({relation}) "

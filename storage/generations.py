@@ -15,7 +15,8 @@ import pyarrow.compute as pc
 from mai.storage.parquet import arrow_array, read_columns
 from mai.storage.partitions import Partition, partitions, table_files, write_part
 from mai.storage.paths import Home
-from mai.storage.schemas import GENERATIONS, GenerationRow
+from mai.storage.rows import GenerationRow
+from mai.storage.schemas import GENERATIONS
 from mai.storage.tables import table_named
 
 from mai.answers import extract_bracketed

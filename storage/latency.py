@@ -13,7 +13,8 @@ import pyarrow.parquet as pq
 from mai.storage.catalog import query
 from mai.storage.parquet import write_rows
 from mai.storage.paths import Home
-from mai.storage.schemas import ESTIMATES, LATENCY_PROFILES, EstimateRow, LatencyProfileRow
+from mai.storage.rows import EstimateRow, LatencyProfileRow
+from mai.storage.schemas import ESTIMATES, LATENCY_PROFILES
 
 from mai.errors import ConfigError
 from mai.latency import Call, LatencyProfile, StageEstimate

@@ -31,14 +31,17 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-from mai.storage.parquet import arrow_array, new_part_path, write_rows, write_table
 from mai.storage.paths import Home
 from mai.storage.tables import Table
 
 from mai.identity import canonical_hash
+
+# pyarrow (and with it numpy, about 0.12 s of CPU) is imported where a file is written or compacted, not here: the
+# catalog lists partitions' files through this module, and `mai sql` needs nothing more (docs/benchmarks.md)
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 TARGET_ROWS = 250_000        # files with fewer rows are merged again; a file at or over it is left as it is
 AUTO_MIN_SMALL_FILES = 64    # the end of a run compacts a partition once it has this many batch files
@@ -106,6 +109,8 @@ class Partition:
 def write_part(home: Home, directory: Path, rows: Sequence[Mapping[str, object]], schema: pa.Schema) -> Path:
     """Appends one batch file to the partition at `directory` (atomic, see parquet.write_rows); compaction
     waits for it to be in place before it swaps versions."""
+    from mai.storage.parquet import new_part_path, write_rows
+
     partition = Partition(home, directory)
     partition.ensure()
     with _flock(partition.write_lock, exclusive=False):
@@ -145,6 +150,8 @@ def compact(partition: Partition, table: Table, schema: pa.Schema, min_small_fil
     """Merges the partition's files under `target_rows` rows into one file sorted by id, without duplicates
     (`tiered`: only files of the lowest size tiers, see `_tiered_choice`). Skips (saying why) when another
     compaction of the partition runs or fewer than `min_small_files` files would be merged."""
+    import pyarrow.parquet as pq
+
     started = time.perf_counter()
     report = Compaction(partition.path.relative_to(partition.home.root).as_posix())
     with _flock(partition.compact_lock, exclusive=True, blocking=False) as mine:
@@ -199,6 +206,8 @@ def _tiered_choice(files: list[Path], rows: dict[Path, int]) -> list[Path]:
 
 def row_keys(files: list[Path], table: Table) -> list[RowKey]:
     """The key of every row of `files`, duplicates included (reads only the key columns)."""
+    import pyarrow.parquet as pq
+
     keys: list[RowKey] = []
     for file in files:
         part = pq.read_table(file, columns=list(table.key))
@@ -209,6 +218,10 @@ def row_keys(files: list[Path], table: Table) -> list[RowKey]:
 def _merge(files: list[Path], known: set[RowKey], table: Table, schema: pa.Schema) -> pa.Table:
     """The rows of `files` (older files read under today's schema: columns added later are null), each
     identity once (its first-written copy), none of `known`, sorted by id."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from mai.storage.parquet import arrow_array
+
     tables = [_conform(pq.read_table(f), schema) for f in files]
     merged = pa.concat_tables(tables) if tables else schema.empty_table()
     merged = merged.sort_by([*((c, "ascending") for c in table.key), ("created_at", "ascending")])
@@ -218,12 +231,16 @@ def _merge(files: list[Path], known: set[RowKey], table: Table, schema: pa.Schem
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    import pyarrow as pa
+
     columns = [table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
                for f in schema]
     return pa.Table.from_arrays(columns, schema=schema)
 
 
 def _publish_next(partition: Partition, snapshot: list[Path], kept: list[Path], merged: pa.Table) -> int:
+    from mai.storage.parquet import write_table
+
     current = partition.current()
     assert current is not None
     version = partition.versions / f"v{_sequence(current) + 1:06d}"

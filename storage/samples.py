@@ -14,7 +14,8 @@ from typing import cast
 import pyarrow.parquet as pq
 from mai.storage.parquet import write_rows
 from mai.storage.paths import Home
-from mai.storage.schemas import SAMPLES, SampleRow
+from mai.storage.rows import SampleRow
+from mai.storage.schemas import SAMPLES
 
 from mai.evals.loading import DEFAULT_MAX_IMAGE_PIXELS, LOADER_VERSION
 from mai.types import Sample

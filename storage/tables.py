@@ -1,6 +1,6 @@
 """The tables of the store, defined once: where each table's files live, its schema, what identifies a row,
 and how its view reads it. Paths (`Home`), compaction, statistics, verification and the catalog's views all
-derive from this registry, so a new table is one entry here (plus its schema in schemas.py).
+derive from this registry, so a new table is one entry here (plus its row type and columns in rows.py).
 
 Two kinds of table:
 - content-addressed (`depth` > 0): rows identified by `key`, shared by every run, appended in batch files
@@ -11,22 +11,26 @@ Two kinds of table:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, get_args
+from functools import cached_property
+from typing import TYPE_CHECKING, Literal, get_args
 
-import pyarrow as pa
-from mai.storage.schemas import (
-    ATTENTION,
-    ESTIMATES,
-    GENERATIONS,
-    LATENCY_PROFILES,
-    METRICS,
-    ROUTES,
-    RUNS,
-    SAMPLES,
-    SCORES,
-    SELECTIONS,
-    SPECULATIVE,
+from mai.storage.rows import (
+    ATTENTION_COLUMNS,
+    ESTIMATE_COLUMNS,
+    GENERATION_COLUMNS,
+    LATENCY_PROFILE_COLUMNS,
+    METRIC_COLUMNS,
+    ROUTE_COLUMNS,
+    RUN_COLUMNS,
+    SAMPLE_COLUMNS,
+    SCORE_COLUMNS,
+    SELECTION_COLUMNS,
+    SPECULATIVE_COLUMNS,
+    Columns,
 )
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 TableName = Literal["samples", "generations", "attention", "selections", "runs", "routes", "metrics",
                     "scores", "estimates", "speculative", "latency_profiles"]
@@ -35,7 +39,7 @@ TableName = Literal["samples", "generations", "attention", "selections", "runs",
 @dataclass(frozen=True)
 class Table:
     name: TableName  # also its directory under `store/` and its view's name
-    schema: pa.Schema
+    columns: Columns  # its columns and their types (storage/rows.py)
     # the columns that identify a row (an attention row is one layer of one prefill)
     key: tuple[str, ...] = ()
     # content-addressed: directory levels of a partition below the table's directory
@@ -55,6 +59,14 @@ class Table:
         if (self.depth or self.keep_first_by) and not self.key:
             raise ValueError(f"table {self.name}: a content-addressed or deduplicated table needs a key")
 
+    @cached_property
+    def schema(self) -> pa.Schema:
+        """The Arrow schema its files are written with; imported here, where a file is read or written, so that
+        the catalog's views (and so `mai sql`) need no pyarrow."""
+        from mai.storage.schemas import arrow_schema
+
+        return arrow_schema(self.columns)
+
     @property
     def content_addressed(self) -> bool:
         return self.depth > 0
@@ -62,20 +74,20 @@ class Table:
 
 # `runs` comes before the tables of one run: their views select the completed runs from it
 TABLES: tuple[Table, ...] = (
-    Table("samples", SAMPLES, key=("dataset_fingerprint", "sample_id"),  # a sample of several shard sets
+    Table("samples", SAMPLE_COLUMNS, key=("dataset_fingerprint", "sample_id"),  # a sample of several shard sets
           files="*/*/*.parquet", keep_first_by="shard"),  # <benchmark>/<shard set>/shard-NNNNN
-    Table("generations", GENERATIONS, key=("gen_id",), depth=2,  # <model>/<prompt kind>
+    Table("generations", GENERATION_COLUMNS, key=("gen_id",), depth=2,  # <model>/<prompt kind>
           full_schema_view=True),
-    Table("attention", ATTENTION, key=("capture_id", "layer"), depth=1,  # <large model>
+    Table("attention", ATTENTION_COLUMNS, key=("capture_id", "layer"), depth=1,  # <large model>
           full_schema_view=True),  # capture_s came later
-    Table("selections", SELECTIONS, key=("selection_id",), depth=1),  # <large model>
-    Table("runs", RUNS, files="*/run.parquet", full_schema_view=True),  # provenance_json came later
-    Table("routes", ROUTES, files="*/routes.parquet", per_run=True),
-    Table("metrics", METRICS, files="*/*.parquet", per_run=True),  # <run>/<scorer profile>
-    Table("scores", SCORES, files="*/*.parquet", per_run=True),  # <run>/<scorer profile>
-    Table("estimates", ESTIMATES, files="*/*.parquet", per_run=True),  # <run>/<estimate name>
-    Table("speculative", SPECULATIVE, files="*/*.parquet", per_run=True),  # <run>/k<draft tokens>[-batch]
-    Table("latency_profiles", LATENCY_PROFILES, files="*.parquet"),  # <profile name>
+    Table("selections", SELECTION_COLUMNS, key=("selection_id",), depth=1),  # <large model>
+    Table("runs", RUN_COLUMNS, files="*/run.parquet", full_schema_view=True),  # provenance_json came later
+    Table("routes", ROUTE_COLUMNS, files="*/routes.parquet", per_run=True),
+    Table("metrics", METRIC_COLUMNS, files="*/*.parquet", per_run=True),  # <run>/<scorer profile>
+    Table("scores", SCORE_COLUMNS, files="*/*.parquet", per_run=True),  # <run>/<scorer profile>
+    Table("estimates", ESTIMATE_COLUMNS, files="*/*.parquet", per_run=True),  # <run>/<estimate name>
+    Table("speculative", SPECULATIVE_COLUMNS, files="*/*.parquet", per_run=True),  # <run>/k<draft tokens>[-batch]
+    Table("latency_profiles", LATENCY_PROFILE_COLUMNS, files="*.parquet"),  # <profile name>
 )
 
 CONTENT_ADDRESSED: tuple[Table, ...] = tuple(t for t in TABLES if t.content_addressed)

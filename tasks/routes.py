@@ -9,9 +9,9 @@ from typing import Any
 
 from mai.storage.generations import shared_store
 from mai.storage.paths import Home
+from mai.storage.rows import MetricRecord, ScoreRecord
 from mai.storage.runs import write_metrics, write_routes, write_scores
 from mai.storage.samples import read_shard
-from mai.storage.schemas import MetricRecord, ScoreRecord
 from mai.tasks.answers import load_stage_answers
 
 from mai import cascade

@@ -16,7 +16,7 @@ from mai.storage.attention import (
 from mai.storage.claims import ClaimBoard, compute_once
 from mai.storage.generations import shared_store
 from mai.storage.paths import Home
-from mai.storage.schemas import CaptureRow, GenerationRow, SelectionRow
+from mai.storage.rows import CaptureRow, GenerationRow, SelectionRow
 from mai.tasks.from_store import capture_ids_of
 from mai.tasks.generate import StepResult, step_inputs
 from mai.tasks.jobs import StageJob
