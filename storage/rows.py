@@ -5,7 +5,7 @@ Where storage/ builds or reads a table's rows, the row as Python sees it at the 
 column (`columns`), so a new column is added in one place. A column the store stamps itself (`created_at`, a
 profile's name) is not in the row type; it is added to the columns beside it.
 
-A column's type is named as DuckDB names it (`ColumnType`): the catalog's views (storage/catalog.py) use these
+A column's type is named as DuckDB names it (`ColumnType`, as DESCRIBE shows it): the catalog's views (storage/catalog.py) use these
 names as they are, so `mai sql` needs no pyarrow (about 0.12 s of CPU to import, with numpy: docs/benchmarks.md,
 "Startup"), and storage/schemas.py translates them to the Arrow schemas the files are written with
 (tests/test_schemas.py checks that DuckDB reads each schema's files as these types).
@@ -19,13 +19,13 @@ from typing import Literal, NotRequired, Required, TypedDict, Union, get_args, g
 
 from mai.types import STAGE_NAMES, AnswerStyle, FinishReason, PromptKind, Role, RunMode
 
-ColumnType = Literal["VARCHAR", "INTEGER", "BIGINT", "DOUBLE", "BOOLEAN", "TIMESTAMPTZ",
+ColumnType = Literal["VARCHAR", "INTEGER", "BIGINT", "DOUBLE", "BOOLEAN", "TIMESTAMP WITH TIME ZONE",
                      "VARCHAR[]", "INTEGER[]", "DOUBLE[]"]
 Columns = tuple[tuple[str, ColumnType], ...]  # (name, type) of each column, in the table's order
 
 # the one mapping of a row's Python types to column types (an int's width is the table's: `columns`)
 _COLUMN_TYPES: dict[object, ColumnType] = {
-    str: "VARCHAR", float: "DOUBLE", bool: "BOOLEAN", datetime: "TIMESTAMPTZ",  # timestamps in UTC
+    str: "VARCHAR", float: "DOUBLE", bool: "BOOLEAN", datetime: "TIMESTAMP WITH TIME ZONE",  # timestamps in UTC
     list[str]: "VARCHAR[]", list[float]: "DOUBLE[]", list[int]: "INTEGER[]",
 }
 
@@ -267,7 +267,7 @@ def _with(columns_: Columns, added: tuple[str, ColumnType], *, before: str | Non
     return (*columns_[:at], added, *columns_[at:])
 
 
-_STAMPED: tuple[str, ColumnType] = ("created_at", "TIMESTAMPTZ")  # when the store wrote the row
+_STAMPED: tuple[str, ColumnType] = ("created_at", "TIMESTAMP WITH TIME ZONE")  # when the store wrote the row
 
 SAMPLE_COLUMNS = columns(SampleRow)
 GENERATION_COLUMNS = columns(GenerationRow)

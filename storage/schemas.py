@@ -24,7 +24,7 @@ from mai.storage.rows import (
 UTC_TIMESTAMP = pa.timestamp("us", tz="UTC")
 _ARROW_TYPES: dict[ColumnType, pa.DataType] = {
     "VARCHAR": pa.string(), "INTEGER": pa.int32(), "BIGINT": pa.int64(), "DOUBLE": pa.float64(),
-    "BOOLEAN": pa.bool_(), "TIMESTAMPTZ": UTC_TIMESTAMP, "VARCHAR[]": pa.list_(pa.string()),
+    "BOOLEAN": pa.bool_(), "TIMESTAMP WITH TIME ZONE": UTC_TIMESTAMP, "VARCHAR[]": pa.list_(pa.string()),
     "INTEGER[]": pa.list_(pa.int32()), "DOUBLE[]": pa.list_(pa.float64()),
 }
 
