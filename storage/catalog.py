@@ -189,6 +189,9 @@ def connect(home: Home, limits: QueryLimits = QueryLimits()) -> duckdb.DuckDBPyC
     """An in-memory connection with the catalog's views, for queries; it can read only the store's files and its
     settings are locked (module docstring)."""
     connection = duckdb.connect(":memory:")
+    # each file's footer is read once: the view of every per-run table reads `runs` again, and a query binds the
+    # views it names again (a quarter of `mai sql`'s view creation; the store's files are immutable)
+    connection.execute("SET parquet_metadata_cache = true")
     store = _plain_alias(home.store)
     _create_views(connection, home, store)
     _restrict(connection, store, limits)
