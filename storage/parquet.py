@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 
 
 def write_rows(path: Path, rows: Sequence[Mapping[str, object]], schema: pa.Schema) -> Path:
-    """`rows` by column name (typically a row type of schemas.py), typed by `schema`. Write to a temp name in
+    """`rows` by column name (typically a row type of rows.py), typed by `schema`. Write to a temp name in
     the same directory, fsync, then `os.replace`: a reader (or a run killed mid-write) sees either the whole
     file or none. The temp name does not end in `.parquet`, so no `*.parquet` glob (ours or DuckDB's) ever
     picks up a partial file."""
@@ -45,7 +45,7 @@ def new_part_path(directory: Path) -> Path:
 
 
 def read_rows(paths: list[Path], columns: list[str] | None = None) -> list[dict[str, object]]:
-    """Rows by column name, of any table (a reader of one table reads them as its row type of schemas.py). Read
+    """Rows by column name, of any table (a reader of one table reads them as its row type of rows.py). Read
     with the Parquet reader alone, as `read_columns` (`pq.read_table` goes through pyarrow.dataset: pandas)."""
     rows: list[dict[str, object]] = []
     for path in paths:

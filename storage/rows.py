@@ -8,7 +8,7 @@ profile's name) is not in the row type; it is added to the columns beside it.
 A column's type is named as DuckDB names it (`ColumnType`, as DESCRIBE shows it): the catalog's views (storage/catalog.py) use these
 names as they are, so `mai sql` needs no pyarrow (about 0.12 s of CPU to import, with numpy: docs/benchmarks.md,
 "Startup"), and storage/schemas.py translates them to the Arrow schemas the files are written with
-(tests/test_schemas.py checks that DuckDB reads each schema's files as these types).
+(tests/test_table_columns.py checks that DuckDB reads each schema's files as these types).
 """
 
 from __future__ import annotations
