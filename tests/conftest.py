@@ -18,7 +18,16 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import link_shapes
+# a parallel worker (pytest-xdist, `make test`) computes on one thread: with two workers on two cores, torch's
+# default (a thread per core) gave each worker two OpenMP threads that contended for the cores (the suite took 34-39
+# CPU-minutes on two workers against 28 in one process; docs/benchmarks.md). Set before torch is imported, in this
+# process and in the environment the tests' subprocesses inherit; a value the user set is kept. A run in one process
+# keeps torch's default.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(_variable, "1")
+
+from tests.helpers import link_shapes  # noqa: E402  (after the thread settings: it may come to import torch)
 
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
