@@ -27,7 +27,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ.setdefault(_variable, "1")
 
-from tests.helpers import link_shapes  # noqa: E402  (after the thread settings: it may come to import torch)
+from tests.helpers import link_shapes  # after the thread settings: it may come to import torch
 
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")

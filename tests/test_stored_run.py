@@ -57,14 +57,22 @@ def _step_states(parent: UUID) -> dict[str, str]:
 
 
 @pytest.mark.prefect
-def test_a_stored_run_is_a_store_lookup_that_equals_the_flow_run(home: Path) -> None:
+def test_a_run_lacking_outputs_flows_a_stored_run_is_a_lookup_and_a_deleted_file_is_recomputed_alone(
+        home: Path) -> None:
+    """One store, three behaviours in turn (each needs the store the one before left): a run lacking outputs goes
+    through the flow; the same run again is a store lookup equal to it; with one output file deleted, the run
+    goes through the flow again, computes exactly what the file held, and every other step ends `Cached`."""
     from mai.flows import api
     from mai.storage.catalog import connect
     from mai.storage.paths import Home
 
+    # a run lacking an output goes through the flow: half the samples are stored, the whole run computes the rest
+    api.run(shapes_pair_config(home=str(home), limit=LIMIT // 2, run_name="half"), progress=False)
     first = api.run(shapes_pair_config(home=str(home), limit=LIMIT, run_name="first"), progress=False)
+    assert first["counts"]["generations_computed"] > 0
     assert len(_flow_runs("mai-run/first")) == 1  # the flow ran
 
+    # every output stored: the same run is a store lookup that equals the flow's run
     again = api.run(shapes_pair_config(home=str(home), limit=LIMIT, run_name="again"), progress=False)
     for key in ("routes", "metrics", "stages", "shard_paths", "errors"):
         assert again[key] == first[key], key
@@ -76,32 +84,16 @@ def test_a_stored_run_is_a_store_lookup_that_equals_the_flow_run(home: Path) -> 
         runs = connection.execute("SELECT run_name FROM runs WHERE run_id = ?", [again["run_id"]]).fetchall()
     assert rows == (LIMIT,) and runs == [("again",)]
 
-
-@pytest.mark.prefect
-def test_a_deleted_output_file_is_recomputed_alone_and_stored_steps_show_cached(home: Path) -> None:
-    from mai.flows import api
-
-    first = api.run(shapes_pair_config(home=str(home), limit=LIMIT, shards=1, run_name="whole"), progress=False)
+    # a deleted output file is recomputed alone (one shard, so each step is one task run), the stored steps Cached
     (lost,) = sorted((home / "store" / "generations").glob("*large*/S/*.parquet"))[:1]
     lost_ids = set(pq.read_table(lost, columns=["gen_id"]).column("gen_id").to_pylist())
     lost.unlink()
-
-    again = api.run(shapes_pair_config(home=str(home), limit=LIMIT, shards=1, run_name="healed"), progress=False)
-    assert again["counts"]["generations_computed"] == len(lost_ids)
-    assert again["routes"] == first["routes"] and again["metrics"] == first["metrics"]
+    healed = api.run(shapes_pair_config(home=str(home), limit=LIMIT, shards=1, run_name="healed"), progress=False)
+    assert healed["counts"]["generations_computed"] == len(lost_ids)
+    assert healed["routes"] == first["routes"] and healed["metrics"] == first["metrics"]
     (flow_run,) = _flow_runs("mai-run/healed")
     states = _step_states(flow_run.id)
     assert {label: state for label, state in states.items() if label.endswith("s_large")} == {
         "shard-00000 / s_large": "Completed"}, states
     others = {state for label, state in states.items() if not label.endswith("s_large")}
     assert others == {"Cached"}, states  # every other step's outputs were stored: no model ran for them
-
-
-@pytest.mark.prefect
-def test_a_run_lacking_an_output_goes_through_the_flow(home: Path) -> None:
-    from mai.flows import api
-
-    api.run(shapes_pair_config(home=str(home), limit=LIMIT // 2, run_name="half"), progress=False)
-    more = api.run(shapes_pair_config(home=str(home), limit=LIMIT, run_name="more"), progress=False)
-    assert more["counts"]["generations_computed"] > 0
-    assert len(_flow_runs("mai-run/more")) == 1
