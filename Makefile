@@ -42,7 +42,7 @@ $(CHROMIUM):
 
 chromium: $(CHROMIUM)
 
-# the two-host tests (tests/test_two_hosts.py, tests/test_fleet_faults.py) run a Prefect server on Debian's
+# the cluster tests (tests/test_cluster.py) run a Prefect server on Debian's
 # PostgreSQL (a throwaway cluster: initdb in a temporary directory, as the package's `postgres` user), simulate hosts
 # with `ip netns` (iproute2), and stand two hosts' mounts whose locks stay on each host in with bindfs (FUSE);
 # installed once, skipped when a server's initdb (/usr/lib/postgresql/<major>/bin), `ip` and `bindfs` are there
