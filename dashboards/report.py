@@ -43,6 +43,7 @@ from mai.dashboards.views import session
 from mai.storage.paths import Home
 
 from mai.errors import ConfigError
+from mai.files import write_atomically
 
 
 @dataclass(frozen=True)
@@ -62,10 +63,7 @@ def build_report(home: Home, run_ids: Sequence[str] | None, out: Path, trace_sam
     started = time.perf_counter()
     with session(home):
         page, built = _build(home, run_ids, trace_samples, compare)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    temp = out.with_name(f".tmp-{out.name}")
-    temp.write_text(page, encoding="utf-8")
-    temp.replace(out)
+    write_atomically(out, page)
     return Built(out, out.stat().st_size, time.perf_counter() - started, *built)
 
 

@@ -552,17 +552,13 @@ def report(run_ids: list[str] | None = None, out: str | Path = "report.html", tr
     `compare` = [run A, run B] adds run vs run (two `run_ids` alone compare those). Returns its path, size in
     bytes, build seconds, runs and sections."""
     from mai.dashboards.report import build_report
-    from mai.flows.output_file import checked_output, temp_beside
+    from mai.flows.output_file import checked_output
     if trace_samples < 1:
         raise ConfigError("--trace-samples must be at least 1")
     store = _store_with_specs(home)
     if str(out) == STDOUT:
         return _report_to_stdout(store, run_ids, trace_samples, compare)
-    target = checked_output(store, Path(out), ".html")
-    try:
-        built = build_report(store, run_ids, target, trace_samples, compare or [])
-    finally:  # on every way out: written and renamed (nothing left), or failed (a full disk, Ctrl-C)
-        temp_beside(target).unlink(missing_ok=True)
+    built = build_report(store, run_ids, checked_output(store, Path(out), ".html"), trace_samples, compare or [])
     return _built(built, str(built.path))
 
 

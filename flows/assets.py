@@ -5,7 +5,6 @@ worker). The trained `shapes` pair is not built: its weights ship with the packa
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from mai.storage.paths import Home
 
 from mai.config import BUILTIN_MODELS, RunConfig
 from mai.evals.demo import DemoRow, generate_demo_rows
+from mai.files import atomic_path
 
 DEMO_ROWS = 240
 DEMO_SEED = 2604
@@ -60,14 +60,8 @@ def write_hub_parquet(rows: Sequence[DemoRow], target: Path) -> None:
         **{letter: datasets.Value("string") for letter in "ABCD"},
         "answer": datasets.Value("string"), "category": datasets.Value("string"), "image": datasets.Image(),
     })
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # a unique temp name that no `*.parquet` glob matches: an interrupted build leaves nothing a loader reads
-    temp = target.with_name(f".tmp-{uuid.uuid4().hex}-{target.name}.partial")
-    try:
+    with atomic_path(target) as temp:  # its temp name matches no `*.parquet` glob: a loader never reads it
         datasets.Dataset.from_list([dict(row) for row in rows], features=features).to_parquet(str(temp))
-        temp.replace(target)
-    finally:
-        temp.unlink(missing_ok=True)
 
 
 def build_models(home: Home, force: bool = False, names: Sequence[str] = BUILTIN_MODELS) -> list[Path]:

@@ -46,8 +46,3 @@ def _kind(mode: int) -> str:
     kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
              (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
     return next((name for test, name in kinds if test(mode)), "not a regular file")
-
-
-def temp_beside(out: Path) -> Path:
-    """The temp file the report writer puts beside `out` before it renames it into place."""
-    return out.with_name(f".tmp-{out.name}")

@@ -5,30 +5,17 @@ The runs' manifests hold the same spec in their configuration."""
 
 from __future__ import annotations
 
-import os
-import tempfile
-from pathlib import Path
-
 from mai.storage.paths import Home
 from pydantic import ValidationError
 
 from mai.evals.registry import register_spec
 from mai.evals.spec import BenchmarkSpec
+from mai.files import write_atomically
 
 
 def record_spec(home: Home, spec: BenchmarkSpec) -> None:
     """Write (or refresh) the spec's file; atomic (a reader sees the old file or the new one)."""
-    directory = home.benchmark_specs / spec.name
-    directory.mkdir(parents=True, exist_ok=True)
-    handle, temp = tempfile.mkstemp(prefix=".spec.", suffix=".tmp", dir=directory)
-    try:
-        os.fchmod(handle, 0o644)
-        with os.fdopen(handle, "w") as out:
-            out.write(spec.model_dump_json(indent=2))
-        os.replace(temp, directory / f"{spec.version}.json")
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    write_atomically(home.benchmark_specs / spec.name / f"{spec.version}.json", spec.model_dump_json(indent=2))
 
 
 def register_recorded_specs(home: Home) -> list[BenchmarkSpec]:

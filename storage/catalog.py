@@ -40,6 +40,7 @@ from mai.storage.rows import Columns
 from mai.storage.tables import TABLES, Table
 
 from mai.errors import ConfigError
+from mai.files import atomic_path
 
 VIEW_NAMES = tuple(t.name for t in TABLES)  # one view per table, named after it
 # The catalog file is written in the storage format of DuckDB 1.4 (the LTS release), which DuckDB 1.4, 1.5 and
@@ -131,9 +132,8 @@ def _plain_alias(store: Path) -> Path:
     target = store.absolute()
     alias = links / hashlib.sha256(target.as_posix().encode()).hexdigest()[:24]
     if not (alias.is_symlink() and Path(os.readlink(alias)) == target):
-        temp = links / f".tmp-{uuid.uuid4().hex}"
-        os.symlink(target, temp)
-        os.replace(temp, alias)
+        with atomic_path(alias) as temp:
+            os.symlink(target, temp)
     return alias
 
 
@@ -142,19 +142,13 @@ def build_catalog(home: Home) -> Path:
     are written to a new file that then replaces the catalog (`os.replace`), so no run ever takes the catalog
     file's lock, and a notebook that holds the old file open keeps its views (it sees new tables once it
     reconnects). It holds no data."""
-    home.root.mkdir(parents=True, exist_ok=True)
-    temp = home.catalog.with_name(f".tmp-{uuid.uuid4().hex}-{home.catalog.name}")
-    try:
-        with tempfile.TemporaryDirectory(prefix="mai-catalog-") as scratch:
-            # DuckDB reads a '?' in a database file's path as the start of URI options (it then writes its WAL
-            # elsewhere and fails), so the file is made under a plain temp name and copied into place
-            built = Path(scratch) / "catalog.duckdb"
-            with duckdb.connect(str(built), config=_STORAGE_CONFIG) as connection:
-                _create_views(connection, home)
-            shutil.copyfile(built, temp)
-        os.replace(temp, home.catalog)
-    finally:
-        temp.unlink(missing_ok=True)
+    with atomic_path(home.catalog) as temp, tempfile.TemporaryDirectory(prefix="mai-catalog-") as scratch:
+        # DuckDB reads a '?' in a database file's path as the start of URI options (it then writes its WAL
+        # elsewhere and fails), so the file is made under a plain temp name and copied into place
+        built = Path(scratch) / "catalog.duckdb"
+        with duckdb.connect(str(built), config=_STORAGE_CONFIG) as connection:
+            _create_views(connection, home)
+        shutil.copyfile(built, temp)
     return home.catalog
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import array
 import itertools
-import os
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -14,29 +13,22 @@ from typing import cast
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from mai.files import atomic_path
+
 
 def write_rows(path: Path, rows: Sequence[Mapping[str, object]], schema: pa.Schema) -> Path:
     """`rows` by column name (typically a row type of rows.py), typed by `schema`. Write to a temp name in
     the same directory, fsync, then `os.replace`: a reader (or a run killed mid-write) sees either the whole
     file or none. The temp name does not end in `.parquet`, so no `*.parquet` glob (ours or DuckDB's) ever
     picks up a partial file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    table = arrow_table(rows, schema)
-    temp = path.parent / f".tmp-{uuid.uuid4().hex}-{path.name}.partial"
-    pq.write_table(table, temp)
-    with open(temp, "rb") as handle:
-        os.fsync(handle.fileno())
-    os.replace(temp, path)
-    return path
+    return write_table(path, arrow_table(rows, schema))
 
 
-def write_table(path: Path, table: pa.Table, row_group_size: int) -> Path:
-    """`write_rows` for a table already in memory (compaction), with row groups of `row_group_size` rows."""
-    temp = path.parent / f".tmp-{uuid.uuid4().hex}-{path.name}.partial"
-    pq.write_table(table, temp, row_group_size=row_group_size)
-    with open(temp, "rb") as handle:
-        os.fsync(handle.fileno())
-    os.replace(temp, path)
+def write_table(path: Path, table: pa.Table, row_group_size: int | None = None) -> Path:
+    """`write_rows` for a table already in memory (compaction), with row groups of `row_group_size` rows
+    (None: pyarrow's default)."""
+    with atomic_path(path, fsync=True) as temp:
+        pq.write_table(table, temp, row_group_size=row_group_size)
     return path
 
 

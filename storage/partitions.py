@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 from mai.storage.paths import Home
 from mai.storage.tables import Table
 
+from mai.files import atomic_path
 from mai.identity import canonical_hash
 
 # pyarrow (and with it numpy, about 0.12 s of CPU) is imported where a file is written or compacted, not here: the
@@ -100,10 +101,8 @@ class Partition:
                 self._publish(first)
 
     def _publish(self, version: Path) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        link = self.path.with_name(f".tmp-link-{uuid.uuid4().hex}")
-        os.symlink(os.path.relpath(version, self.path.parent), link)
-        os.replace(link, self.path)
+        with atomic_path(self.path) as link:
+            os.symlink(os.path.relpath(version, self.path.parent), link)
 
 
 def write_part(home: Home, directory: Path, rows: Sequence[Mapping[str, object]], schema: pa.Schema) -> Path:

@@ -4,8 +4,6 @@ completed). Each run writes into its own directory, so runs never touch each oth
 from __future__ import annotations
 
 import json
-import os
-import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -14,6 +12,7 @@ from mai.storage.parquet import read_rows, write_rows
 from mai.storage.paths import Home
 from mai.storage.schemas import METRICS, ROUTES, RUNS, SCORES
 
+from mai.files import write_atomically
 from mai.manifest import RunManifest, ShardOutcome
 
 
@@ -54,12 +53,7 @@ def shard_lease_path(home: Home, run_id: str, shard_path: str) -> Path:
 def write_shard_outcome(home: Home, run_id: str, shard_path: str, outcome: ShardOutcome) -> Path:
     """What a shard flow hands its parent (stage maps, its own accounting): a file in the shared store, so a
     shard that ran on another worker reports the same way as one that ran in the parent's process. Atomic."""
-    path = shard_outcome_path(home, run_id, shard_path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".tmp-{uuid.uuid4().hex}-{path.name}")
-    temp.write_text(outcome.model_dump_json())
-    os.replace(temp, path)
-    return path
+    return write_atomically(shard_outcome_path(home, run_id, shard_path), outcome.model_dump_json())
 
 
 def write_regression_report(home: Home, run_id: str, report: str) -> Path:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import uuid
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -18,6 +16,7 @@ from mai.storage.rows import SampleRow
 from mai.storage.schemas import SAMPLES
 
 from mai.evals.loading import DEFAULT_MAX_IMAGE_PIXELS, LOADER_VERSION
+from mai.files import write_atomically
 from mai.types import Sample
 
 
@@ -26,10 +25,7 @@ def store_image(home: Home, encoded: bytes) -> tuple[str, str]:
     digest = hashlib.sha256(encoded).hexdigest()
     path = image_file(home.images, digest)
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temp = path.parent / f".tmp-{uuid.uuid4().hex}"
-        temp.write_bytes(encoded)
-        os.replace(temp, path)
+        write_atomically(path, encoded)
     return str(path), digest
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import logging
-import uuid
 from dataclasses import replace
 from pathlib import Path
 
@@ -35,6 +34,7 @@ from mai.storage.samples import read_shard, write_shard
 from mai.backends.prompt_length import PromptCounter, prompt_counter
 from mai.evals.base import Benchmark
 from mai.evals.registry import get_benchmark
+from mai.files import write_atomically
 from mai.identity import canonical_hash
 from mai.plan import RunPlan
 from mai.stages import build_request
@@ -72,10 +72,8 @@ def _checked_shard(plan: RunPlan, home: Home, shard_path: str, log: Log) -> str:
         if refused:
             write_shard(directory / source.name, [_with_error(s, refused.get(s.sample_id)) for s in samples],
                         plan.source.fingerprint)
-        directory.mkdir(parents=True, exist_ok=True)
-        temp = decisions.with_name(f".tmp-{uuid.uuid4().hex}-{decisions.name}")
-        temp.write_text(json.dumps(refused, sort_keys=True))
-        temp.replace(decisions)  # last: its presence means the checked shard (if any) is complete
+        # last: its presence means the checked shard (if any) is complete
+        write_atomically(decisions, json.dumps(refused, sort_keys=True))
         for sample_id, reason in list(refused.items())[:20]:
             log.warning("sample %s cannot run: %s", sample_id, reason)
     return str((directory / source.name).relative_to(home.root)) if refused else shard_path

@@ -38,6 +38,7 @@ from typing import cast
 
 from mai.backends.vllm_model_files import attention_head_dim
 from mai.errors import ConfigError
+from mai.files import write_atomically
 from mai.host import host_name
 from mai.manifest import ServerRecord
 from mai.types import ModelSpec
@@ -326,10 +327,7 @@ def _locked_registry(home: Path) -> Iterator[dict[str, ServerRecord]]:
         before = json.dumps(entries, sort_keys=True)
         yield entries
         if json.dumps(entries, sort_keys=True) != before:
-            # one temp name per host and process: two hosts never write the same temp file
-            temporary = path.with_name(f".tmp-registry-{host_name()}-{os.getpid()}.json")
-            temporary.write_text(json.dumps(entries, indent=2, sort_keys=True))
-            os.replace(temporary, path)
+            write_atomically(path, json.dumps(entries, indent=2, sort_keys=True))
 
 
 def register(home: Path, model: ModelSpec, info: ServerInfo) -> None:

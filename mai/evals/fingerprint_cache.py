@@ -15,10 +15,10 @@ malformed file is an empty cache (the data is hashed); a store that cannot be wr
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from mai.files import write_atomically
 
 # A file written within this many seconds of the hash may be written again within the same tick of the file
 # system's clock (1-2 s on some file systems, ~4 ms on ext4), leaving its size and times unchanged: such a listing is
@@ -85,18 +85,9 @@ class FingerprintCache:
             return {}  # no cache yet, or one this version cannot read: hashing decides
 
     def _write(self, entries: dict[str, CachedFingerprint]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         document = {"datasets": {location: {"fingerprint": entry.fingerprint, "listing": entry.listing}
                                  for location, entry in entries.items()}}
-        handle, temp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
-        try:
-            os.fchmod(handle, 0o644)  # readable like the store's other files (mkstemp makes it the owner's only)
-            with os.fdopen(handle, "w") as out:
-                json.dump(document, out, separators=(",", ":"))
-            os.replace(temp, self.path)
-        except BaseException:
-            Path(temp).unlink(missing_ok=True)
-            raise
+        write_atomically(self.path, json.dumps(document, separators=(",", ":")))
 
 
 def _listing(raw: list[list[object]]) -> tuple[FileStat, ...]:
