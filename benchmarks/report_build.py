@@ -107,7 +107,6 @@ def synthetic_store(root: Path, generations: int, seed: int = 0) -> list[str]:
     from mai.storage.partitions import write_part
     from mai.storage.paths import Home
     from mai.storage.samples import shard_directory, shard_path, store_image, write_shard
-    from mai.storage.schemas import GENERATIONS
 
     from mai.evals.shapes_world import draw, random_scene
     from mai.types import Sample
@@ -160,7 +159,7 @@ def synthetic_store(root: Path, generations: int, seed: int = 0) -> list[str]:
     for (model, kind), rows in written.items():
         unique = list({r["gen_id"]: r for r in rows}.values())
         for start in range(0, len(unique), 20_000):
-            write_part(home, home.generations / model / kind, unique[start:start + 20_000], GENERATIONS)
+            write_part(home, home.generations / model / kind, unique[start:start + 20_000], "generations")
     build_catalog(home)
     return run_ids
 

@@ -24,7 +24,6 @@ from mai.storage.paths import Home
 from mai.storage.rows import SpeculativeRow
 from mai.storage.runs import is_complete, read_manifest, read_routes
 from mai.storage.samples import read_shard
-from mai.storage.schemas import SPECULATIVE
 from prefect import flow
 
 from mai import cascade, progress, stop
@@ -127,7 +126,7 @@ def _decode_all(home: Home, run_id: str, config: RunConfig, large: TransformersE
         batch.append(_decode_one(route["sample_id"], greedy, large, small, k, run_id, request))
         progress.advanced("speculative", 1, run_id=run_id)
         if len(batch) >= batch_size or index == len(routes) - 1:
-            write_rows(directory / f"k{k}-{uuid.uuid4().hex[:12]}.parquet", batch, SPECULATIVE)  # atomic
+            write_rows(directory / f"k{k}-{uuid.uuid4().hex[:12]}.parquet", batch, "speculative")  # atomic
             rows, batch = rows + batch, []
     return rows
 

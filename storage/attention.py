@@ -14,7 +14,6 @@ import pyarrow.dataset as ds
 from mai.storage.partitions import Partition, table_files, write_part
 from mai.storage.paths import Home
 from mai.storage.rows import CaptureRow, SelectionRow
-from mai.storage.schemas import ATTENTION, SELECTIONS
 from mai.storage.tables import TableName, table_named
 
 from mai.types import ModelSpec
@@ -60,7 +59,7 @@ def read_captures(home: Home, model: ModelSpec, capture_ids: Iterable[str]
 
 def write_captures(home: Home, model: ModelSpec, rows: Sequence[CaptureRow]) -> Path:
     now = datetime.now(UTC)
-    return write_part(home, attention_dir(home, model), [{**r, "created_at": now} for r in rows], ATTENTION)
+    return write_part(home, attention_dir(home, model), [{**r, "created_at": now} for r in rows], "attention")
 
 
 def read_selections(home: Home, model: ModelSpec, selection_ids: Iterable[str]) -> dict[str, SelectionRow]:
@@ -71,7 +70,7 @@ def read_selections(home: Home, model: ModelSpec, selection_ids: Iterable[str]) 
 
 def write_selections(home: Home, model: ModelSpec, rows: Sequence[SelectionRow]) -> Path:
     now = datetime.now(UTC)
-    return write_part(home, selections_dir(home, model), [{**r, "created_at": now} for r in rows], SELECTIONS)
+    return write_part(home, selections_dir(home, model), [{**r, "created_at": now} for r in rows], "selections")
 
 
 def _rows_of_run(home: Home, name: TableName, run_id: str) -> int:

@@ -16,7 +16,6 @@ from mai.storage.parquet import arrow_array, read_columns
 from mai.storage.partitions import Partition, partitions, table_files, write_part
 from mai.storage.paths import Home
 from mai.storage.rows import GenerationRow
-from mai.storage.schemas import GENERATIONS
 from mai.storage.tables import table_named
 
 from mai.answers import extract_bracketed
@@ -75,7 +74,7 @@ class GenerationStore:
     ) -> Path:
         now = datetime.now(UTC)
         rows = [_row(model, kind, requests[r.gen_id], r, context, now) for r in results]
-        return write_part(self.home, self.directory(model, kind), rows, GENERATIONS)
+        return write_part(self.home, self.directory(model, kind), rows, "generations")
 
     def read(self, model: ModelSpec, kind: PromptKind, gen_ids: Iterable[str], columns: list[str]
              ) -> dict[str, GenerationRow]:

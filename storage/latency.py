@@ -14,7 +14,6 @@ from mai.storage.catalog import query
 from mai.storage.parquet import write_rows
 from mai.storage.paths import Home
 from mai.storage.rows import EstimateRow, LatencyProfileRow
-from mai.storage.schemas import ESTIMATES, LATENCY_PROFILES
 
 from mai.errors import ConfigError
 from mai.latency import Call, LatencyProfile, StageEstimate
@@ -44,7 +43,7 @@ def write_profile(home: Home, name: str, rows: Sequence[LatencyProfileRow], repl
     if path.exists() and not replace:
         raise ConfigError(f"latency profile '{name}' exists: choose another name or pass --replace")
     now = datetime.now(UTC)
-    return write_rows(path, [{**row, "profile_name": name, "created_at": now} for row in rows], LATENCY_PROFILES)
+    return write_rows(path, [{**row, "profile_name": name, "created_at": now} for row in rows], "latency_profiles")
 
 
 def read_profile(home: Home, name: str) -> LatencyProfile:
@@ -125,4 +124,4 @@ def write_estimate(home: Home, run_id: str, name: str, stages: list[StageEstimat
                  "output_tokens": sum(s.output_tokens for s in stages), "ttft_s": sum(s.ttft_s for s in stages),
                  "decode_s": sum(s.decode_s for s in stages), "total_s": sum(s.total_s for s in stages)})
     path = home.table_dir("estimates") / check_name(run_id, "run") / f"{check_name(name, 'estimate')}.parquet"
-    return write_rows(path, rows, ESTIMATES)
+    return write_rows(path, rows, "estimates")

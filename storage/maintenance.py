@@ -32,8 +32,7 @@ TEMP_AGE_S = 600.0  # a temp file older than this belongs to a writer that died
 
 def compact_store(home: Home, min_small_files: int = 2, grace_s: float = GRACE_S) -> list[Compaction]:
     """Compacts every partition of every content-addressed table (`mai store compact`)."""
-    return _recatalogued(home, [compact(p, table, table.schema, min_small_files=min_small_files,
-                                        grace_s=grace_s)
+    return _recatalogued(home, [compact(p, table, min_small_files=min_small_files, grace_s=grace_s)
                                 for table in CONTENT_ADDRESSED for p in partitions(home, table)])
 
 
@@ -52,8 +51,7 @@ def auto_compact(home: Home, directories: set[Path]) -> list[Compaction]:
     for table in CONTENT_ADDRESSED:
         for partition in partitions(home, table):
             if partition.path in directories and count_small_files(partition) >= AUTO_MIN_SMALL_FILES:
-                done.append(compact(partition, table, table.schema, min_small_files=AUTO_MIN_SMALL_FILES,
-                                    tiered=True))
+                done.append(compact(partition, table, min_small_files=AUTO_MIN_SMALL_FILES, tiered=True))
     return _recatalogued(home, done)
 
 

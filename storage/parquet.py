@@ -12,16 +12,17 @@ from typing import cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from mai.storage.tables import TableName, table_named
 
 from mai.files import atomic_path
 
 
-def write_rows(path: Path, rows: Sequence[Mapping[str, object]], schema: pa.Schema) -> Path:
-    """`rows` by column name (typically a row type of rows.py), typed by `schema`. Write to a temp name in
+def write_rows(path: Path, rows: Sequence[Mapping[str, object]], table: TableName) -> Path:
+    """`rows` of `table` by column name (its row type of rows.py), typed by its schema. Write to a temp name in
     the same directory, fsync, then `os.replace`: a reader (or a run killed mid-write) sees either the whole
     file or none. The temp name does not end in `.parquet`, so no `*.parquet` glob (ours or DuckDB's) ever
     picks up a partial file."""
-    return write_table(path, arrow_table(rows, schema))
+    return write_table(path, arrow_table(rows, table_named(table).schema))
 
 
 def write_table(path: Path, table: pa.Table, row_group_size: int | None = None) -> Path:

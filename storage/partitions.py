@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mai.storage.paths import Home
-from mai.storage.tables import Table
+from mai.storage.tables import Table, TableName
 
 from mai.files import atomic_path
 from mai.identity import canonical_hash
@@ -105,7 +105,7 @@ class Partition:
             os.symlink(os.path.relpath(version, self.path.parent), link)
 
 
-def write_part(home: Home, directory: Path, rows: Sequence[Mapping[str, object]], schema: pa.Schema) -> Path:
+def write_part(home: Home, directory: Path, rows: Sequence[Mapping[str, object]], table: TableName) -> Path:
     """Appends one batch file to the partition at `directory` (atomic, see parquet.write_rows); compaction
     waits for it to be in place before it swaps versions."""
     from mai.storage.parquet import new_part_path, write_rows
@@ -113,7 +113,7 @@ def write_part(home: Home, directory: Path, rows: Sequence[Mapping[str, object]]
     partition = Partition(home, directory)
     partition.ensure()
     with _flock(partition.write_lock, exclusive=False):
-        return write_rows(new_part_path(directory), rows, schema)
+        return write_rows(new_part_path(directory), rows, table)
 
 
 def table_files(home: Home, table: Table) -> list[Path]:
@@ -144,7 +144,7 @@ class Compaction:
     removed_versions: list[str] = field(default_factory=list)
 
 
-def compact(partition: Partition, table: Table, schema: pa.Schema, min_small_files: int = 2,
+def compact(partition: Partition, table: Table, min_small_files: int = 2,
             target_rows: int = TARGET_ROWS, grace_s: float = GRACE_S, tiered: bool = False) -> Compaction:
     """Merges the partition's files under `target_rows` rows into one file sorted by id, without duplicates
     (`tiered`: only files of the lowest size tiers, see `_tiered_choice`). Skips (saying why) when another
@@ -168,7 +168,7 @@ def compact(partition: Partition, table: Table, schema: pa.Schema, min_small_fil
             report.skipped = f"{len(small)} small files (compacts from {max(2, min_small_files)})"
             return report
         kept = [f for f in files if f not in small]
-        merged = _merge(small, set(row_keys(kept, table)), table, schema)
+        merged = _merge(small, set(row_keys(kept, table)), table)
         report.rows_merged, report.duplicates_removed = merged.num_rows, sum(rows[f] for f in small) - merged.num_rows
         report.files_after = _publish_next(partition, files, kept, merged)
         report.removed_versions += _remove_old_versions(partition, grace_s)
@@ -214,15 +214,15 @@ def row_keys(files: list[Path], table: Table) -> list[RowKey]:
     return keys
 
 
-def _merge(files: list[Path], known: set[RowKey], table: Table, schema: pa.Schema) -> pa.Table:
+def _merge(files: list[Path], known: set[RowKey], table: Table) -> pa.Table:
     """The rows of `files` (older files read under today's schema: columns added later are null), each
     identity once (its first-written copy), none of `known`, sorted by id."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     from mai.storage.parquet import arrow_array
 
-    tables = [_conform(pq.read_table(f), schema) for f in files]
-    merged = pa.concat_tables(tables) if tables else schema.empty_table()
+    tables = [_conform(pq.read_table(f), table.schema) for f in files]
+    merged = pa.concat_tables(tables) if tables else table.schema.empty_table()
     merged = merged.sort_by([*((c, "ascending") for c in table.key), ("created_at", "ascending")])
     keys = list(zip(*(merged.column(c).to_pylist() for c in table.key)))
     keep = [key != (keys[n - 1] if n else None) and key not in known for n, key in enumerate(keys)]

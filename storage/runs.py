@@ -10,23 +10,22 @@ from typing import Any
 
 from mai.storage.parquet import read_rows, write_rows
 from mai.storage.paths import Home
-from mai.storage.schemas import METRICS, ROUTES, RUNS, SCORES
 
 from mai.files import write_atomically
 from mai.manifest import RunManifest, ShardOutcome
 
 
 def write_routes(home: Home, run_id: str, rows: Sequence[Mapping[str, object]]) -> Path:
-    return write_rows(home.routes / run_id / "routes.parquet", rows, ROUTES)
+    return write_rows(home.routes / run_id / "routes.parquet", rows, "routes")
 
 
 def write_metrics(home: Home, run_id: str, profile: str, rows: Sequence[Mapping[str, object]]) -> Path:
     """One file per scorer profile: re-scoring a run adds a file, never rewrites one."""
-    return write_rows(home.table_dir("metrics") / run_id / f"{profile}.parquet", rows, METRICS)
+    return write_rows(home.table_dir("metrics") / run_id / f"{profile}.parquet", rows, "metrics")
 
 
 def write_scores(home: Home, run_id: str, profile: str, rows: Sequence[Mapping[str, object]]) -> Path:
-    return write_rows(home.scores / run_id / f"{profile}.parquet", rows, SCORES)
+    return write_rows(home.scores / run_id / f"{profile}.parquet", rows, "scores")
 
 
 def write_manifest(home: Home, run_id: str, manifest: RunManifest, row: Mapping[str, object]) -> Path:
@@ -34,7 +33,7 @@ def write_manifest(home: Home, run_id: str, manifest: RunManifest, row: Mapping[
     directory = home.runs / run_id
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))
-    return write_rows(directory / "run.parquet", [row], RUNS)
+    return write_rows(directory / "run.parquet", [row], "runs")
 
 
 def is_complete(home: Home, run_id: str) -> bool:

@@ -13,7 +13,6 @@ import pyarrow.parquet as pq
 from mai.storage.parquet import write_rows
 from mai.storage.paths import Home
 from mai.storage.rows import SampleRow
-from mai.storage.schemas import SAMPLES
 
 from mai.evals.loading import DEFAULT_MAX_IMAGE_PIXELS, LOADER_VERSION
 from mai.files import write_atomically
@@ -56,7 +55,7 @@ def shard_path(directory: Path, shard: int) -> Path:
 
 
 def write_shard(path: Path, samples: list[Sample], fingerprint: str) -> Path:
-    return write_rows(path, [_sample_row(s, fingerprint) for s in samples], SAMPLES)
+    return write_rows(path, [_sample_row(s, fingerprint) for s in samples], "samples")
 
 
 def image_file(images: Path, digest: str) -> Path:

@@ -1,5 +1,5 @@
 """The store builds its Arrow columns from buffers (storage/parquet.py, `arrow_array`): `pa.array` would import
-pandas, about 0.2 s of CPU, a sixth of a cached re-run's. Every column of every schema of storage/schemas.py must
+pandas, about 0.2 s of CPU, a sixth of a cached re-run's. Every column of every table's schema (storage/tables.py) must
 come out as `pa.Table.from_pylist` builds it (nulls, NaN, naive and offset datetimes, bit positions past a byte
 included), and a value of the wrong type must still be refused."""
 
@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 from mai.storage import schemas
 from mai.storage.parquet import arrow_array, arrow_table
+from mai.storage.tables import TABLES
 
 # per type, values that exercise its layout: nulls (validity bitmap), more than 8 values (a second bitmap byte)
 VALUES: dict[pa.DataType, list[object]] = {
@@ -27,7 +28,7 @@ VALUES: dict[pa.DataType, list[object]] = {
     pa.list_(pa.float64()): [[1.0, None], [], None, [float("nan")]],
     pa.list_(pa.int32()): [[1, 2, None], [], None, [7]],
 }
-SCHEMAS = {name: value for name, value in vars(schemas).items() if isinstance(value, pa.Schema)}
+SCHEMAS = {table.name: table.schema for table in TABLES}
 
 
 @pytest.mark.parametrize("type_", list(VALUES), ids=str)
@@ -64,7 +65,8 @@ def test_an_int_out_of_range_is_refused() -> None:
 
 
 def test_writing_rows_imports_no_pandas() -> None:
-    probe = ("import sys; from mai.storage.parquet import arrow_table; from mai.storage.schemas import ROUTES; "
-             "arrow_table([{'run_id': 'r', 'score': 1.0, 'parsed': True}], ROUTES); print('pandas' in sys.modules)")
+    probe = ("import sys; from mai.storage.parquet import arrow_table; from mai.storage.tables import table_named; "
+             "arrow_table([{'run_id': 'r', 'score': 1.0, 'parsed': True}], table_named('routes').schema); "
+             "print('pandas' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "False", done.stderr

@@ -20,7 +20,6 @@ from mai.storage.catalog import query
 from mai.storage.maintenance import compact_store, store_stats, verify_store
 from mai.storage.partitions import Partition, compact, partitions, write_part
 from mai.storage.paths import Home
-from mai.storage.schemas import GENERATIONS
 from mai.storage.tables import CONTENT_ADDRESSED
 
 from tests.helpers import BUDGET, run
@@ -55,12 +54,11 @@ import sys
 from pathlib import Path
 from mai.storage.paths import Home
 from mai.storage.partitions import write_part
-from mai.storage.schemas import GENERATIONS
 from tests.test_store_compaction import rows
 home, batches, size, prefix = Home.at(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 directory = home.generations / "m@r-float32" / "R"
 for b in range(batches):
-    write_part(home, directory, rows(f"{prefix}{b:05d}", size), GENERATIONS)
+    write_part(home, directory, rows(f"{prefix}{b:05d}", size), "generations")
 """
 
 
@@ -70,7 +68,7 @@ def write_batches(home: Home, batches: int, size: int, prefix: str) -> subproces
 
 def test_compaction_while_a_writer_appends_and_a_reader_queries(tmp_path: Path) -> None:
     home = Home.at(tmp_path)
-    write_part(home, partition_of(home).path, rows("seed", 8), GENERATIONS)
+    write_part(home, partition_of(home).path, rows("seed", 8), "generations")
     writer = write_batches(home, 400, 8, "w")
     failures: list[str] = []
     seen: list[tuple[int, int]] = []
@@ -89,7 +87,7 @@ def test_compaction_while_a_writer_appends_and_a_reader_queries(tmp_path: Path) 
     compactions = 0
     try:
         while writer.poll() is None:
-            report = compact(partition_of(home), GENERATIONS_TABLE, GENERATIONS, min_small_files=2, grace_s=5.0)
+            report = compact(partition_of(home), GENERATIONS_TABLE, min_small_files=2, grace_s=5.0)
             compactions += not report.skipped
             time.sleep(0.05)
     finally:
@@ -103,7 +101,7 @@ def test_compaction_while_a_writer_appends_and_a_reader_queries(tmp_path: Path) 
     assert seen and all(total == distinct for total, distinct in seen), [s for s in seen if s[0] != s[1]][:5]
     counts = [distinct for _, distinct in seen]
     assert counts == sorted(counts)
-    compact(partition_of(home), GENERATIONS_TABLE, GENERATIONS, min_small_files=2)
+    compact(partition_of(home), GENERATIONS_TABLE, min_small_files=2)
     ids = stored_ids(home)
     assert len(ids) == 8 + 400 * 8 and set(ids.values()) == {1}
     assert len(partition_of(home).files()) == 1
@@ -149,9 +147,9 @@ def test_duplicates_and_orphans_are_reported_then_removed(tmp_path: Path) -> Non
 
     home = Home.at(tmp_path)
     directory = partition_of(home).path
-    write_part(home, directory, rows("a", 5), GENERATIONS)
+    write_part(home, directory, rows("a", 5), "generations")
     time.sleep(0.01)
-    write_part(home, directory, rows("a", 3, text="later copy"), GENERATIONS)  # a-000000..2 twice
+    write_part(home, directory, rows("a", 3, text="later copy"), "generations")  # a-000000..2 twice
     orphan = Path(partition_of(home).current()) / ".tmp-dead-writer.parquet.partial"  # type: ignore[arg-type]
     orphan.write_bytes(b"half a file")
     os.utime(orphan, (time.time() - 3600, time.time() - 3600))

@@ -10,7 +10,6 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 import pytest
-from mai.storage import schemas
 from mai.storage.catalog import connect
 from mai.storage.paths import Home
 from mai.storage.tables import TABLES, Table
@@ -35,14 +34,3 @@ def test_the_catalogs_views_over_no_files_have_the_tables_columns(tmp_path: Path
     with connect(home) as connection:
         for table in TABLES:
             assert _described(connection, table.name) == list(table.columns), table.name
-
-
-def test_each_tables_schema_is_the_one_its_writers_use() -> None:
-    """The writers use schemas.py's constants; the registry's `schema` is translated from the same columns."""
-    written = {"samples": schemas.SAMPLES, "generations": schemas.GENERATIONS, "attention": schemas.ATTENTION,
-               "selections": schemas.SELECTIONS, "runs": schemas.RUNS, "routes": schemas.ROUTES,
-               "metrics": schemas.METRICS, "scores": schemas.SCORES, "estimates": schemas.ESTIMATES,
-               "speculative": schemas.SPECULATIVE, "latency_profiles": schemas.LATENCY_PROFILES}
-    assert sorted(written) == sorted(NAMES)
-    for table in TABLES:
-        assert table.schema == written[table.name], table.name
