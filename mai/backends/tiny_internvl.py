@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mai.backends.tiny_models import BUILDER_VERSION, answer_biased_init, build_tokenizer
+from mai.backends.tiny_models import BUILDER_VERSION, answer_biased_init, build_tokenizer, is_current
 
 SMALL_NAME = "mai-tiny-internvl-small"
 LARGE_NAME = "mai-tiny-internvl-large"
@@ -138,15 +138,10 @@ def name_stock_processor(directory: Path) -> None:
             path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
-def _is_current(directory: Path) -> bool:
-    marker = directory / "mai_builtin.json"
-    return marker.exists() and json.loads(marker.read_text()).get("builder_version") == BUILDER
-
-
 def build_builtin_internvl_models(models_dir: Path, force: bool = False) -> list[Path]:
     """Build both tiny InternVL models (shared tokenizer and processor settings) unless they already exist."""
     targets = [models_dir / name for name in BUILTIN_NAMES]
-    if not force and all(_is_current(t) for t in targets):
+    if not force and all(is_current(t, BUILDER) for t in targets):
         return targets
     tokenizer = build_internvl_tokenizer(models_dir / "_tokenizer_internvl")
     for name, target in zip(BUILTIN_NAMES, targets):

@@ -158,16 +158,16 @@ def answer_biased_init(model: Any, tokenizer: Any, std: float = 0.7, answer_scal
         model.get_input_embeddings().weight[answer_ids] *= answer_scale
 
 
-def _is_current(directory: Path) -> bool:
+def is_current(directory: Path, builder: str = BUILDER_VERSION) -> bool:
     """Built by this version of the builder (an older build is rebuilt, never silently reused)."""
     marker = directory / "mai_builtin.json"
-    return marker.exists() and json.loads(marker.read_text()).get("builder_version") == BUILDER_VERSION
+    return marker.exists() and json.loads(marker.read_text()).get("builder_version") == builder
 
 
 def build_builtin_models(models_dir: Path, force: bool = False) -> list[Path]:
     """Build both tiny models (shared tokenizer and processor) unless they already exist."""
     targets = [models_dir / name for name in BUILTIN_NAMES]
-    if not force and all(_is_current(t) for t in targets):
+    if not force and all(is_current(t) for t in targets):
         return targets
     tokenizer = build_tokenizer(models_dir / "_tokenizer")
     image_processor = build_image_processor()
