@@ -316,16 +316,16 @@ def measure(root: Path, repeats: int, out: Path, run_ids: list[str] | None = Non
     for _ in range(repeats):
         started = time.process_time()
         built = build_report(home, run_ids, out)
-        seconds.append(built.seconds)
+        seconds.append(built["seconds"])
         cpu.append(time.process_time() - started)  # this process's CPU time: less sensitive to a busy machine
     assert built is not None
     generations = _count(query(home, "SELECT count(*) FROM generations")[1])
     samples = _count(query(home, "SELECT count(DISTINCT sample_id) FROM routes")[1])
-    return ReportBuild(store=str(root), runs=built.runs, generations=generations, samples=samples,
+    return ReportBuild(store=str(root), runs=built["runs"], generations=generations, samples=samples,
                        load_average=os.getloadavg()[0],
                        build_s_median=statistics.median(seconds), build_s_min=min(seconds),
                        cpu_s_median=statistics.median(cpu), repeats=repeats,
-                       bytes=built.bytes, megabytes=round(built.bytes / 1e6, 2), trace_samples=built.trace_samples)
+                       bytes=built["bytes"], megabytes=round(built["bytes"] / 1e6, 2), trace_samples=built["trace_samples"])
 
 
 def _count(rows: list[tuple[object, ...]]) -> int:

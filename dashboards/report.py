@@ -23,10 +23,10 @@ import html
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
+from typing import TypedDict
 
 import plotly.io as pio
 from mai.dashboards import (
@@ -46,9 +46,10 @@ from mai.errors import ConfigError
 from mai.files import write_atomically
 
 
-@dataclass(frozen=True)
-class Built:
-    path: Path
+class Built(TypedDict):
+    """What `build_report` wrote (also `mai report --json`)."""
+
+    path: str
     bytes: int
     seconds: float
     runs: int
@@ -62,9 +63,10 @@ def build_report(home: Home, run_ids: Sequence[str] | None, out: Path, trace_sam
     run-vs-run section (B against A); exactly two run ids and no `compare` compare those two."""
     started = time.perf_counter()
     with session(home):
-        page, built = _build(home, run_ids, trace_samples, compare)
+        page, (runs, keys, samples) = _build(home, run_ids, trace_samples, compare)
     write_atomically(out, page)
-    return Built(out, out.stat().st_size, time.perf_counter() - started, *built)
+    return {"path": str(out), "bytes": out.stat().st_size, "seconds": time.perf_counter() - started, "runs": runs,
+            "sections": keys, "trace_samples": samples}
 
 
 def _build(home: Home, run_ids: Sequence[str] | None, trace_samples: int, compare: Sequence[str]

@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # the run types only in signatures: `mai sql` and the other s
     from mai.dashboards.compare import Comparison
     from mai.dashboards.parity import Parity
     from mai.dashboards.policies import LabRecord
-    from mai.dashboards.report import Built
+    from mai.dashboards.report import Built as BuiltReport
     from mai.flows.baseline import RegressionResult
     from mai.flows.latency import StageTime
     from mai.flows.rescore import Rescored
@@ -79,15 +79,6 @@ class ScoreSummary(TypedDict):
 class ScoreReport:
     summary: ScoreSummary
     per_line: list[LineScore | LineError]  # one record per input line: its score, or why it could not be used
-
-
-class BuiltReport(TypedDict):
-    path: str
-    bytes: int
-    seconds: float
-    runs: int
-    sections: list[str]
-    trace_samples: int
 
 
 class Estimate(NamedTuple):
@@ -558,13 +549,7 @@ def report(run_ids: list[str] | None = None, out: str | Path = "report.html", tr
     store = _store_with_specs(home)
     if str(out) == STDOUT:
         return _report_to_stdout(store, run_ids, trace_samples, compare)
-    built = build_report(store, run_ids, checked_output(store, Path(out), ".html"), trace_samples, compare or [])
-    return _built(built, str(built.path))
-
-
-def _built(built: Built, path: str) -> BuiltReport:
-    return {"path": path, "bytes": built.bytes, "seconds": built.seconds, "runs": built.runs,
-            "sections": list(built.sections), "trace_samples": built.trace_samples}
+    return build_report(store, run_ids, checked_output(store, Path(out), ".html"), trace_samples, compare or [])
 
 
 STDOUT = "-"  # `--out -`: the report goes to standard output (a file named '-' is `--out ./-`)
@@ -581,8 +566,9 @@ def _report_to_stdout(store: Home, run_ids: list[str] | None, trace_samples: int
     from mai.dashboards.report import build_report
     with tempfile.TemporaryDirectory(prefix="mai-report-") as scratch:
         built = build_report(store, run_ids, Path(scratch) / "report.html", trace_samples, compare or [])
-        with built.path.open("rb") as page:
+        with open(built["path"], "rb") as page:
             sys.stdout.flush()
             shutil.copyfileobj(page, sys.stdout.buffer)
             sys.stdout.buffer.flush()
-    return _built(built, STDOUT)
+    built["path"] = STDOUT
+    return built

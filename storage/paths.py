@@ -73,10 +73,6 @@ class Home:
         return self.table_dir("routes")
 
     @property
-    def scores(self) -> Path:
-        return self.table_dir("scores")
-
-    @property
     def runs(self) -> Path:
         return self.table_dir("runs")
 

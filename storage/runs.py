@@ -25,7 +25,7 @@ def write_metrics(home: Home, run_id: str, profile: str, rows: Sequence[Mapping[
 
 
 def write_scores(home: Home, run_id: str, profile: str, rows: Sequence[Mapping[str, object]]) -> Path:
-    return write_rows(home.scores / run_id / f"{profile}.parquet", rows, "scores")
+    return write_rows(home.table_dir("scores") / run_id / f"{profile}.parquet", rows, "scores")
 
 
 def write_manifest(home: Home, run_id: str, manifest: RunManifest, row: Mapping[str, object]) -> Path:
