@@ -131,7 +131,7 @@ def synthetic_store(root: Path, generations: int, seed: int = 0) -> list[str]:
     shard = shard_path(directory, 0)
     write_shard(shard, samples, fingerprint)
     now = datetime.now(UTC)
-    # generation rows by (model, prompt kind), in the GENERATIONS schema's columns. Not GenerationRow: like the
+    # generation rows by (model, prompt kind), in the generations table's columns. Not GenerationRow: like the
     # store's first runs, these have no output token ids and no min_new_tokens (NULL)
     written: dict[tuple[str, str], list[dict[str, object]]] = {}
 
@@ -195,7 +195,7 @@ class SyntheticRoute:
         return 1.0 if self.final_answer == self.sample.answer else 0.0
 
     def row(self, run_id: str) -> dict[str, object]:
-        """The route as a row of the ROUTES schema (a stage the sample did not reach: NULL gen and answer)."""
+        """The route as a row of the routes table (a stage the sample did not reach: NULL gen and answer)."""
         stages: dict[str, object] = {f"{p}_{s}": None for s in STAGES for p in ("answer", "gen")}
         for stage, (gen_id, answer) in self.outputs.items():
             stages[f"gen_{stage}"], stages[f"answer_{stage}"] = gen_id, answer

@@ -104,7 +104,7 @@ def _unfinished_reference(home: Home, reference_key: str, large: ModelSpec, smal
 def stored_rows(directory: Path, k: int) -> list[SpeculativeRow]:
     """Rows already measured for draft length `k` (batch files, and the one whole file older versions wrote)."""
     rows = read_rows(sorted([*directory.glob(f"k{k}.parquet"), *directory.glob(f"k{k}-*.parquet")]))
-    return cast(list[SpeculativeRow], rows)  # every file here is written with the SPECULATIVE schema
+    return cast(list[SpeculativeRow], rows)  # every file here is written with the speculative table's schema
 
 
 def _decode_all(home: Home, run_id: str, config: RunConfig, large: TransformersEngine, small: TransformersEngine,

@@ -53,7 +53,7 @@ def captured_layers(home: Home, model: ModelSpec, capture_ids: Iterable[str]) ->
 def read_captures(home: Home, model: ModelSpec, capture_ids: Iterable[str]
                   ) -> dict[tuple[str, int], CaptureRow]:
     table = _read(home, attention_dir(home, model), "capture_id", capture_ids)
-    rows: list[CaptureRow] = table.to_pylist() if table is not None else []  # the ATTENTION columns
+    rows: list[CaptureRow] = table.to_pylist() if table is not None else []  # the attention table's columns
     return {(r["capture_id"], r["layer"]): r for r in rows}
 
 
@@ -64,7 +64,7 @@ def write_captures(home: Home, model: ModelSpec, rows: Sequence[CaptureRow]) -> 
 
 def read_selections(home: Home, model: ModelSpec, selection_ids: Iterable[str]) -> dict[str, SelectionRow]:
     table = _read(home, selections_dir(home, model), "selection_id", selection_ids)
-    rows: list[SelectionRow] = table.to_pylist() if table is not None else []  # the SELECTIONS columns
+    rows: list[SelectionRow] = table.to_pylist() if table is not None else []  # the selections table's columns
     return {r["selection_id"]: r for r in rows}
 
 

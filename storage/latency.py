@@ -51,7 +51,7 @@ def read_profile(home: Home, name: str) -> LatencyProfile:
     if not path.exists():
         raise ConfigError(f"no latency profile '{name}' (see `mai sql \"SELECT DISTINCT profile_name FROM "
                           "latency_profiles\"`)")
-    rows: list[LatencyProfileRow] = pq.read_table(path).to_pylist()  # the LATENCY_PROFILES columns
+    rows: list[LatencyProfileRow] = pq.read_table(path).to_pylist()  # the latency_profiles table's columns
     speeds = [r["tokens_per_s"] for r in rows if r["tokens_per_s"]]
     if not speeds:
         raise ConfigError(f"latency profile '{name}' has no decoding throughput")

@@ -67,7 +67,7 @@ def read_shard(path: Path, images: Path | None = None) -> list[Sample]:
     path is its content-addressed file there, found by its hash: the file names the paths of the host that
     materialised it, which another host may mount elsewhere (docs/cluster.md)."""
     # the Parquet reader alone (`pq.read_table` goes through pyarrow.dataset, which imports pandas)
-    rows: list[SampleRow] = pq.ParquetFile(path).read().to_pylist()  # a shard file has the SAMPLES columns
+    rows: list[SampleRow] = pq.ParquetFile(path).read().to_pylist()  # a shard file has the samples table's columns
     samples = [_row_sample(row) for row in rows]
     return samples if images is None else [_with_images_in(sample, images) for sample in samples]
 
@@ -78,7 +78,7 @@ def _with_images_in(sample: Sample, images: Path) -> Sample:
 
 
 def sample_from_row(row: Mapping[str, object]) -> Sample:
-    """A row of a shard file, or of the `samples` view (the columns of the SAMPLES schema), as a Sample."""
+    """A row of a shard file, or of the `samples` view (the samples table's columns), as a Sample."""
     return _row_sample(cast("SampleRow", row))
 
 
