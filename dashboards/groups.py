@@ -20,12 +20,13 @@ from dataclasses import dataclass
 from typing import TypedDict
 
 from mai.dashboards.charts import Cell, Section, Table
-from mai.dashboards.paper_internvl import PaperTable, paper_value
+from mai.dashboards.paper_internvl import PaperTable, paper_uses_s2, paper_value
 from mai.dashboards.views import fetch, run_models
 from mai.storage.paths import Home
 from mai.storage.rows import RunRow
 
 from mai.paired import compare_pairs, mean_interval
+from mai.provenance import UNKNOWN
 
 # per run: its samples, named by the sorted sample ids (a run's route rows: one per sample, errors included)
 SAMPLE_IDS = """
@@ -78,14 +79,21 @@ def group_runs(runs: Iterable[RunRow], sample_sets: dict[str, SampleSet]) -> dic
     return dict(sorted(groups.items()))
 
 
+# recorded families that name no family: the config could not be read, or it names an architecture no backend
+# family claims (a non-HF 'internvl_chat' checkpoint runs as mai.backends.untested_family's 'untested'); such a
+# model goes by its name
+UNNAMED_FAMILIES = (UNKNOWN, "untested")
+
+
 def model_families(runs: Iterable[RunRow]) -> dict[str, str]:
     """Model name -> family, as each run recorded it at run time (`provenance_json`, mai.provenance). A model
-    only runs stored before that know is named by its name: 'internvl' when the name says so."""
+    only runs stored before that know, or whose family they could not name, is named by its name: 'internvl'
+    when the name says so."""
     families: dict[str, str] = {}
     for run in runs:
         recorded = json.loads(run["provenance_json"] or "{}").get("models") or {}
         for model in recorded.values():
-            if model.get("family") and model["family"] != "unknown":
+            if model.get("family") and model["family"] not in UNNAMED_FAMILIES:
                 families[str(model["name"])] = str(model["family"])
     return families
 
@@ -163,16 +171,18 @@ def score_column(prompt: str, s2: bool) -> str:
 def scores_grid(section: Section, group: SampleSet, singles: list[RunRow],
                 scored: Callable[[str], Scored | None], paper: PaperTable | None = None) -> None:
     """A row per model, a column per prompt without and with S2 (the paper's tables 6, 7 and 14): the latest
-    single-model run of each in the group, with the paper's value beside the measured one without S2."""
+    single-model run of each in the group, with the paper's value beside the measured one of the same setting
+    (the paper's E and R are S2 numbers, but MMMU's: `paper_uses_s2`)."""
     cells: dict[str, dict[str, RunRow]] = defaultdict(dict)
     for run in singles:  # oldest first: the latest run of a setting wins
         cells[run_models(run)][score_column(run["single_prompt"] or "", run["s2"])] = run
     if not cells:
         return
     columns = [score_column(p, s2) for p, s2 in SCORE_COLUMNS]
+    beside = ("E +S2 and R +S2" if paper_uses_s2(group.benchmark, "E") else "E and R (its MMMU E and R are without S2)")
     table = Table(["model", *columns], [], f"{group.label}: headline score %, 95 % interval, n" + (
-        "; the paper's value beside the measured one without S2" if paper else ""), group=group.key,
-        scored=tuple(columns))
+        f"; the paper's value beside S and beside {beside}, the settings the paper measured" if paper else ""),
+        group=group.key, scored=tuple(columns))
     for model, found in sorted(cells.items()):
         row: list[Cell] = [model]
         for prompt, s2 in SCORE_COLUMNS:
@@ -182,7 +192,8 @@ def scores_grid(section: Section, group: SampleSet, singles: list[RunRow],
                 row.append(None)
                 continue
             table.runs.append(chosen["run_id"])
-            reference = paper_value(paper, model, group.benchmark, prompt) if paper and not s2 else None
+            reference = (paper_value(paper, model, group.benchmark, prompt)
+                         if paper and s2 == paper_uses_s2(group.benchmark, prompt) else None)
             row.append(score_cell(result) + (f" (paper {reference:.1f})" if reference is not None else ""))
         table.rows.append(row)
     section.tables.append(table)

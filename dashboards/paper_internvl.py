@@ -2,8 +2,10 @@
 tokens per model and prompt, and table 14, scores (%) per model and prompt, on the six benchmarks. The report shows
 them beside the measured tables 13 and 14, as the H100 latency tables are imported beside measured profiles.
 
-Transcribed from the paper's text; in table 14 the MMMU E and R scores are the paper's "original results without
-2-stage strategy" (its dagger)."""
+Transcribed from the paper's text. Which of table 14's numbers are S2 numbers: "unless otherwise noted (marked with
+†), all Explain (E) and Reasoning (R) results reported in this paper adopt S2" (section 5.1), and table 14 marks
+only MMMU's E and R with † ("original results without 2-stage strategy"). So its E and R values are S2 numbers,
+but MMMU's, and S is a single pass. Table 13 counts generated tokens and is marked neither way."""
 
 from __future__ import annotations
 
@@ -41,12 +43,25 @@ TABLE_14_SCORES: PaperTable = {
 }
 
 
+def paper_uses_s2(benchmark: str, prompt: str) -> bool:
+    """Whether the paper's table 14 value for this benchmark and prompt is an S2 number: E and R are, but MMMU's
+    (its dagger); S is one pass."""
+    return prompt in ("E", "R") and benchmark != "mmmu"
+
+
+def _paper_name(model: str) -> str:
+    """'OpenGVLab/InternVL3_5-8B-HF', '/ckpt/internvl3_5-8b-hf/' -> 'internvl3.5-8b': the last path part, lower case
+    (hub ids and directory names vary in case), the hub's underscore for the version's dot, no '-hf' suffix."""
+    return model.rstrip("/").split("/")[-1].lower().removesuffix("-hf").replace("internvl3_5", "internvl3.5")
+
+
 def paper_value(table: PaperTable, model: str, benchmark: str, prompt: str) -> float | None:
     """The paper's value for a model named like the paper's (`InternVL3.5-8B`), also as the official hub id or a
-    local directory named like it (`OpenGVLab/InternVL3_5-8B-HF`: the hub writes the version with an
+    local directory named like it, in any case (`OpenGVLab/InternVL3_5-8B-HF`: the hub writes the version with an
     underscore), or None."""
-    name = model.rstrip("/").split("/")[-1].removesuffix("-HF").replace("InternVL3_5", "InternVL3.5")
-    if name not in table or benchmark not in BENCHMARKS or prompt not in PROMPTS:
+    names = {_paper_name(name): name for name in table}
+    name = names.get(_paper_name(model))
+    if name is None or benchmark not in BENCHMARKS or prompt not in PROMPTS:
         return None
     return table[name][BENCHMARKS.index(benchmark) * len(PROMPTS) + PROMPTS.index(prompt)]
 

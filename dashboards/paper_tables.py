@@ -109,8 +109,18 @@ def tokens_and_scores(store: Store) -> Section:
     table_7.notes.append("The paper's table 7 has a column per benchmark and prompt; here each benchmark and sample "
                          "set is its own table, with E and R both without and with S2 (the paper's small-model E "
                          "and R are S2 numbers).")
+    table_8.notes.append("The paper's table 8 has a column per benchmark and, per large model, a row for its S, its R "
+                         "and each transfer to it, after the small models' R rows, with the change against S inside "
+                         "the transfer's cell. Here each benchmark and sample set is its own table; every model pair "
+                         "with a Full RT run there has its own four rows (small R, large S, large R, Full RT), each "
+                         "naming its model(s), and the change and the paired test against large S are columns. The "
+                         "baselines are runs without S2 (the paper's 2-stage strategy).")
+    table_13.notes.append("E and R count the reasoning generation only: S2's answer pass is a generation of its own "
+                          "(kind S2), not counted here, so the count is the same with or without S2. The paper does "
+                          "not say whether its table 13 counts S2's tokens.")
     table_13.tables.append(reference_table(TABLE_13_TOKENS, "mean generated tokens"))
-    table_14.tables.append(reference_table(TABLE_14_SCORES, "scores (%; MMMU E and R without its 2-stage strategy)"))
+    table_14.tables.append(reference_table(TABLE_14_SCORES, "scores (%; E and R with its 2-stage strategy S2, but "
+                                                            "MMMU's E and R, without it)"))
     return section
 
 

@@ -261,3 +261,21 @@ def test_score_cells_state_an_interval_and_n() -> None:
     worse = {**scores, **{f"s{i}": 0.0 for i in range(5)}}  # B loses 5 samples, wins none: p = 2 / 2**5
     assert paired_cell(Scored("a", "accuracy", 0.8, scores), Scored("b", "accuracy", 0.3, worse)) == \
         "-50.0 pts, p=0.062 (McNemar, n=10)"
+
+
+def test_a_family_the_run_could_not_name_falls_back_to_the_model_name() -> None:
+    """A recorded 'unknown' (no config.json read) or 'untested' (an architecture no backend family claims, as a
+    non-HF InternVL checkpoint) names no family: the model's name decides; a recorded family wins over the name."""
+    from typing import cast
+
+    from mai.dashboards.groups import family, model_families
+    from mai.storage.rows import RunRow
+
+    def run(name: str, recorded: str) -> RunRow:
+        return cast(RunRow, {"provenance_json": json.dumps({"models": {"large": {"name": name, "family": recorded}}})})
+
+    families = model_families([run("InternVL3_5-8B", "untested"), run("internvl-old", "unknown"),
+                               run("ckpt-8b", "internvl"), run("internvl-named-qwen", "qwen-vl")])
+    assert families == {"ckpt-8b": "internvl", "internvl-named-qwen": "qwen-vl"}
+    assert [family(families, m) for m in ("InternVL3_5-8B", "internvl-old", "ckpt-8b", "internvl-named-qwen")] == \
+        ["internvl", "internvl", "internvl", "qwen-vl"]
