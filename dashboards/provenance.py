@@ -84,7 +84,8 @@ class Provenance:
     dtype: str
     backend: str
     scorer_profile: str
-    revisions: str   # each model @ its revision: a local checkpoint's weights fingerprint 'sha256:...'
+    revisions: str   # each model @ its revision (a local checkpoint's weights fingerprint 'sha256:...'), with a hub
+                     # id's weights fingerprint, the snapshot commit it resolved to ('commit:<sha>')
     code: str
     packages: str
     data: str        # the dataset fingerprint, split, limit and n
@@ -99,7 +100,7 @@ class Provenance:
         budgets = " ".join(f"{k}={v}" for k, v in (config.get("max_new_tokens") or {}).items())
         models = recorded.get("models") or {}
         if models:
-            revisions = ", ".join(f"{m['name']}@{m['revision']} ({m['family']}"
+            revisions = ", ".join(f"{m['name']}@{m['revision']} ({_weights(m)}{m['family']}"
                                   + (f", {m['architecture']}" if m.get("architecture") else "") + ")"
                                   for _, m in sorted(models.items()))
         else:
@@ -125,6 +126,15 @@ class Provenance:
         return (f"budgets {self.budgets}; {self.dtype}, {self.backend}; scorer profile {self.scorer_profile}; "
                 f"models {self.revisions}; data {self.data}; command {self.command}; machine {self.machine}; "
                 f"{self.code}; {self.packages}")
+
+
+def _weights(model: dict[str, str | None]) -> str:
+    """A model's weights fingerprint, where the revision is not already it (a hub id's 'main' resolved to a
+    commit), followed by '; '; a hub id whose snapshot was not found says so."""
+    weights = model.get("weights")
+    if weights == model["revision"]:
+        return ""
+    return f"weights {weights}; " if weights else ("weights not recorded; " if "weights" in model else "")
 
 
 def _load(averages: list[float]) -> str:

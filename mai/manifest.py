@@ -129,12 +129,14 @@ class DataRecord(TypedDict):
 
 class ModelProvenance(TypedDict):
     """A model as the run resolved it: its identity name, what it was loaded from, the revision (a local
-    checkpoint's content fingerprint 'sha256:...'), and its family and architecture from its own config.json
-    (mai.provenance; family 'unknown' where the config could not be read)."""
+    checkpoint's content fingerprint 'sha256:...'), the weights fingerprint (that fingerprint, or a hub id's
+    snapshot commit 'commit:<sha>' in the Hugging Face cache; None where neither is known), and its family and
+    architecture from its own config.json (mai.provenance; family 'unknown' where the config could not be read)."""
 
     name: str
     name_or_path: str
     revision: str
+    weights: str | None
     dtype: str
     family: str
     model_type: str | None

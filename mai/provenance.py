@@ -1,7 +1,7 @@
 """What a run records about where and with what it ran, at run time, so that a report never has to guess it later:
-each model's family and architecture (from the checkpoint's own config.json, read where the run resolved it: a
-local directory, or the Hugging Face cache for a hub id), the machine (host, hardware) and its load average at
-the start and the end of the run, and the command line that started it.
+each model's weights fingerprint, family and architecture (from the checkpoint's own config.json, read where the
+run resolved it: a local directory, or the Hugging Face cache for a hub id), the machine (host, hardware) and its
+load average at the start and the end of the run, and the command line that started it.
 
 Why at run time: a report built later, on another machine or from another directory, cannot read a checkpoint
 the run named by a relative path, and a hub id names no family at all. The families are the transformers
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
+from mai.backends.architectures import PREFIX as RANDOM
 from mai.host import host_name
 from mai.manifest import MachineRecord, ModelProvenance
 from mai.types import ModelSpec
@@ -35,25 +36,37 @@ class Architecture:
     architectures: tuple[str, ...]
 
 
-def checkpoint_architecture(model: ModelSpec) -> Architecture | None:
-    """From the checkpoint's config.json: the directory of a local model, the local Hugging Face cache for a hub
-    id (never fetched: the run already checked the model when it was configured). None where none can be read."""
+def checkpoint_config(model: ModelSpec) -> Path | None:
+    """The checkpoint's config.json: in the directory of a local model, in the local Hugging Face cache for a hub
+    id (never fetched: the run already checked the model when it was configured). None where the cache has none."""
     if model.local:
-        path: Path | None = Path(model.name_or_path) / "config.json"
-    else:
-        from huggingface_hub import try_to_load_from_cache
+        return Path(model.name_or_path) / "config.json"
+    from huggingface_hub import try_to_load_from_cache
 
-        found = try_to_load_from_cache(model.name_or_path, "config.json",
-                                       revision=None if model.revision == "main" else model.revision)
-        path = Path(found) if isinstance(found, str) else None
+    found = try_to_load_from_cache(model.name_or_path, "config.json", revision=model.revision)
+    return Path(found) if isinstance(found, str) else None
+
+
+def checkpoint_architecture(config_path: Path | None) -> Architecture | None:
+    """What the checkpoint's config.json says it is; None where none can be read."""
     try:
-        config = json.loads(path.read_text(encoding="utf-8")) if path is not None else None
+        config = json.loads(config_path.read_text(encoding="utf-8")) if config_path is not None else None
     except (OSError, ValueError):
         return None
     if not isinstance(config, dict):
         return None
     return Architecture(str(config.get("model_type") or "") or None,
                         tuple(str(a) for a in config.get("architectures") or []))
+
+
+def weights_fingerprint(model: ModelSpec, config_path: Path | None) -> str | None:
+    """What names the exact weights: a local checkpoint's content fingerprint ('sha256:...', its revision), or
+    for a hub id the commit its revision resolved to in the Hugging Face cache ('commit:<sha>': the cache keeps a
+    commit's files in `snapshots/<commit>/`, and a branch name like 'main' moves). None where neither is known."""
+    if model.local or model.name_or_path.startswith(RANDOM):  # a random model: its seeded init, its revision
+        return model.revision
+    snapshot = config_path.parent if config_path is not None else None
+    return f"commit:{snapshot.name}" if snapshot is not None and snapshot.parent.name == "snapshots" else None
 
 
 def family_of(architecture: Architecture | None) -> str:
@@ -66,9 +79,10 @@ def family_of(architecture: Architecture | None) -> str:
 
 
 def model_provenance(model: ModelSpec) -> ModelProvenance:
-    architecture = checkpoint_architecture(model)
+    config_path = checkpoint_config(model)
+    architecture = checkpoint_architecture(config_path)
     return {"name": model.identity_name, "name_or_path": model.name_or_path, "revision": model.revision,
-            "dtype": model.dtype, "family": family_of(architecture),
+            "weights": weights_fingerprint(model, config_path), "dtype": model.dtype, "family": family_of(architecture),
             "model_type": architecture.model_type if architecture else None,
             "architecture": architecture.architectures[0] if architecture and architecture.architectures else None}
 
