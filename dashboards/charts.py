@@ -27,6 +27,7 @@ class Table:
     group: str = ""
     runs: list[str] = field(default_factory=list)
     scored: tuple[str, ...] = ()  # columns of score cells ('83.1 [76.5, 88.9] n=160')
+    unscored_rows: tuple[int, ...] = ()  # rows whose cells in those columns are no scores (table 9's token counts)
 
 
 @dataclass

@@ -126,8 +126,13 @@ def score_cell(scored: Scored) -> str:
     mean = sum(scored.scores.values()) / n
     if abs(mean - scored.value) > 1e-9:
         return f"{100 * scored.value:.1f} ({scored.metric}) n={n}"
-    low, high = mean_interval(list(scored.scores.values()))
-    return f"{100 * scored.value:.1f} [{100 * low:.1f}, {100 * high:.1f}] n={n}"
+    return interval_cell(scored.value, mean_interval(list(scored.scores.values())), n)
+
+
+def interval_cell(value: float, interval: tuple[float, float], n: int) -> str:
+    """'83.1 [76.5, 88.9] n=160' from a mean score, its 95 % interval and n (fractions in, percentages out)."""
+    low, high = interval
+    return f"{100 * value:.1f} [{100 * low:.1f}, {100 * high:.1f}] n={n}"
 
 
 def paired_cell(base: Scored, other: Scored) -> str:

@@ -54,6 +54,7 @@ from mai.config import DEFAULT_MAX_NEW_TOKENS
 from mai.errors import ConfigError
 from mai.evals.base import Benchmark, ScoredSample
 from mai.evals.registry import get_benchmark
+from mai.paired import mean_interval
 from mai.types import Role, Route, Sample, StageAnswer, StageName, StageSpec
 
 __all__ = ["Group", "find_groups", "policy_lab", "policy_labs", "render_text"]
@@ -225,6 +226,7 @@ class PolicyRecord(TypedDict):
     missing_samples: int
     missing_outputs: dict[str, int]  # kind -> samples missing it
     mean_score: float | None
+    score_interval: list[float] | None  # the mean score's 95 % interval (mai.paired.mean_interval) over the n samples
     metric: str | None         # the benchmark's headline metric and its value over the answered samples
     metric_value: float | None
     output_tokens: int
@@ -353,6 +355,7 @@ def _record(evaluated: _Point, group: Group, found: Frontier) -> PolicyRecord:
     return {"name": point.name, "description": evaluated.policy.description, "available": point.available,
             "n": len(tally.scored), "missing_samples": tally.missing_samples,
             "missing_outputs": dict(sorted(tally.missing.items())), "mean_score": point.mean_score,
+            "score_interval": list(mean_interval([s.score for s in tally.scored])) if tally.scored else None,
             "metric": evaluated.metric, "metric_value": evaluated.metric_value, "output_tokens": tally.output_tokens,
             "mean_output_tokens": point.mean_output_tokens, "prompt_tokens": tally.prompt_tokens,
             "small_calls": tally.calls["small"], "large_calls": tally.calls["large"], "seconds": point.seconds,
@@ -391,8 +394,8 @@ def render_text(lab: LabRecord) -> str:
     lines = [f"{lab['benchmark']} ({lab['dataset_fingerprint'][:12]}), {lab['small_model']} + {lab['large_model']}: "
              f"{lab['samples']} samples, {len(lab['runs'])} runs, scorer profile {lab['scorer_profile']}"
              + (f", latency profiles {lab['latency_profiles']}" if seconds else ", no latency profiles (tokens only)"),
-             "", (f"{'policy':22s} {'score %':>8s} {'PGR':>6s} {'tokens/sample':>13s} {'small':>6s} {'large':>6s} "
-                 f"{'est. s':>9s}  pareto  routes")]
+             "", (f"{'policy':22s} {'score %':>8s} {'95 % interval':>14s} {'n':>5s} {'PGR':>6s} {'tokens/sample':>13s} "
+                 f"{'small':>6s} {'large':>6s} {'est. s':>9s}  pareto  routes")]
     for p in lab["policies"]:
         if not p["available"]:
             continue
@@ -400,8 +403,10 @@ def render_text(lab: LabRecord) -> str:
         est = f"{p['seconds']:9.2f}" if p["seconds"] is not None else "        -"
         routes = " ".join(f"{k}={v}" for k, v in p["routes"].items())
         score, tokens = 100 * (p["mean_score"] or 0.0), p["mean_output_tokens"] or 0.0  # set: it answered every sample
-        lines.append(f"{p['name']:22s} {score:8.1f} {pgr} {tokens:13.1f} {p['small_calls']:6d} {p['large_calls']:6d} "
-                     f"{est}  {'*' if p['pareto'] else ' ':6s}  {routes}")
+        low, high = p["score_interval"] or [float("nan")] * 2
+        interval = f"[{100 * low:.1f}, {100 * high:.1f}]"
+        lines.append(f"{p['name']:22s} {score:8.1f} {interval:>14s} {p['n']:5d} {pgr} {tokens:13.1f} "
+                     f"{p['small_calls']:6d} {p['large_calls']:6d} {est}  {'*' if p['pareto'] else ' ':6s}  {routes}")
     summary = lab["summary"]
     if summary["apgr"] is not None:
         lines += ["", (f"APGR-style area ({summary['weak']} -> {summary['strong']}): all policies "

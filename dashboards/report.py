@@ -200,8 +200,10 @@ def _table_html(table: Table) -> str:
     classes = table.classes or [""] * len(table.rows)
     wrapped = [' class="text"' if c in table.wrap else ' class="score"' if c in table.scored else ''
                for c in table.columns]
-    rows = "".join(f'<tr class="{c}">' + "".join(f"<td{w}>{_cell(v)}</td>" for v, w in zip(row, wrapped)) + "</tr>"
-                   for row, c in zip(table.rows, classes))
+    unscored = [' class="text"' if c in table.wrap else '' for c in table.columns]
+    rows = "".join(f'<tr class="{c}">' + "".join(f"<td{w}>{_cell(v)}</td>" for v, w in zip(
+        row, unscored if i in table.unscored_rows else wrapped)) + "</tr>"
+                   for i, (row, c) in enumerate(zip(table.rows, classes)))
     caption = f"<caption>{html.escape(table.caption)}</caption>" if table.caption else ""
     group = (f' data-group="{html.escape(table.group)}" data-runs="{html.escape(" ".join(table.runs))}"'
              if table.group else "")

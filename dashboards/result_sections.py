@@ -22,6 +22,7 @@ from mai.dashboards.charts import (
 )
 from mai.dashboards.compare import compare_runs
 from mai.dashboards.frontier import CostAxis
+from mai.dashboards.groups import interval_cell
 from mai.dashboards.policies import BUDGET, ORACLE, LabRecord, PolicyRecord, policy_labs
 from mai.dashboards.sections import Store
 
@@ -86,7 +87,8 @@ def _one_lab(section: Section, lab: LabRecord) -> None:
     section.tables.append(Table(
         ["policy", "score %", lab["policies"][0]["metric"] or "metric", "PGR", "tokens / sample", "small calls",
          "large calls", "est. s", "Pareto", "routes", "what it does"],
-        [_policy_row(u) for u in usable], caption, wrap=("routes", "what it does")))
+        [_policy_row(u) for u in usable], caption + " Score: mean %, 95 % interval, n.", wrap=("routes", "what it does"),
+        scored=("score %",)))
     for p in lab["policies"]:
         if not p["available"]:
             section.notes.append(f"{html.escape(p['name'])}: outputs not stored for {p['missing_samples']} samples "
@@ -96,7 +98,9 @@ def _one_lab(section: Section, lab: LabRecord) -> None:
 
 def _policy_row(plotted: _Plotted) -> list[Cell]:
     p = plotted.record
-    return [p["name"], f"{100 * plotted.score:.1f}", num(p["metric_value"]), num(p["pgr"]),
+    interval = p["score_interval"]
+    score = interval_cell(plotted.score, (interval[0], interval[1]), p["n"]) if interval else f"{100 * plotted.score:.1f}"
+    return [p["name"], score, num(p["metric_value"]), num(p["pgr"]),
             num(p["mean_output_tokens"], 1), p["small_calls"], p["large_calls"], num(p["seconds"]),
             "yes" if p["pareto"] else "", " ".join(f"{k}={v}" for k, v in p["routes"].items()), p["description"]]
 

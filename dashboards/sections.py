@@ -219,7 +219,7 @@ def s2_toggle(store: Store) -> Section:
     for pair in pairs:  # both runs of a pair answered the same samples: one group
         by_group[store.sample_sets[pair["run_without_s2"]]].append(pair)
     for group, mine in sorted(by_group.items()):
-        section.figures.append(_s2_figure(group, mine))
+        section.figures.append(_s2_figure(store, group, mine))
     children = {"single": section.child("table-6", "Table 6 · S2 for single models: the small model re-answers "
                                                    "after its own reasoning"),
                 "cascade": section.child("table-15", "Table 15 · S2 in the cascade: MV2 and RT counts without "
@@ -245,13 +245,14 @@ def _s2_tables(store: Store, section: Section, group: SampleSet, pairs: list[S2P
     if not pairs:
         return
     section.tables.append(Table(
-        ["mode", "models", "without S2", "with S2", "samples", "score without %", "score with %", "MV2 without",
-         "MV2 with", "RT without", "RT with", "answers changed"],
+        ["mode", "models", "without S2", "with S2", "samples", "score without %", "score with %", "with vs without",
+         "MV2 without", "MV2 with", "RT without", "RT with", "answers changed"],
         [[p["mode"], " + ".join(m for m in (p["large_model"], p["small_model"]) if m), p["run_without_s2"],
-          p["run_with_s2"], p["common_samples"], f"{100 * p['accuracy_without_s2']:.1f}",
-          f"{100 * p['accuracy_with_s2']:.1f}", p["mv2_without_s2"], p["mv2_with_s2"], p["rt_without_s2"],
-          p["rt_with_s2"], p["answers_changed"]] for p in pairs], group.label, group=group.key,
-        runs=[r for p in pairs for r in (p["run_without_s2"], p["run_with_s2"])]))
+          p["run_with_s2"], p["common_samples"], *_s2_scores(store, p), p["mv2_without_s2"], p["mv2_with_s2"],
+          p["rt_without_s2"], p["rt_with_s2"], p["answers_changed"]] for p in pairs],
+        f"{group.label}: headline score %, 95 % interval, n; with S2 against without on the same samples",
+        group=group.key, runs=[r for p in pairs for r in (p["run_without_s2"], p["run_with_s2"])],
+        scored=("score without %", "score with %")))
     for p in pairs:
         changed = fetch(store.home, S2ChangedRow, CHANGED, [p["run_without_s2"], p["run_with_s2"]])
         section.tables.append(Table(
@@ -262,8 +263,16 @@ def _s2_tables(store: Store, section: Section, group: SampleSet, pairs: list[S2P
             f"Answers changed by S2: {p['run_without_s2']} -> {p['run_with_s2']} ({len(changed)})"))
 
 
-def _s2_figure(group: SampleSet, pairs: list[S2PairRow]) -> go.Figure:
-    fig = subplots(rows=1, cols=2, subplot_titles=("MV2 and RT counts", "score (%)"))
+def _s2_scores(store: Store, pair: S2PairRow) -> list[str | None]:
+    """Both runs' score cells (headline, interval, n) and the paired test of with S2 against without."""
+    without, with_s2 = store.scored(pair["run_without_s2"]), store.scored(pair["run_with_s2"])
+    return [score_cell(without) if without else None, score_cell(with_s2) if with_s2 else None,
+            paired_cell(without, with_s2) if without and with_s2 else None]
+
+
+def _s2_figure(store: Store, group: SampleSet, pairs: list[S2PairRow]) -> go.Figure:
+    """Routing counts and the headline score (table 15's) without and with S2."""
+    fig = subplots(rows=1, cols=2, subplot_titles=("MV2 and RT counts", "headline score (%)"))
     labels = [f"{p['mode']} {short(p['run_without_s2'])} / {short(p['run_with_s2'])}" for p in pairs]
     counts = {("MV2", "without_s2"): [p["mv2_without_s2"] for p in pairs],
               ("MV2", "with_s2"): [p["mv2_with_s2"] for p in pairs],
@@ -272,8 +281,11 @@ def _s2_figure(group: SampleSet, pairs: list[S2PairRow]) -> go.Figure:
     for (name, suffix), values in counts.items():
         fig.add_trace(go.Bar(x=labels, y=values, name=f"{name} {suffix}", marker_color=COLORS[name],
                              marker_pattern_shape=_S2_PATTERN[suffix]), row=1, col=1)
-    scores = {"without_s2": [100 * p["accuracy_without_s2"] for p in pairs],
-              "with_s2": [100 * p["accuracy_with_s2"] for p in pairs]}
+    def headline(run_id: str, mean_score: float) -> float:  # the route rows' mean where a run has no headline
+        return 100 * store.headline.get(run_id, ("", mean_score))[1]
+
+    scores = {"without_s2": [headline(p["run_without_s2"], p["accuracy_without_s2"]) for p in pairs],
+              "with_s2": [headline(p["run_with_s2"], p["accuracy_with_s2"]) for p in pairs]}
     for suffix, percents in scores.items():
         fig.add_trace(go.Bar(x=labels, y=percents, name=f"score {suffix}", marker_color="#457b9d",
                              marker_pattern_shape=_S2_PATTERN[suffix]), row=1, col=2)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 from mai.dashboards.charts import PALETTE, Section, Table, layout, num, short, subplots
-from mai.dashboards.groups import SAMPLE_IDS, SampleSet
+from mai.dashboards.groups import SAMPLE_IDS, SampleSet, Scored, score_cell
 from mai.dashboards.rows import (
     AttentionPairRow,
     CaptureGroupRow,
@@ -136,7 +136,9 @@ def _table_9(store: Store, section: Section) -> None:
     """Per sweep (sample set and model pair): the paper's grid, a column per transfer layer and one for full
     transfer ("Full"), a score row and a tokens-transferred row per mode and delta; the full-transfer and large-S
     baselines are runs of the sweep's own pair over its own samples, without S2."""
-    rows = fetch(store.home, SweepRow, load_saved("transfer_layer_sweep"))
+    # each run's row of its default scorer profile (the saved query has one per profile), the one store.scores holds
+    rows = [r for r in fetch(store.home, SweepRow, load_saved("transfer_layer_sweep"))
+            if store.headline.get(r["run_id"]) == (r["metric"], r["value"])]
     runs = {r["run_id"]: r for r in store.all_runs}
     sweeps: dict[_SweepKey, list[_SparseRun]] = defaultdict(list)
     for r in rows:
@@ -156,20 +158,24 @@ def _table_9(store: Store, section: Section) -> None:
                     and (row["setting"] == "large S" or run["small_model"] == key.small_model))
         baselines: dict[tuple[str, str], SweepRow] = {(b["setting"], str(b["mode"])): b for b in rows
                                                       if b["setting"] != "sparse RT" and same(b)}
-        _sweep_grid(section, key, sparse, baselines)
+        _sweep_grid(section, key, sparse, baselines,
+                    lambda row: score_cell(Scored(row["run_id"], row["metric"], row["value"],
+                                                  store.scores.get(row["run_id"], {}))))
 
 
 def _sweep_grid(section: Section, key: _SweepKey, sparse: list[_SparseRun],
-                baselines: dict[tuple[str, str], SweepRow]) -> None:
+                baselines: dict[tuple[str, str], SweepRow], score: Callable[[SweepRow], str]) -> None:
+    """`score`: a run's score cell, with its interval and n."""
     title = f"{key.group.label}: {key.large_model} + {key.small_model} R"
     layers = sorted({s.layer for s in sparse})
     large_s = baselines.get(("large S", "single"))
-    table = Table(["line", "quantity", "large S", *(f"L{layer}" for layer in layers), "Full"], [],
+    values = ["large S", *(f"L{layer}" for layer in layers), "Full"]
+    table = Table(["line", "quantity", *values], [],
                   f"{title}. Large S: the large model's own short answer; Full: the same mode with full transfer "
-                  "(every reasoning token).", group=key.group.key)
+                  "(every reasoning token). Scores: %, 95 % interval, n.", group=key.group.key, scored=tuple(values))
     if large_s is not None:
         table.runs.append(large_s["run_id"])
-    large_s_score = f"{100 * large_s['value']:.1f}" if large_s else "not stored on these samples"
+    large_s_score = score(large_s) if large_s else "not stored on these samples"
     fig = subplots(rows=1, cols=2, subplot_titles=("score by transfer layer", "tokens transferred"),
                    horizontal_spacing=0.12)
     points_y: list[float] = []
@@ -183,8 +189,9 @@ def _sweep_grid(section: Section, key: _SweepKey, sparse: list[_SparseRun],
         if full is not None:
             table.runs.append(full["run_id"])
         table.rows.append([line, f"{points[0].row['metric']} %", large_s_score,
-                           *(f"{100 * by_layer[layer]['value']:.1f}" if layer in by_layer else None
-                             for layer in layers), f"{100 * full['value']:.1f}" if full else "not stored"])
+                           *(score(by_layer[layer]) if layer in by_layer else None for layer in layers),
+                           score(full) if full else "not stored"])
+        table.unscored_rows += (len(table.rows),)
         table.rows.append([line, "mean tokens transferred", None,
                            *(num(by_layer[layer]["mean_transferred_tokens"], 1) if layer in by_layer else None
                              for layer in layers), num(full["mean_reasoning_tokens"], 1) if full else "not stored"])

@@ -60,6 +60,9 @@ def test_policies_equal_the_stored_runs_and_the_oracle_bounds_them(store: Store,
     assert {r["run_id"] for r in lab["runs"]} == set(store.runs.values())
     policies = {p["name"]: p for p in lab["policies"]}
     assert all(p["available"] and p["n"] == LIMIT for p in policies.values())
+    for name, p in policies.items():  # the mean score's 95 % interval over the n samples
+        low, high = p["score_interval"]
+        assert 0 <= low <= p["mean_score"] <= high <= 1 and low < high, name
 
     generations = _generations(store.home)
     for name, run in SAME_AS_RUN.items():
@@ -85,6 +88,10 @@ def test_policies_equal_the_stored_runs_and_the_oracle_bounds_them(store: Store,
     assert main(["--home", str(store.home), "policies", "--benchmark", "shapes"]) == 0
     text = capsys.readouterr().out
     assert "cascade" in text and "oracle" in text and "APGR" in text
+    low, high = policies["cascade"]["score_interval"]
+    (line,) = [line for line in text.splitlines() if line.startswith("cascade ")]
+    assert line.split()[1:5] == [f"{100 * policies['cascade']['mean_score']:.1f}", f"[{100 * low:.1f},",
+                                 f"{100 * high:.1f}]", str(LIMIT)]  # score %, its interval, n
 
 
 @pytest.mark.prefect
