@@ -1,9 +1,10 @@
 """The report compares like with like: each table is one comparison group (benchmark and sample set) and no cell
 reads a run of another group. One store: two model pairs (the tiny Qwen pair A and the tiny InternVL pair B), A's
 cascade with and without S2, A's baselines, a small-S baseline at two sample counts (the later one over fewer
-samples), A's small R with S2, Full RT of both pairs, a cascade of B and a one-layer sparse sweep of A. And a local
-checkpoint named like an official InternVL3.5 checkpoint lands in tables 13 and 14 beside the paper's value, read
-from what the run recorded, whatever directory the report is built from."""
+samples), A's small R with S2, Full RT of both pairs, a cascade of B and a one-layer sparse sweep of A. A sample
+set is the data and the sample ids. And local InternVL checkpoints land in tables 13 and 14 by the family their runs
+recorded, whatever directory the report is built from: one named like an official InternVL3.5 checkpoint beside the
+paper's value, one whose name does not say InternVL."""
 
 from __future__ import annotations
 
@@ -71,10 +72,16 @@ def store(tmp_path_factory: pytest.TempPathFactory, prefect_server: str, assets_
     return root, runs
 
 
-def sample_counts(root: Path) -> dict[str, tuple[str, int]]:
-    """Per run: (its data fingerprint, its number of samples), read from the store."""
-    _, rows = api.query(root, "SELECT run_id, dataset_fingerprint, n_samples FROM runs")
-    return {str(row[0]): (str(row[1]), int(row[2])) for row in rows}
+def stored_sample_sets(root: Path) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """Per run: its sample set, (its data fingerprint, the ids of the samples it answered), read from the store."""
+    _, rows = api.query(root, "SELECT r.run_id, any_value(ru.dataset_fingerprint), list_sort(list(r.sample_id)) "
+                              "FROM routes r JOIN runs ru USING (run_id) GROUP BY r.run_id")
+    return {str(row[0]): (str(row[1]), tuple(str(s) for s in row[2])) for row in rows}
+
+
+def unmeasured(text: str) -> bool:
+    """A cell that names why a score is missing instead of one."""
+    return text == "-" or text.startswith(("not stored", "not on these"))
 
 
 @pytest.mark.prefect
@@ -85,16 +92,24 @@ def test_no_table_mixes_groups_and_every_score_cell_states_n(store: tuple[Path, 
     out = tmp_path / "report.html"
     api.report(None, out=out, home=root)
     page = out.read_text()
-    counts = sample_counts(root)
+    sets = stored_sample_sets(root)
+    counts = {run_id: (data, len(ids)) for run_id, (data, ids) in sets.items()}
     grouped = [t for key in ("table-5", "table-6", "table-7", "table-8", "table-9", "routing-funnel", "table-11",
                              "table-12", "table-15") for t in tables(section(page, key))]
     assert grouped
-    for table in grouped:
-        assert {counts[r] for r in table["runs"]} == {counts[table["runs"][0]]}, table  # one sample set per table
-        for row in table["rows"]:
-            for cls, text in row:
-                if cls == "score" and text not in ("-", "not stored") and not text.startswith("not on these"):
-                    assert re.search(r"\bn=\d+\b", text), (table["head"], text)
+    for table in grouped:  # one sample set per table: the same data and the same sample ids
+        assert {sets[r] for r in table["runs"]} == {sets[table["runs"][0]]}, table
+    # every score cell of the report (tables 5-15, the policy lab) states n, and tables 9 and 15 mark theirs
+    scores = [html.unescape(text) for text in re.findall(r'<td class="score">(.*?)</td>', page)]
+    assert [text for text in scores if not unmeasured(text) and not re.search(r"\bn=\d+\b", text)] == []
+    for key, column in (("table-9", "L1"), ("table-15", "score with %"), ("policy-lab", "score %")):
+        part = section(page, key) if key != "policy-lab" else page[page.index('id="policy-lab"'):]
+        head = [html.unescape(h) for h in re.findall(r"<th>(.*?)</th>", part.split("</thead>")[0])]
+        first = re.search(r"<tbody><tr[^>]*>(.*?)</tr>", part)
+        assert first is not None, key
+        cells = re.findall(r"<td(?: class=\"(\w+)\")?>(.*?)</td>", first.group(1))
+        assert cells[head.index(column)][0] == "score", (key, cells)
+        assert re.search(rf"\[\d+\.\d, \d+\.\d\] n=({N}|{FEWER})\b", html.unescape(cells[head.index(column)][1])), cells
     # table 7: both sample counts are their own groups, and the S2 run has its own column
     table_7 = tables(section(page, "table-7"))
     by_n = {counts[t["runs"][0]][1]: t for t in table_7}
@@ -157,10 +172,9 @@ def test_no_chart_mixes_groups_and_time_is_estimated_or_measured(store: tuple[Pa
     out = tmp_path / "report.html"
     api.report(None, out=out, home=root)
     page = out.read_text()
-    counts = sample_counts(root)
-    by_short = {run_id[-6:]: counts[run_id] for run_id in counts}
+    by_short = {run_id[-6:]: sample_set for run_id, sample_set in stored_sample_sets(root).items()}
 
-    def sample_sets(figure: dict[str, Any]) -> set[tuple[str, int]]:
+    def sample_sets(figure: dict[str, Any]) -> set[tuple[str, tuple[str, ...]]]:
         labels = [str(label) for trace in figure["data"] for label in (trace.get("x") or []) + (trace.get("y") or [])
                   if isinstance(label, str)]
         return {by_short[m] for label in labels for m in re.findall(r"\(([0-9a-f]{6})\)", label)}
@@ -168,7 +182,7 @@ def test_no_chart_mixes_groups_and_time_is_estimated_or_measured(store: tuple[Pa
     funnel = charts(page, "routing-funnel")
     assert len(funnel) == 4  # two groups of cascades (6 and 4 samples), each a funnel and a score chart
     assert [len(sample_sets(f)) for f in funnel] == [1] * 4
-    assert {n for f in funnel for _, n in sample_sets(f)} == {N, FEWER}
+    assert {len(ids) for f in funnel for _, ids in sample_sets(f)} == {N, FEWER}
     timed = charts(page, "table-11")
     assert len(timed) == 2 and [len(sample_sets(f)) for f in timed] == [1, 1]
     for figure in timed:  # estimated and measured never share an axis
@@ -221,30 +235,35 @@ def test_profiles_of_different_hardware_are_separate_panels() -> None:
 @pytest.mark.prefect
 def test_a_local_internvl35_checkpoint_fills_tables_13_and_14_from_any_directory(
         home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two local InternVL checkpoints: one named like the official InternVL3.5-8B (the paper's value beside it), one
+    whose name says nothing of InternVL ('vlm-8b'), so only the family its run recorded can place it in table 14."""
     checkpoints = tmp_path / "checkpoints"
-    shutil.copytree(Home.at(home).models / INTERNVL_LARGE_BUILTIN, checkpoints / "InternVL3_5-8B-HF")
+    for name in ("InternVL3_5-8B-HF", "vlm-8b"):
+        shutil.copytree(Home.at(home).models / INTERNVL_LARGE_BUILTIN, checkpoints / name)
     data = write_fixture("mmmu", tmp_path / "mmmu")
-    monkeypatch.chdir(checkpoints)  # the run names the checkpoint by a path relative to where it runs
-    config = RunConfig(home=str(home), benchmark="mmmu", data=str(data), shards=1, mode="single",
-                       single_model="large", single_prompt="S", large_model="InternVL3_5-8B-HF",
-                       max_new_tokens=BUDGETS)
-    manifest = api.run(config, progress=False)
-    assert manifest["provenance"]["models"]["large"]["family"] == "internvl"
-    shutil.rmtree(checkpoints)  # the report reads nothing from the checkpoint
+    monkeypatch.chdir(checkpoints)  # the runs name the checkpoints by paths relative to where they run
+    manifests = [api.run(RunConfig(home=str(home), benchmark="mmmu", data=str(data), shards=1, mode="single",
+                                   single_model="large", single_prompt="S", large_model=name, max_new_tokens=BUDGETS),
+                         progress=False) for name in ("InternVL3_5-8B-HF", "vlm-8b")]
+    assert [m["provenance"]["models"]["large"]["family"] for m in manifests] == ["internvl", "internvl"]
+    shutil.rmtree(checkpoints)  # the report reads nothing from the checkpoints
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     out = tmp_path / "report.html"
-    api.report([manifest["run_id"]], out=out, home=home)
+    api.report([m["run_id"] for m in manifests], out=out, home=home)
     page = html.unescape(out.read_text())
     table_14 = section(page, "table-14")
     assert re.search(r"InternVL3_5-8B-HF</td><td class=\"score\">[\d.]+ \[[\d.]+, [\d.]+\] n=\d+ \(paper 56\.8\)",
                      table_14), table_14[:2000]
+    assert re.search(r"vlm-8b</td><td class=\"score\">[\d.]+ \[[\d.]+, [\d.]+\] n=\d+</td>", table_14), table_14[:2000]
     assert re.search(r"InternVL3_5-8B-HF</td><td>[\d.]+ \(paper 10\.6\) n=\d+", section(page, "table-13"))
-    assert "InternVL3_5-8B-HF" not in section(page, "table-7") + section(page, "table-5")
+    assert re.search(r"vlm-8b</td><td>[\d.]+ n=\d+", section(page, "table-13"))
+    for name in ("InternVL3_5-8B-HF", "vlm-8b"):
+        assert name not in section(page, "table-7") + section(page, "table-5")
     _, rows = api.query(home, "SELECT provenance_json FROM runs")
-    recorded = json.loads(str(rows[0][0]))
-    assert recorded["models"]["large"]["architecture"] == "InternVLForConditionalGeneration"
+    assert {json.loads(str(row[0]))["models"]["large"]["architecture"] for row in rows} == \
+        {"InternVLForConditionalGeneration"}
 
 
 def test_score_cells_state_an_interval_and_n() -> None:
