@@ -86,14 +86,21 @@ test-fast: venv
 	$(BIN)/python -m pytest -q -m "$(FAST_TIER)"
 
 # the report's screenshots in the docs (docs/report/), renewed on purpose: tests never write tracked files. The
-# README's come from the report tests' own stores; with STORE=/path/to/a/mai/store also the sections that
-# docs/reports.md shows (scripts/report_screenshots.py); every PNG in 256 colours (a third of the size)
+# report sections' come from the report tests' own stores, the paper items' that docs/reports.md shows (tables 7, 9,
+# 11, 12, 16, figures 4, 5) from STORE=/path/to/a/mai/store (scripts/report_screenshots.py; docs/reports.md builds
+# that store): without STORE nothing is taken, rather than half of them; every PNG in 256 colours (a third of the size)
+ifneq ($(filter docs-screenshots,$(MAKECMDGOALS)),)
+ifeq ($(STORE),)
+$(error make docs-screenshots needs STORE=/path/to/a/mai/store for the paper items docs/reports.md shows (tables 7, \
+	9, 11, 12, 16, figures 4, 5); docs/reports.md shows how to build that store)
+endif
+endif
 docs-screenshots: venv $(CHROMIUM)
 	MAI_CHROMIUM=$(CHROMIUM) MAI_REPORT_SCREENSHOTS=$(abspath docs/report) $(BIN)/python -m pytest -q \
 	  tests/test_report.py::test_report_in_headless_chromium \
 	  tests/test_report_paper.py::test_figure_one_at_twenty_runs_and_table_16_have_no_overlapping_labels
 	$(BIN)/python scripts/report_screenshots.py --shrink docs/report/*.png
-	$(if $(STORE),MAI_CHROMIUM=$(CHROMIUM) $(BIN)/python scripts/report_screenshots.py --home $(STORE))
+	MAI_CHROMIUM=$(CHROMIUM) $(BIN)/python scripts/report_screenshots.py --home $(STORE)
 
 # mypy through scripts/typecheck.py: it sees flows/ tasks/ storage/ dashboards/ as mai.flows, ... (package-dir)
 lint: venv $(ACTIONLINT)
