@@ -89,7 +89,7 @@ def test_policies_equal_the_stored_runs_and_the_oracle_bounds_them(store: Store,
     text = capsys.readouterr().out
     assert "cascade" in text and "oracle" in text and "APGR" in text
     low, high = policies["cascade"]["score_interval"]
-    (line,) = [line for line in text.splitlines() if line.startswith("cascade ")]
+    (line,) = [line for line in text.splitlines() if line.startswith(f"{'cascade':22s} ")]  # not "cascade +S2"
     assert line.split()[1:5] == [f"{100 * policies['cascade']['mean_score']:.1f}", f"[{100 * low:.1f},",
                                  f"{100 * high:.1f}]", str(LIMIT)]  # score %, its interval, n
 
