@@ -108,9 +108,18 @@ def test_compare_two_real_runs_against_the_stored_files(store: Store, capsys: py
     assert result["cost"]["estimates"][0]["seconds_a"] == pytest.approx(totals["h100-2b"])
     assert result["cost"]["estimates"][0]["seconds_b"] == pytest.approx(totals["h100-2b+h100-8b"])
     assert "S=12" in result["run_a"]["provenance"] and "scorer profile" in result["run_b"]["provenance"]
+    for run_id, key in ((run_a, "run_a"), (run_b, "run_b")):  # what the run recorded, read from its own file
+        (stored,) = pq.read_table(store.home / "store" / "runs" / run_id / "run.parquet").to_pylist()
+        recorded, line = json.loads(stored["provenance_json"]), result[key]["provenance"]
+        assert f"data {stored['dataset_fingerprint']}, split " in line and f"n={stored['n_samples']}" in line
+        assert f"command {recorded['command']};" in line
+        assert f"machine {recorded['machine']['host']}: {recorded['machine']['hardware']}; load " in line
+        for model in recorded["models"].values():  # the weights fingerprint of each model
+            assert model["revision"].startswith("sha256:") and f"{model['name']}@{model['revision']} (" in line
 
     assert main(["--home", str(store.home), "compare", run_a, run_b]) == 0
     text = capsys.readouterr().out
+    assert result["run_a"]["provenance"] in text and result["run_b"]["provenance"] in text
     assert f"{overall['p_value']:.3g}" in text and "16 paired samples" in text
     assert "estimated time (A h100-2b, B h100-2b+h100-8b" in text and "float32, transformers" in text
 
