@@ -214,6 +214,8 @@ class SpeedupRow(TypedDict):
     full_rt_run_id: str | None
     full_rt_estimate: str | None
     n_samples: int
+    timed_runs: list[str]  # the runs that computed the generations and captures measured_s adds up
+    estimate_excludes_capture: bool | None  # a sparse run's estimate made before capture prefills were priced
 
 
 class RunIdRow(TypedDict):

@@ -103,14 +103,30 @@ def _number(row: dict[str, str], key: str, line: int, kind: type[_N]) -> _N | No
 
 
 def read_run_calls(home: Home, run_id: str) -> list[Call]:
-    """Every generation a run used, by stage, with its stored token counts."""
+    """Every generation a run used, by stage, with its stored token counts; then, for sparse RT, each attention-capture
+    prefill its selections read (stage `capture`): the large model over the same input as its RT call, no output, so
+    equation 27 prices it as one TTFT at the capture's input length (the pass's own time is measured)."""
+    check_name(run_id, "run")  # the id goes into the SQL text
     columns = ", ".join(f"gen_{stage}" for stage in STAGE_NAMES)
     sql = (f"SELECT r.stage, g.model, g.prompt_tokens, g.output_tokens FROM "
            f"(UNPIVOT (SELECT run_id, sample_id, {columns} FROM routes WHERE run_id = '{run_id}') "
            f"ON {columns} INTO NAME stage VALUE gen_id) r JOIN generations g USING (gen_id) ORDER BY r.stage, r.sample_id")
     _, rows = query(home, sql)
+    _, captures = query(home, CAPTURE_CALLS.format(run_id=run_id))
     return [Call(stage=str(stage).removeprefix("gen_"), model=str(model), prompt_tokens=int(p), output_tokens=int(o))
-            for stage, model, p, o in cast("list[tuple[str, str, int, int]]", rows)]  # the SELECT's types
+            for stage, model, p, o, *_ in cast("list[tuple[str, str, int, int]]", rows + captures)]  # the SELECTs' types
+
+
+# per sample that reached sparse RT, the prefill that captured the layer its selection read (speedup.sql counts
+# the same passes' measured time), priced with the model of the RT call that read it
+CAPTURE_CALLS = """
+    SELECT DISTINCT 'capture' AS stage, g.model, a.prompt_tokens, 0 AS output_tokens, a.capture_id
+    FROM routes r
+    JOIN generations g ON g.gen_id = r.gen_rt_large
+    JOIN selections s ON s.selection_id = g.upstream_gen_id
+    JOIN attention a ON a.capture_id = s.capture_id AND a.layer = s.layer
+    WHERE r.run_id = '{run_id}' ORDER BY a.capture_id
+"""
 
 
 def write_estimate(home: Home, run_id: str, name: str, stages: list[StageEstimate]) -> Path:

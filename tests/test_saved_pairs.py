@@ -21,7 +21,11 @@ pytestmark = pytest.mark.prefect
 
 
 def rows(home: Path, name: str) -> list[dict[str, Any]]:
-    columns, found = query(Home.at(home), load_saved(name))
+    return select(home, load_saved(name))
+
+
+def select(home: Path, sql: str) -> list[dict[str, Any]]:
+    columns, found = query(Home.at(home), sql)
     return [dict(zip(columns, row)) for row in found]
 
 
@@ -71,3 +75,40 @@ def test_s2_and_speedup_pairs_on_a_store_built_for_it(home: Path) -> None:
 def _profile(model: str, ttft_ms: float, tokens_per_s: float) -> dict[str, object]:
     return {"model": model, "backend": "hand", "dtype": "float32", "hardware": "hand-written", "source": "imported",
             "input_tokens": 100, "ttft_ms": ttft_ms, "tokens_per_s": tokens_per_s}
+
+
+def test_sparse_time_counts_the_capture_pass_of_its_layer(home: Path) -> None:
+    """A sparse-RT run's measured time is its generations' wall time plus, per capture its selections read, the
+    capture_s of the pass that captured the selection's layer: a later sweep layer adds its layer to the same
+    captures in a pass of its own, which that run counts (not the earlier pass). Its estimate prices each capture
+    as one TTFT of the large model at the capture's input length (equation 27), and its timed runs are the runs
+    that computed what it adds up."""
+    first = run(home, limit=6, transfer="sparse", transfer_layer=1)["run_id"]
+    second = run(home, limit=6, transfer="sparse", transfer_layer=2)["run_id"]
+    passes = {(r["capture_id"], r["layer"]): (r["capture_s"], r["run_id"]) for r in select(home, """
+        SELECT capture_id, layer, capture_s, run_id FROM attention""")}
+    layers = {layer for _, layer in passes}
+    assert layers == {1, 2}
+    table = {r["run_id"]: r for r in rows(home, "speedup")}
+    for run_id, layer in ((first, 1), (second, 2)):
+        read = select(home, f"""SELECT s.capture_id FROM routes r JOIN generations g ON g.gen_id = r.gen_rt_large
+                              JOIN selections s ON s.selection_id = g.upstream_gen_id WHERE r.run_id = '{run_id}'""")
+        assert read and all(passes[(c["capture_id"], layer)][1] == run_id for c in read)  # each layer its own pass
+        captures = sum(passes[(c["capture_id"], layer)][0] for c in read)
+        assert captures > 0
+        assert table[run_id]["measured_s"] == pytest.approx(measured_s(home, run_id) + captures)
+        computed = {r["run_id"] for r in select(home, f"""SELECT DISTINCT g.run_id FROM generations g WHERE g.gen_id IN (
+            SELECT unnest([gen_s_large, gen_s_small, gen_r_small, gen_rt_large]) FROM routes
+            WHERE run_id = '{run_id}')""")}
+        assert set(table[run_id]["timed_runs"]) == computed | {run_id} and first in table[second]["timed_runs"]
+
+        write_profile(Home.at(home), f"flat-large-{layer}", [_profile("mai-tiny-large", 80.0, 50.0)])
+        write_profile(Home.at(home), f"flat-small-{layer}", [_profile("mai-tiny-small", 40.0, 200.0)])
+        stages = {s["stage"]: s for s in mai_estimate(run_id, {"mai-tiny-small": f"flat-small-{layer}",
+                                                                "mai-tiny-large": f"flat-large-{layer}"},
+                                                      "flat", str(home))}
+        assert stages["capture"]["calls"] == len(read) and stages["capture"]["decode_s"] == 0
+        assert stages["capture"]["total_s"] == pytest.approx(0.080 * len(read))  # a one-point profile: TTFT 80 ms
+    priced = {r["run_id"]: r for r in rows(home, "speedup") if r["estimate_name"] == "flat"}
+    assert priced[first]["estimate_excludes_capture"] is False
+    assert "mai-tiny-large=flat-large-1" in priced[first]["prices"]
