@@ -13,7 +13,7 @@ from mai.dashboards.latency_tables import add_tables
 from mai.dashboards.rows import LatencyPointRow, SpeculativeRow, SpeedupRow
 from mai.dashboards.saved import load_saved
 from mai.dashboards.sections import Store
-from mai.dashboards.time_tables import machine_of, measured_note, priced_on, profile_hardware, table_11
+from mai.dashboards.time_tables import Timings, machine_of, priced_on, profile_hardware, table_11
 from mai.dashboards.time_tables import table_12 as table_12_layout
 from mai.dashboards.views import fetch
 
@@ -38,15 +38,17 @@ def latency(store: Store) -> Section:
     else:
         section.notes.append(f"No latency profile stored: {_PROFILE_COMMAND}.")
     add_tables(section, profiles, _PROFILE_COMMAND)
-    rows = [r for r in fetch(store.home, SpeedupRow, load_saved("speedup")) if r["run_id"] in store.run_ids]
+    every = fetch(store.home, SpeedupRow, load_saved("speedup"))
+    timings = Timings.of(store, every)  # reference runs may lie outside the report's selection
+    rows = [r for r in every if r["run_id"] in store.run_ids]
     part = section.child("table-11", "Table 11 · Total inference time (s): estimated (equation 27) and measured, "
                                      "MAI vs Full RT")
-    table_11(store, part, rows)  # the paper's layout first, then each run's time
-    _table_11(store, part, rows)
+    table_11(store, part, rows, timings)  # the paper's layout first, then each run's time
+    _table_11(store, part, rows, timings)
     table_12 = section.child("table-12", "Table 12 · Speed-up against the large model's R run (and decoding "
                                          "strategies)")
-    table_12_layout(store, table_12, rows, fetch(store.home, SpeculativeRow, SPECULATIVE, [store.run_ids]))
-    _table_12(store, table_12, rows)
+    table_12_layout(store, table_12, rows, fetch(store.home, SpeculativeRow, SPECULATIVE, [store.run_ids]), timings)
+    _table_12(store, table_12, rows, timings)
     _speculative(store, table_12)
     return section
 
@@ -132,10 +134,11 @@ def _speculative(store: Store, section: Section) -> None:
             "Speculative decoding (table 12): the small model drafts, the large verifies (batch size 1)"))
 
 
-def _table_11(store: Store, section: Section, rows: list[SpeedupRow]) -> None:
+def _table_11(store: Store, section: Section, rows: list[SpeedupRow], timings: Timings) -> None:
     """Every run's time per comparison group: a chart with estimated (equation 27, under the profiles named) and
     measured seconds (this store's wall time, on the machine named) in separate panels with their own axes, and a
-    table with the speed-ups against Full RT on the same samples (the paper's table 11 ratio)."""
+    table with the speed-ups against Full RT on the same samples (the paper's table 11 ratio). The measuring
+    machines are those of the runs that computed the generations and captures each time adds up."""
     if not rows:
         section.notes.append("No run in this report has generations to time.")
         return
@@ -144,7 +147,8 @@ def _table_11(store: Store, section: Section, rows: list[SpeedupRow]) -> None:
     for group, mine in _per_group(store, rows).items():
         shown = sorted(mine, key=lambda r: r["measured_s"] or 0.0)
         labels = [f"{r['setting']} ({short(r['run_id'])})" for r in shown]
-        machines = sorted({machine_of(runs[r["run_id"]])[0] for r in shown})
+        machines = sorted({machine_of(runs[t])[0] if t in runs else "machine not recorded"
+                           for t in timings.timed_by(r["run_id"] for r in shown)})
         profiles_of = sorted({priced_on(r["prices"], hardware) for r in shown if r["prices"]})
         fig = subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=(
             "estimated s (equation 27, profiles of " + ("; ".join(profiles_of) or "none") + ")",
@@ -153,7 +157,7 @@ def _table_11(store: Store, section: Section, rows: list[SpeedupRow]) -> None:
                              marker_color="#457b9d", customdata=[r["prices"] or "no estimate" for r in shown],
                              hovertemplate="%{x}: %{y:.2f} s<br>%{customdata}<extra></extra>"), row=1, col=1)
         fig.add_trace(go.Bar(x=labels, y=[r["measured_s"] for r in shown], name="measured (wall time)",
-                             marker_color="#e76f51", customdata=[measured_note([runs[r["run_id"]]]) for r in shown],
+                             marker_color="#e76f51", customdata=[timings.note([r["run_id"]]) for r in shown],
                              hovertemplate="%{x}: %{y:.2f} s<br>%{customdata}<extra></extra>"), row=1, col=2)
         fig.update_yaxes(title_text="estimated seconds", row=1, col=1)
         fig.update_yaxes(title_text="measured seconds", row=1, col=2)
@@ -167,10 +171,10 @@ def _table_11(store: Store, section: Section, rows: list[SpeedupRow]) -> None:
               r["setting"], r["output_tokens"], num(r["estimated_s"]),
               _times(r["estimated_speedup_vs_full_rt"]), num(r["measured_s"]),
               _times(r["measured_speedup_vs_full_rt"]),
-              measured_note([runs[i] for i in (r["run_id"], r["full_rt_run_id"]) if i in runs]), r["full_rt_run_id"],
+              timings.note(i for i in (r["run_id"], r["full_rt_run_id"]) if i), r["full_rt_run_id"],
               r["run_id"]] for r in mine],
             f"{group.label}: every run's time; estimated and measured seconds in separate columns, 'measured on' "
-            "names the machine and load of the run and of its Full RT run",
+            "names the machines and loads of the runs that computed the run's and its Full RT run's times",
             wrap=("prices (profiles' hardware)", "measured on"), group=group.key, runs=[r["run_id"] for r in mine]))
     if not any(r["estimate_name"] for r in rows):
         section.notes.append(f"No estimate stored: {_ESTIMATE_COMMAND}.")
@@ -185,7 +189,7 @@ def _per_group(store: Store, rows: list[SpeedupRow]) -> dict[SampleSet, list[Spe
     return {group: list(mine.values()) for group, mine in sorted(groups.items())}
 
 
-def _table_12(store: Store, section: Section, rows: list[SpeedupRow]) -> None:
+def _table_12(store: Store, section: Section, rows: list[SpeedupRow], timings: Timings) -> None:
     paired = [r for r in rows if r["large_r_run_id"]]
     if not paired:
         section.notes.append("No run has a large-R run over the same samples, dtype, backend and budgets: "
@@ -197,11 +201,13 @@ def _table_12(store: Store, section: Section, rows: list[SpeedupRow]) -> None:
     for group, mine in sorted(groups.items()):
         section.tables.append(Table(
             ["setting", "estimate", "large R estimate", "est. speed-up vs large R", "measured speed-up vs large R",
-             "large R run", "run"],
+             "measured on", "large R run", "run"],
             [[r["setting"], r["estimate_name"], r["large_r_estimate"], _times(r["estimated_speedup_vs_large_r"]),
-              _times(r["measured_speedup_vs_large_r"]), r["large_r_run_id"], r["run_id"]] for r in mine],
+              _times(r["measured_speedup_vs_large_r"]), timings.note([r["run_id"], r["large_r_run_id"] or ""]),
+              r["large_r_run_id"], r["run_id"]] for r in mine],
             f"{group.label}: every run against the large model's R run; estimates pair by the profile each prices "
-            "the shared (large) model with, not by name", group=group.key,
+            "the shared (large) model with, not by name; 'measured on' names the machines and loads of the runs "
+            "that computed both measured times", group=group.key, wrap=("measured on",),
             runs=sorted({r["run_id"] for r in mine} | {r["large_r_run_id"] or "" for r in mine})))
 
 

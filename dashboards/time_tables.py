@@ -1,23 +1,26 @@
 """Paper tables 11 and 12 in the paper's layouts, from speedup.sql's rows (each run's estimated and measured time
 against Full RT and the large model's R run on the same samples).
 
-Table 11: per model pair and comparison group, the rows Full RT, MAI and speed-up, estimated (equation 27, under
-the named profiles) and measured (this store's per-call wall time) never in one row: an estimate priced with H100
-profiles and a CPU measurement answer different questions. Every measured row names the machine and its load
-average when the runs ran (run-time provenance), and says when the two runs were timed on different machines or
-under very different load.
+Table 11: per comparison group, the paper's rows Full RT, MAI and speed-up with a column per MAI run (its setting
+and model pair), estimated (equation 27, under the named profiles) and measured (this store's per-call wall time)
+in two tables, never in one column: an estimate priced with H100 profiles and a CPU measurement answer different
+questions. A measured time is made of generations and captures possibly computed by other runs (a reused output
+keeps the time it took when computed): the measured table names the machines and load averages of the runs that
+computed them, and warns when they differ (another machine, or load more than 2x apart).
 
 Table 12: the paper's decoding strategies on one benchmark: the large model's R run, token-level speculative
 decoding (`mai speculative`) and MAI, each with its backend, batch size, acceptance rate, total and per-sample
-seconds, speed-up against large R, and accuracy without and with S2."""
+seconds, speed-up against large R, accuracy without and with S2, and MAI's paired test against large R."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import TypedDict
 
 from mai.dashboards.charts import Cell, Section, Table, num, short
-from mai.dashboards.groups import score_cell
+from mai.dashboards.groups import paired_cell, score_cell
 from mai.dashboards.rows import SpeculativeRow, SpeedupRow
 from mai.dashboards.sections import Store
 from mai.dashboards.views import fetch
@@ -25,6 +28,9 @@ from mai.storage.rows import RunRow
 
 SPECULATIVE_COMMAND = ("<code>mai speculative --large-model L --small-model S --draft-tokens 4</code> measures "
                        "token-level speculative decoding next to a large-R run")
+# the SD row's times: `mai speculative` decodes each request plainly and with drafts, one after the other
+SPECULATIVE_TIMED = ("timed by `mai speculative` against its own plain decoding of the same requests, one after the "
+                     "other (its machine is not stored)")
 # load averages (1 min) further apart than this ratio make two measured times hard to compare
 LOAD_RATIO = 2.0
 
@@ -42,18 +48,44 @@ def machine_of(run: RunRow) -> tuple[str, float | None]:
     return f"{machine['host']} ({machine['hardware']})", load[0] if load else None
 
 
-def measured_note(runs: list[RunRow]) -> str:
-    """Where and under what load the runs were timed, with a warning when they differ."""
-    machines = [machine_of(r) for r in runs]
+def measured_note(runs: Sequence[RunRow | None]) -> str:
+    """Where and under what load the runs were timed, with a warning when they differ (None: a run whose machine
+    the store does not know, e.g. an interrupted run whose outputs a later run reused)."""
+    machines = [machine_of(r) if r else ("machine not recorded", None) for r in runs]
     hosts = sorted({m for m, _ in machines})
     loads = [load for _, load in machines if load is not None]
-    note = "measured on " + "; ".join(hosts) + (
-        f", load {min(loads):g}-{max(loads):g}" if loads else "")
+    spread = f"{min(loads):g}" + (f"-{max(loads):g}" if max(loads) > min(loads) else "") if loads else ""
+    note = "measured on " + "; ".join(hosts) + (f", load {spread}" if loads else "")
     if len(hosts) > 1:
         note += ": WARNING, timed on different machines"
     elif loads and min(loads) > 0 and max(loads) / min(loads) > LOAD_RATIO:
         note += ": WARNING, timed under load that differs more than 2x"
     return note
+
+
+@dataclass(frozen=True)
+class Timings:
+    """Which runs' machines a measured time depends on: a run's time adds up the wall time of the generations and
+    captures it used, each stored by the run that computed it (speedup.sql's `timed_runs`)."""
+
+    runs: dict[str, RunRow]                # every completed run in the store
+    computed_by: dict[str, list[str]]      # run -> the runs that computed what its measured time adds up
+
+    @classmethod
+    def of(cls, store: Store, rows: Iterable[SpeedupRow]) -> Timings:
+        return cls({r["run_id"]: r for r in store.all_runs}, {r["run_id"]: list(r["timed_runs"] or []) for r in rows})
+
+    def timed_by(self, run_ids: Iterable[str]) -> list[str]:
+        """The runs that computed the compared runs' times (a run without stored timings stands for itself)."""
+        return sorted({t for run in run_ids for t in self.computed_by.get(run) or [run]})
+
+    def note(self, run_ids: Iterable[str]) -> str:
+        """measured_note over the runs that computed the times of `run_ids`, naming them when they are others."""
+        compared = list(dict.fromkeys(run_ids))
+        timed = self.timed_by(compared)
+        note = measured_note([self.runs.get(t) for t in timed])
+        others = [t for t in timed if t not in compared]
+        return note + (f" (times computed by runs {', '.join(short(t) for t in timed)})" if others else "")
 
 
 PROFILE_HARDWARE = "SELECT DISTINCT profile_name, coalesce(hardware, '?') AS hardware FROM latency_profiles"
@@ -76,43 +108,82 @@ def priced_on(prices: str | None, hardware: dict[str, str]) -> str:
     return "; ".join(sorted({hardware.get(p.rsplit("=", 1)[-1], "?") for p in prices.split(", ")}))
 
 
-def table_11(store: Store, section: Section, rows: list[SpeedupRow]) -> None:
-    """Per MAI run with a Full RT run on its samples: Full RT, MAI and the speed-up, estimated and measured."""
-    runs = {r["run_id"]: r for r in store.all_runs}
+TABLE_11_DIFFERENCES = (
+    "The paper's table 11 has a column per benchmark, each a whole benchmark's estimate; here each comparison group "
+    "(one benchmark, one sample set) has its own tables with a column per MAI run (setting and model pair) against "
+    "the Full RT run on the same samples, estimated and measured in separate tables. The paper's numbers are "
+    "estimates only (equation 27, its H100 profiles); the measured table has no counterpart in the paper. A sparse "
+    "setting's time includes its attention-capture prefills: measured, their wall time; estimated, one TTFT of the "
+    "large model at the capture's input length per capture (estimates made before captures were priced say so).")
+
+
+def table_11(store: Store, section: Section, rows: list[SpeedupRow], timings: Timings) -> None:
+    """Per comparison group: the paper's rows Full RT, MAI and speed-up, a column per MAI run with a Full RT run on
+    its samples; an estimated table (a column per estimate) and a measured one, never one column for both."""
     mine = [r for r in rows if r["setting"].startswith("MAI") and r["full_rt_run_id"]]
     if not mine:
         section.notes.append("No MAI run with a Full RT run over the same samples in this report: <code>mai run "
                              "--mode full_rt</code> stores one.")
         return
-    tables: dict[str, Table] = {}
-    done: set[str] = set()
+    section.notes.append(TABLE_11_DIFFERENCES)
     hardware = profile_hardware(store)
+    by_group: dict[str, list[SpeedupRow]] = {}
     for r in mine:
-        run, full_rt = runs[r["run_id"]], runs[r["full_rt_run_id"] or ""]
-        group = store.sample_sets[r["run_id"]]
-        table = tables.setdefault(group.key, Table(
-            ["model pair", "MAI setting", "MAI run", "quantity", "Full RT", "MAI", "speed-up", "measured on"], [],
-            f"{group.label}: estimated (equation 27, under the profiles named) and measured (this store's wall "
-            "time) are separate rows, never to be compared with each other", wrap=("quantity", "measured on"),
-            group=group.key))
-        pair = f"{run['small_model']} + {run['large_model']}"
-        if r["estimated_s"] is not None and r["estimated_speedup_vs_full_rt"] is not None:
-            priced = f"estimated s ({r['prices']}; profiles of {priced_on(r['prices'], hardware)})"
-            table.rows.append([pair, r["setting"], short(r["run_id"]), priced,
-                               num(r["estimated_s"] * r["estimated_speedup_vs_full_rt"]), num(r["estimated_s"]),
-                               times(r["estimated_speedup_vs_full_rt"]), "-"])
-        if r["run_id"] not in done and r["measured_s"] and r["measured_speedup_vs_full_rt"] is not None:
-            done.add(r["run_id"])
-            table.rows.append([pair, r["setting"], short(r["run_id"]), "measured s", num(r["measured_s"] *
-                                                                     r["measured_speedup_vs_full_rt"]),
-                               num(r["measured_s"]), times(r["measured_speedup_vs_full_rt"]),
-                               measured_note([run, full_rt])])
-        table.runs += [r["run_id"], full_rt["run_id"]]
-    section.tables.extend(tables.values())
+        by_group.setdefault(store.sample_sets[r["run_id"]].key, []).append(r)
+    for key, group_rows in by_group.items():
+        label = store.sample_sets[group_rows[0]["run_id"]].label
+        estimated = [r for r in group_rows if r["estimated_s"] is not None
+                     and r["estimated_speedup_vs_full_rt"] is not None]
+        if estimated:
+            section.tables.append(_estimated_11(store, key, label, estimated, hardware))
+        measured = list({r["run_id"]: r for r in group_rows if r["measured_s"]
+                         and r["measured_speedup_vs_full_rt"] is not None}.values())
+        if measured:
+            section.tables.append(_measured_11(store, key, label, measured, timings))
 
 
-def table_12(store: Store, section: Section, rows: list[SpeedupRow], speculative: list[SpeculativeRow]) -> None:
-    """Per large-R run that MAI runs compare with: large R, speculative decoding over it, and each MAI run."""
+def _column(store: Store, row: SpeedupRow, estimate: str | None = None) -> str:
+    """A table-11 column: the MAI run's setting, model pair and run (and the estimate)."""
+    run = next(r for r in store.all_runs if r["run_id"] == row["run_id"])
+    return (f"{row['setting']} ({run['small_model']} + {run['large_model']}, run {short(row['run_id'])}"
+            + (f", estimate {estimate}" if estimate else "") + ")")
+
+
+def _estimated_11(store: Store, key: str, label: str, rows: list[SpeedupRow], hardware: dict[str, str]) -> Table:
+    columns = [_column(store, r, r["estimate_name"]) for r in rows]
+    table = Table(["estimated (equation 27)", *columns], [], f"{label}: estimated total inference time (s), "
+                  "equation 27 under the profiles named", wrap=tuple(columns), group=key)
+    table.rows = [
+        ["Full RT (s)", *(num((r["estimated_s"] or 0.0) * (r["estimated_speedup_vs_full_rt"] or 0.0)) for r in rows)],
+        ["MAI (s)", *(num(r["estimated_s"]) for r in rows)],
+        ["Speedup", *(times(r["estimated_speedup_vs_full_rt"]) for r in rows)],
+        ["priced with", *(f"{r['prices']} (profiles of {priced_on(r['prices'], hardware)})" + (
+            "; excludes the capture prefills (estimated before they were priced: `mai estimate` again prices "
+            "them)" if r["estimate_excludes_capture"] else "") for r in rows)],
+        ["Full RT run", *(r["full_rt_run_id"] for r in rows)]]
+    table.runs = sorted({r["run_id"] for r in rows} | {r["full_rt_run_id"] or "" for r in rows})
+    return table
+
+
+def _measured_11(store: Store, key: str, label: str, rows: list[SpeedupRow], timings: Timings) -> Table:
+    columns = [_column(store, r) for r in rows]
+    table = Table(["measured (wall time)", *columns], [], f"{label}: measured total inference time (s), this "
+                  "store's per-call wall time (batch-amortised, model loading excluded)", wrap=tuple(columns),
+                  group=key)
+    table.rows = [
+        ["Full RT (s)", *(num((r["measured_s"] or 0.0) * (r["measured_speedup_vs_full_rt"] or 0.0)) for r in rows)],
+        ["MAI (s)", *(num(r["measured_s"]) for r in rows)],
+        ["Speedup", *(times(r["measured_speedup_vs_full_rt"]) for r in rows)],
+        ["measured on", *(timings.note([r["run_id"], r["full_rt_run_id"] or ""]) for r in rows)],
+        ["Full RT run", *(r["full_rt_run_id"] for r in rows)]]
+    table.runs = sorted({r["run_id"] for r in rows} | {r["full_rt_run_id"] or "" for r in rows})
+    return table
+
+
+def table_12(store: Store, section: Section, rows: list[SpeedupRow], speculative: list[SpeculativeRow],
+             timings: Timings) -> None:
+    """Per large-R run that MAI runs compare with: large R, speculative decoding over it, and each MAI run, with
+    MAI's paired test against large R and the machines and loads each speed-up's two times were measured under."""
     runs = {r["run_id"]: r for r in store.all_runs}
     by_reference: dict[str, list[SpeedupRow]] = {}
     for r in rows:
@@ -122,29 +193,34 @@ def table_12(store: Store, section: Section, rows: list[SpeedupRow], speculative
         section.notes.append("No MAI run has a large-R run over the same samples, dtype, backend and budgets: "
                              "<code>mai run --mode single --single-model large --single-prompt R</code> stores one.")
     columns = ["method", "backend", "batch size", "accept rate", "total s (measured)", "s / sample",
-               "speed-up", "score w/o S2", "score w/ S2", "run", "measured on"]
+               "speed-up", "score w/o S2", "score w/ S2", "vs large R w/o S2 (paired)", "run", "measured on"]
     for reference, mais in by_reference.items():
         large_r = runs[reference]
         n = store.sample_sets[reference].n
         plain_s = (mais[0]["measured_s"] or 0.0) * (mais[0]["measured_speedup_vs_large_r"] or 0.0)
         with_s2 = _with_s2(store, large_r)
         table = Table(columns, [], f"{store.sample_sets[reference].label}: HF is this store's transformers "
-                      "backend; the times are the runs' stored per-call wall times (model loading excluded)",
-                      group=store.sample_sets[reference].key, scored=("score w/o S2", "score w/ S2"),
-                      wrap=("measured on",))
+                      "backend; the times are the runs' stored per-call wall times (model loading excluded); "
+                      "'measured on' names the machines and loads of the runs that computed both times a speed-up "
+                      "divides", group=store.sample_sets[reference].key, scored=("score w/o S2", "score w/ S2"),
+                      wrap=("measured on", "vs large R w/o S2 (paired)"))
         table.runs.append(reference)
-        table.rows.append(_row(store, f"{large_r['large_model']} R", large_r, None, plain_s, n, 1.0, with_s2))
+        table.rows.append(_row(store, f"{large_r['large_model']} R", large_r, None, plain_s, n, 1.0, with_s2,
+                               timings.note([reference])))
         for spec in (s for s in speculative if s["run_id"] == reference):
             table.rows.append([f"SD ({large_r['large_model']} + {spec['small_model']}, k={spec['draft_tokens']})",
                                large_r["backend"], 1, num(spec["acceptance"]), num(spec["speculative_s"]),
                                num((spec["speculative_s"] or 0.0) / spec["samples"]) if spec["samples"] else None,
-                               times(spec["speedup"]), "-", "-", reference, measured_note([large_r])])
+                               times(spec["speedup"]), "-", "-", "-", reference, SPECULATIVE_TIMED])
         for mai in {m["run_id"]: m for m in mais}.values():
             run = runs[mai["run_id"]]
             table.runs.append(run["run_id"])
             row = _row(store, f"{mai['setting']} ({run['large_model']} + {run['small_model']})", run, None,
-                       mai["measured_s"], n, mai["measured_speedup_vs_large_r"], None)
+                       mai["measured_s"], n, mai["measured_speedup_vs_large_r"], None,
+                       timings.note([run["run_id"], reference]))
             row[8] = "-"  # MAI needs no S2 (the paper's '-')
+            base, scored = store.scored(reference), store.scored(run["run_id"])
+            row[9] = paired_cell(base, scored) if base and scored else "not scored"
             table.rows.append(row)
         section.tables.append(table)
     if not speculative:
@@ -160,10 +236,10 @@ def _with_s2(store: Store, run: RunRow) -> RunRow | None:
 
 
 def _row(store: Store, method: str, run: RunRow, accept: float | None, seconds: float | None, n: int,
-         speedup: float | None, with_s2: RunRow | None) -> list[Cell]:
+         speedup: float | None, with_s2: RunRow | None, measured_on: str) -> list[Cell]:
     config = json.loads(run["config_json"] or "{}")
     scored, scored_s2 = store.scored(run["run_id"]), store.scored(with_s2["run_id"]) if with_s2 else None
     return [method, run["backend"], config.get("batch_size"), num(accept) if accept is not None else "N/A",
             num(seconds), num(seconds / n) if seconds is not None and n else None, times(speedup),
-            score_cell(scored) if scored else "-", score_cell(scored_s2) if scored_s2 else "not stored",
-            run["run_id"], measured_note([run])]
+            score_cell(scored) if scored else "-", score_cell(scored_s2) if scored_s2 else "not stored", "-",
+            run["run_id"], measured_on]

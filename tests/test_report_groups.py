@@ -168,7 +168,7 @@ def test_no_chart_mixes_groups_and_time_is_estimated_or_measured(store: tuple[Pa
     """The routing funnel's and table 11's charts are drawn per comparison group (a chart names runs of one sample
     set only), and so are figures 3-5 and the S2 chart; table 11's estimated and measured seconds are separate
     panels with their own axes; table 9's and figure 3's lines are drawn in their legend entry's colour."""
-    root, _ = store
+    root, runs = store
     out = tmp_path / "report.html"
     api.report(None, out=out, home=root)
     page = out.read_text()
@@ -189,6 +189,7 @@ def test_no_chart_mixes_groups_and_time_is_estimated_or_measured(store: tuple[Pa
         (estimated,) = [t for t in figure["data"] if t["name"].startswith("estimated")]
         (measured,) = [t for t in figure["data"] if t["name"].startswith("measured")]
         assert (estimated.get("xaxis", "x"), estimated.get("yaxis", "y")) != (measured["xaxis"], measured["yaxis"])
+    _time_tables_name_where_each_time_was_measured(page, runs)
     for key in ("table-9", "figure-3"):
         for figure in charts(page, key):
             colours: dict[str, set[str]] = {}
@@ -206,6 +207,31 @@ def test_no_chart_mixes_groups_and_time_is_estimated_or_measured(store: tuple[Pa
     grouped_charts = re.findall(r'<div class="chart" id="(?:figure-[1345]|routing-funnel|s2|table-9|table-11)-chart-\d+"'
                                 r'(?: data-group="([^"]+)")?>', page)
     assert len(grouped_charts) > 10 and set(grouped_charts) <= offered, grouped_charts
+
+
+def _time_tables_name_where_each_time_was_measured(page: str, runs: dict[str, str]) -> None:
+    """Table 11 in the paper's rows (Full RT, MAI, speed-up), a column per MAI run, measured apart from estimated
+    (this store has no estimate: no estimated table); MAI +S2's time is made of the cascade's reused outputs, so
+    its note names the runs that computed them. Table 12: MAI's paired test against large R, and where both times
+    of each speed-up were measured."""
+    part = section(page, "table-11")
+    (measured,) = [t for t in tables(part) if t["head"][0] == "measured (wall time)"]
+    assert not [t for t in tables(part) if t["head"][0].startswith("estimated")]
+    assert [row[0][1] for row in measured["rows"]] == ["Full RT (s)", "MAI (s)", "Speedup", "measured on",
+                                                       "Full RT run"]
+    s2_column = next(i for i, head in enumerate(measured["head"]) if head.startswith("MAI +S2 (")
+                     and runs["cascade_s2"][-6:] in head)
+    note = measured["rows"][3][s2_column][1]
+    assert note.startswith("measured on ") and "times computed by runs" in note and runs["cascade"][-6:] in note
+    table_12 = tables(section(page, "table-12"))
+    (layout,) = [t for t in table_12 if "vs large R w/o S2 (paired)" in t["head"]]  # one large-R run, one group
+    row = next(r for r in layout["rows"] if r[layout["head"].index("run")][1] == runs["cascade"])
+    assert re.search(r"p=[\d.e-]+ \(McNemar, n=6\)", row[layout["head"].index("vs large R w/o S2 (paired)")][1])
+    assert len(table_12) > 1  # then every run against large R
+    for table in table_12:
+        head = table["head"]
+        assert all(r[head.index("measured on")][1].startswith(("measured on ", "timed by `mai speculative`"))
+                   for r in table["rows"]), head
 
 
 def test_table_9_axis_keeps_an_outlier_baseline_off_the_sweep() -> None:

@@ -99,9 +99,18 @@ def test_every_paper_item_and_the_speedups_by_hand(store: Store, browser: Any, t
     assert _row(page, "table-12", store.runs["full_rt"], vs_large_r)[vs_large_r] == f"{large_r / full_rt:.2f}x"
     assert _row(page, "table-11", store.runs["cascade"], vs_full_rt)[vs_full_rt] == f"{full_rt / mai:.2f}x"
     assert _row(page, "table-11", store.runs["full_rt"], vs_full_rt)[vs_full_rt] == "1.00x"
-    # table 11 in the paper's layout: Full RT, MAI and the speed-up, estimated apart from measured
-    layout = page.text_content("#table-11 table")
-    assert f"{mai:.2f}" in layout and f"{full_rt / mai:.2f}x" in layout and "measured s" in layout
+    # table 11 in the paper's layout: rows Full RT, MAI and the speed-up, a column per MAI run, estimated and
+    # measured in two tables (never one column)
+    estimated, measured = page.evaluate("""() => [...document.querySelectorAll('#table-11 table')].slice(0, 2).map(
+        t => [[...t.querySelectorAll('th')].map(h => h.textContent),
+              ...[...t.querySelectorAll('tbody tr')].map(r => [...r.cells].map(c => c.textContent))])""")
+    for table, kind in ((estimated, "estimated (equation 27)"), (measured, "measured (wall time)")):
+        assert table[0][0] == kind and [row[0] for row in table[1:4]] == ["Full RT (s)", "MAI (s)", "Speedup"]
+    column = next(i for i, head in enumerate(estimated[0]) if head.startswith("MAI (") and
+                  store.runs["cascade"][-6:] in head and "h100-2b+h100-8b" in head)
+    assert [row[column] for row in estimated[1:4]] == [f"{full_rt:.2f}", f"{mai:.2f}", f"{full_rt / mai:.2f}x"]
+    assert "H100" in estimated[4][column] and measured[4][0] == "measured on"
+    assert all(cell.startswith("measured on ") for cell in measured[4][1:])
 
     # the two sweep modes are two traces over the sweep's layers, not one zigzag
     sweeps = page.evaluate("""() => document.querySelector('#table-9 .chart').data
