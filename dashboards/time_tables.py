@@ -127,8 +127,10 @@ def table_11(store: Store, section: Section, rows: list[SpeedupRow], timings: Ti
         return
     section.notes.append(TABLE_11_DIFFERENCES)
     hardware = profile_hardware(store)
+    runs = {r["run_id"]: r for r in store.all_runs}
     by_group: dict[str, list[SpeedupRow]] = {}
-    for r in mine:
+    for r in sorted(mine, key=lambda r: (runs[r["run_id"]]["small_model"] or "", runs[r["run_id"]]["large_model"] or "",
+                                         r["setting"], r["run_id"])):  # a pair's columns side by side
         by_group.setdefault(store.sample_sets[r["run_id"]].key, []).append(r)
     for key, group_rows in by_group.items():
         label = store.sample_sets[group_rows[0]["run_id"]].label
@@ -142,22 +144,28 @@ def table_11(store: Store, section: Section, rows: list[SpeedupRow], timings: Ti
             section.tables.append(_measured_11(store, key, label, measured, timings))
 
 
-def _column(store: Store, row: SpeedupRow, estimate: str | None = None) -> str:
-    """A table-11 column: the MAI run's setting, model pair and run (and the estimate)."""
-    run = next(r for r in store.all_runs if r["run_id"] == row["run_id"])
-    return (f"{row['setting']} ({run['small_model']} + {run['large_model']}, run {short(row['run_id'])}"
-            + (f", estimate {estimate}" if estimate else "") + ")")
+def _columns(rows: list[SpeedupRow]) -> list[str]:
+    """A table-11 column per row: the MAI setting and run, and the estimate where the run has several."""
+    per_run = {r["run_id"]: sum(o["run_id"] == r["run_id"] for o in rows) for r in rows}
+    return [f"{r['setting']} ({short(r['run_id'])})" + (f" {r['estimate_name']}" if per_run[r["run_id"]] > 1 else "")
+            for r in rows]
+
+
+def _pairs(store: Store, rows: list[SpeedupRow]) -> list[Cell]:
+    runs = {r["run_id"]: r for r in store.all_runs}
+    return ["model pair", *(f"{runs[r['run_id']]['small_model']} + {runs[r['run_id']]['large_model']}" for r in rows)]
 
 
 def _estimated_11(store: Store, key: str, label: str, rows: list[SpeedupRow], hardware: dict[str, str]) -> Table:
-    columns = [_column(store, r, r["estimate_name"]) for r in rows]
+    columns = _columns(rows)
     table = Table(["estimated (equation 27)", *columns], [], f"{label}: estimated total inference time (s), "
                   "equation 27 under the profiles named", wrap=tuple(columns), group=key)
     table.rows = [
         ["Full RT (s)", *(num((r["estimated_s"] or 0.0) * (r["estimated_speedup_vs_full_rt"] or 0.0)) for r in rows)],
         ["MAI (s)", *(num(r["estimated_s"]) for r in rows)],
         ["Speedup", *(times(r["estimated_speedup_vs_full_rt"]) for r in rows)],
-        ["priced with", *(f"{r['prices']} (profiles of {priced_on(r['prices'], hardware)})" + (
+        _pairs(store, rows),
+        ["priced with", *(f"{r['estimate_name']}: {r['prices']} (profiles of {priced_on(r['prices'], hardware)})" + (
             "; excludes the capture prefills (estimated before they were priced: `mai estimate` again prices "
             "them)" if r["estimate_excludes_capture"] else "") for r in rows)],
         ["Full RT run", *(r["full_rt_run_id"] for r in rows)]]
@@ -166,7 +174,7 @@ def _estimated_11(store: Store, key: str, label: str, rows: list[SpeedupRow], ha
 
 
 def _measured_11(store: Store, key: str, label: str, rows: list[SpeedupRow], timings: Timings) -> Table:
-    columns = [_column(store, r) for r in rows]
+    columns = _columns(rows)
     table = Table(["measured (wall time)", *columns], [], f"{label}: measured total inference time (s), this "
                   "store's per-call wall time (batch-amortised, model loading excluded)", wrap=tuple(columns),
                   group=key)
@@ -174,6 +182,7 @@ def _measured_11(store: Store, key: str, label: str, rows: list[SpeedupRow], tim
         ["Full RT (s)", *(num((r["measured_s"] or 0.0) * (r["measured_speedup_vs_full_rt"] or 0.0)) for r in rows)],
         ["MAI (s)", *(num(r["measured_s"]) for r in rows)],
         ["Speedup", *(times(r["measured_speedup_vs_full_rt"]) for r in rows)],
+        _pairs(store, rows),
         ["measured on", *(timings.note([r["run_id"], r["full_rt_run_id"] or ""]) for r in rows)],
         ["Full RT run", *(r["full_rt_run_id"] for r in rows)]]
     table.runs = sorted({r["run_id"] for r in rows} | {r["full_rt_run_id"] or "" for r in rows})
