@@ -227,7 +227,10 @@ def table_12(store: Store, section: Section, rows: list[SpeedupRow], speculative
             row = _row(store, f"{mai['setting']} ({run['large_model']} + {run['small_model']})", run, None,
                        mai["measured_s"], n, mai["measured_speedup_vs_large_r"], None,
                        timings.note([run["run_id"], reference]))
-            row[8] = "-"  # MAI needs no S2 (the paper's '-')
+            if run["s2"]:  # MAI +S2 (not in the paper): its score is a 'w/ S2' score
+                row[7], row[8] = "-", row[7]
+            else:
+                row[8] = "-"  # MAI needs no S2 (the paper's '-')
             base, scored = store.scored(reference), store.scored(run["run_id"])
             row[9] = paired_cell(base, scored) if base and scored else "not scored"
             table.rows.append(row)

@@ -225,6 +225,9 @@ def _time_tables_name_where_each_time_was_measured(page: str, runs: dict[str, st
     (layout,) = [t for t in table_12 if "vs large R w/o S2 (paired)" in t["head"]]  # one large-R run, one group
     row = next(r for r in layout["rows"] if r[layout["head"].index("run")][1] == runs["cascade"])
     assert re.search(r"p=[\d.e-]+ \(McNemar, n=6\)", row[layout["head"].index("vs large R w/o S2 (paired)")][1])
+    with_s2 = next(r for r in layout["rows"] if r[layout["head"].index("run")][1] == runs["cascade_s2"])
+    assert with_s2[layout["head"].index("score w/o S2")][1] == "-"  # MAI +S2's score stands under 'w/ S2'
+    assert "n=6" in with_s2[layout["head"].index("score w/ S2")][1]
     assert len(table_12) > 1  # then every run against large R
     for table in table_12:
         head = table["head"]
