@@ -147,8 +147,7 @@ def _table_11(store: Store, section: Section, rows: list[SpeedupRow], timings: T
     for group, mine in _per_group(store, rows).items():
         shown = sorted(mine, key=lambda r: r["measured_s"] or 0.0)
         labels = [f"{r['setting']} ({short(r['run_id'])})" for r in shown]
-        machines = sorted({machine_of(runs[t])[0] if t in runs else "machine not recorded"
-                           for t in timings.timed_by(r["run_id"] for r in shown)})
+        machines = sorted({machine_of(runs.get(t))[0] for t in timings.timed_by(r["run_id"] for r in shown)})
         profiles_of = sorted({priced_on(r["prices"], hardware) for r in shown if r["prices"]})
         fig = subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=(
             "estimated s (equation 27, profiles of " + ("; ".join(profiles_of) or "none") + ")",

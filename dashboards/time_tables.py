@@ -39,9 +39,11 @@ def times(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}x"
 
 
-def machine_of(run: RunRow) -> tuple[str, float | None]:
-    """(host and hardware, the 1-minute load average at the run's start), '?' for runs stored without them."""
-    machine = json.loads(run["provenance_json"] or "{}").get("machine")
+def machine_of(run: RunRow | None) -> tuple[str, float | None]:
+    """(host and hardware, the 1-minute load average at the run's start); 'machine not recorded' for runs stored
+    without them, or a run the store does not know (None: e.g. an interrupted run whose outputs a later run
+    reused)."""
+    machine = json.loads(run["provenance_json"] or "{}").get("machine") if run else None
     if not machine:
         return "machine not recorded", None
     load = machine["load_at_start"]
@@ -49,9 +51,8 @@ def machine_of(run: RunRow) -> tuple[str, float | None]:
 
 
 def measured_note(runs: Sequence[RunRow | None]) -> str:
-    """Where and under what load the runs were timed, with a warning when they differ (None: a run whose machine
-    the store does not know, e.g. an interrupted run whose outputs a later run reused)."""
-    machines = [machine_of(r) if r else ("machine not recorded", None) for r in runs]
+    """Where and under what load the runs were timed, with a warning when they differ."""
+    machines = [machine_of(r) for r in runs]
     hosts = sorted({m for m, _ in machines})
     loads = [load for _, load in machines if load is not None]
     spread = f"{min(loads):g}" + (f"-{max(loads):g}" if max(loads) > min(loads) else "") if loads else ""
@@ -137,11 +138,23 @@ def table_11(store: Store, section: Section, rows: list[SpeedupRow], timings: Ti
         estimated = [r for r in group_rows if r["estimated_s"] is not None
                      and r["estimated_speedup_vs_full_rt"] is not None]
         if estimated:
-            section.tables.append(_estimated_11(store, key, label, estimated, hardware))
+            section.tables.append(_paper_rows_11(
+                store, key, label, estimated, "estimated (equation 27)",
+                "estimated total inference time (s), equation 27 under the profiles named",
+                [(r["estimated_s"], r["estimated_speedup_vs_full_rt"]) for r in estimated],
+                ["priced with", *(f"{r['estimate_name']}: {r['prices']} (profiles of "
+                                  f"{priced_on(r['prices'], hardware)})" + (
+                                      "; excludes the capture prefills (estimated before they were priced: `mai "
+                                      "estimate` again prices them)" if r["estimate_excludes_capture"] else "")
+                                  for r in estimated)]))
         measured = list({r["run_id"]: r for r in group_rows if r["measured_s"]
                          and r["measured_speedup_vs_full_rt"] is not None}.values())
         if measured:
-            section.tables.append(_measured_11(store, key, label, measured, timings))
+            section.tables.append(_paper_rows_11(
+                store, key, label, measured, "measured (wall time)",
+                "measured total inference time (s), this store's per-call wall time (batch-amortised, model loading "
+                "excluded)", [(r["measured_s"], r["measured_speedup_vs_full_rt"]) for r in measured],
+                ["measured on", *(timings.note([r["run_id"], r["full_rt_run_id"] or ""]) for r in measured)]))
 
 
 def _columns(rows: list[SpeedupRow]) -> list[str]:
@@ -156,34 +169,18 @@ def _pairs(store: Store, rows: list[SpeedupRow]) -> list[Cell]:
     return ["model pair", *(f"{runs[r['run_id']]['small_model']} + {runs[r['run_id']]['large_model']}" for r in rows)]
 
 
-def _estimated_11(store: Store, key: str, label: str, rows: list[SpeedupRow], hardware: dict[str, str]) -> Table:
+def _paper_rows_11(store: Store, key: str, label: str, rows: list[SpeedupRow], head: str, caption: str,
+                   timed: list[tuple[float | None, float | None]], provenance: list[Cell]) -> Table:
+    """One table-11 table in the paper's rows: Full RT, MAI and Speedup from each column's (MAI seconds, speed-up
+    against Full RT), the model pair, where the times come from (`provenance`), and the Full RT run."""
     columns = _columns(rows)
-    table = Table(["estimated (equation 27)", *columns], [], f"{label}: estimated total inference time (s), "
-                  "equation 27 under the profiles named", wrap=tuple(columns), group=key)
+    table = Table([head, *columns], [], f"{label}: {caption}", wrap=tuple(columns), group=key)
     table.rows = [
-        ["Full RT (s)", *(num((r["estimated_s"] or 0.0) * (r["estimated_speedup_vs_full_rt"] or 0.0)) for r in rows)],
-        ["MAI (s)", *(num(r["estimated_s"]) for r in rows)],
-        ["Speedup", *(times(r["estimated_speedup_vs_full_rt"]) for r in rows)],
+        ["Full RT (s)", *(num((seconds or 0.0) * (speedup or 0.0)) for seconds, speedup in timed)],
+        ["MAI (s)", *(num(seconds) for seconds, _ in timed)],
+        ["Speedup", *(times(speedup) for _, speedup in timed)],
         _pairs(store, rows),
-        ["priced with", *(f"{r['estimate_name']}: {r['prices']} (profiles of {priced_on(r['prices'], hardware)})" + (
-            "; excludes the capture prefills (estimated before they were priced: `mai estimate` again prices "
-            "them)" if r["estimate_excludes_capture"] else "") for r in rows)],
-        ["Full RT run", *(r["full_rt_run_id"] for r in rows)]]
-    table.runs = sorted({r["run_id"] for r in rows} | {r["full_rt_run_id"] or "" for r in rows})
-    return table
-
-
-def _measured_11(store: Store, key: str, label: str, rows: list[SpeedupRow], timings: Timings) -> Table:
-    columns = _columns(rows)
-    table = Table(["measured (wall time)", *columns], [], f"{label}: measured total inference time (s), this "
-                  "store's per-call wall time (batch-amortised, model loading excluded)", wrap=tuple(columns),
-                  group=key)
-    table.rows = [
-        ["Full RT (s)", *(num((r["measured_s"] or 0.0) * (r["measured_speedup_vs_full_rt"] or 0.0)) for r in rows)],
-        ["MAI (s)", *(num(r["measured_s"]) for r in rows)],
-        ["Speedup", *(times(r["measured_speedup_vs_full_rt"]) for r in rows)],
-        _pairs(store, rows),
-        ["measured on", *(timings.note([r["run_id"], r["full_rt_run_id"] or ""]) for r in rows)],
+        provenance,
         ["Full RT run", *(r["full_rt_run_id"] for r in rows)]]
     table.runs = sorted({r["run_id"] for r in rows} | {r["full_rt_run_id"] or "" for r in rows})
     return table

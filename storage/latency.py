@@ -114,18 +114,20 @@ def read_run_calls(home: Home, run_id: str) -> list[Call]:
     _, rows = query(home, sql)
     _, captures = query(home, CAPTURE_CALLS.format(run_id=run_id))
     return [Call(stage=str(stage).removeprefix("gen_"), model=str(model), prompt_tokens=int(p), output_tokens=int(o))
-            for stage, model, p, o, *_ in cast("list[tuple[str, str, int, int]]", rows + captures)]  # the SELECTs' types
+            for stage, model, p, o in cast("list[tuple[str, str, int, int]]", rows + captures)]  # the SELECTs' types
 
 
 # per sample that reached sparse RT, the prefill that captured the layer its selection read (speedup.sql counts
 # the same passes' measured time), priced with the model of the RT call that read it
 CAPTURE_CALLS = """
-    SELECT DISTINCT 'capture' AS stage, g.model, a.prompt_tokens, 0 AS output_tokens, a.capture_id
-    FROM routes r
-    JOIN generations g ON g.gen_id = r.gen_rt_large
-    JOIN selections s ON s.selection_id = g.upstream_gen_id
-    JOIN attention a ON a.capture_id = s.capture_id AND a.layer = s.layer
-    WHERE r.run_id = '{run_id}' ORDER BY a.capture_id
+    SELECT 'capture' AS stage, model, prompt_tokens, 0 AS output_tokens FROM (
+        SELECT DISTINCT g.model, a.prompt_tokens, a.capture_id
+        FROM routes r
+        JOIN generations g ON g.gen_id = r.gen_rt_large
+        JOIN selections s ON s.selection_id = g.upstream_gen_id
+        JOIN attention a ON a.capture_id = s.capture_id AND a.layer = s.layer
+        WHERE r.run_id = '{run_id}')
+    ORDER BY capture_id
 """
 
 
