@@ -108,6 +108,7 @@ def synthetic_store(root: Path, generations: int, seed: int = 0) -> list[str]:
     from mai.storage.paths import Home
     from mai.storage.samples import shard_directory, shard_path, store_image, write_shard
 
+    from mai.evals.loading import DataSource
     from mai.evals.shapes_world import draw, random_scene
     from mai.types import Sample
 
@@ -129,7 +130,7 @@ def synthetic_store(root: Path, generations: int, seed: int = 0) -> list[str]:
                               answer_style="letter" if options else "phrase", references=(answer,)))
     directory = shard_directory(home, "shapes", "synthetic", fingerprint, 1, None)
     shard = shard_path(directory, 0)
-    write_shard(shard, samples, fingerprint)
+    write_shard(shard, samples, DataSource("synthetic", "test", None, None, fingerprint))
     now = datetime.now(UTC)
     # generation rows by (model, prompt kind), in the generations table's columns. Not GenerationRow: like the
     # store's first runs, these have no output token ids and no min_new_tokens (NULL)

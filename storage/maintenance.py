@@ -25,6 +25,7 @@ from mai.storage.partitions import (
     table_files,
 )
 from mai.storage.paths import Home
+from mai.storage.split_check import runs_reading_another_split
 from mai.storage.tables import CONTENT_ADDRESSED, TABLES, Table, TableName, table_named
 
 TEMP_AGE_S = 600.0  # a temp file older than this belongs to a writer that died
@@ -92,6 +93,7 @@ def verify_store(home: Home) -> VerificationRecord:
         for partition in partitions(home, table):
             problems += _duplicate_problems(partition, table) + _orphan_versions(partition)
     problems += _run_problems(home, files) + _orphan_temp_files(home) + _catalog_problem(home)
+    problems += [mismatch.problem() for mismatch in runs_reading_another_split(home)]
     stale = list(home.claims.glob("*/*.claim")) if home.claims.exists() else []
     notes = [f"{len(stale)} claim files (live runs, or dead ones that the next claim clears)"] if stale else []
     return {"problems": problems, "notes": notes, "checked_files": sum(len(found) for found in files.values())}

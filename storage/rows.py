@@ -59,6 +59,10 @@ class SampleRow(TypedDict):
     error: str | None
     references: list[str] | None  # None in shards written before the column existed
     meta_json: str | None  # a JSON object: the sample's benchmark-specific fields; None in older shards
+    # what selected the row from the data (the split, the hub config), as the run's data fingerprint names them; None
+    # in shards written before 2026-11-28, whose fingerprint named the data's files alone
+    split: str | None
+    data_config: str | None
 
 
 class GenerationRow(TypedDict, total=False):

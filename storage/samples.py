@@ -14,7 +14,7 @@ from mai.storage.parquet import write_rows
 from mai.storage.paths import Home
 from mai.storage.rows import SampleRow
 
-from mai.evals.loading import DEFAULT_MAX_IMAGE_PIXELS, LOADER_VERSION
+from mai.evals.loading import DEFAULT_MAX_IMAGE_PIXELS, LOADER_VERSION, DataSource
 from mai.files import write_atomically
 from mai.types import Sample
 
@@ -54,8 +54,10 @@ def shard_path(directory: Path, shard: int) -> Path:
     return directory / f"shard-{shard:05d}.parquet"
 
 
-def write_shard(path: Path, samples: list[Sample], fingerprint: str) -> Path:
-    return write_rows(path, [_sample_row(s, fingerprint) for s in samples], "samples")
+def write_shard(path: Path, samples: list[Sample], source: DataSource) -> Path:
+    """The samples as a shard file, each row naming the data it was read from (`source`: its fingerprint, split and
+    config)."""
+    return write_rows(path, [_sample_row(s, source) for s in samples], "samples")
 
 
 def image_file(images: Path, digest: str) -> Path:
@@ -82,14 +84,15 @@ def sample_from_row(row: Mapping[str, object]) -> Sample:
     return _row_sample(cast("SampleRow", row))
 
 
-def _sample_row(sample: Sample, fingerprint: str) -> SampleRow:
+def _sample_row(sample: Sample, source: DataSource) -> SampleRow:
     return {
-        "sample_id": sample.sample_id, "benchmark": sample.benchmark, "dataset_fingerprint": fingerprint,
+        "sample_id": sample.sample_id, "benchmark": sample.benchmark, "dataset_fingerprint": source.fingerprint,
         "shard": sample.shard, "question": sample.question, "options": list(sample.options),
         "answer": sample.answer, "image_paths": list(sample.image_paths), "image_sha256": list(sample.image_sha256),
         "category": sample.category, "content_hash": sample.content_hash, "answer_style": sample.answer_style,
         "error": sample.error, "references": list(sample.references),
-        "meta_json": json.dumps(dict(sample.meta), sort_keys=True),
+        "meta_json": json.dumps(dict(sample.meta), sort_keys=True), "split": source.split,
+        "data_config": source.config,
     }
 
 

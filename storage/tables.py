@@ -75,7 +75,8 @@ class Table:
 # `runs` comes before the tables of one run: their views select the completed runs from it
 TABLES: tuple[Table, ...] = (
     Table("samples", SAMPLE_COLUMNS, key=("dataset_fingerprint", "sample_id"),  # a sample of several shard sets
-          files="*/*/*.parquet", keep_first_by="shard"),  # <benchmark>/<shard set>/shard-NNNNN
+          files="*/*/*.parquet", keep_first_by="shard",  # <benchmark>/<shard set>/shard-NNNNN
+          full_schema_view=True),  # split and data_config came later
     Table("generations", GENERATION_COLUMNS, key=("gen_id",), depth=2,  # <model>/<prompt kind>
           full_schema_view=True),
     Table("attention", ATTENTION_COLUMNS, key=("capture_id", "layer"), depth=1,  # <large model>

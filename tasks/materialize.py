@@ -69,7 +69,7 @@ def _materialize(root: Home, bench: Benchmark, source: DataSource, n_shards: int
     try:
         partial.mkdir(parents=True)
         for shard in range(max(s.shard for s in samples) + 1 if samples else 0):
-            write_shard(shard_path(partial, shard), [s for s in samples if s.shard == shard], source.fingerprint)
+            write_shard(shard_path(partial, shard), [s for s in samples if s.shard == shard], source)
         try:
             partial.rename(directory)
         except OSError:

@@ -71,7 +71,7 @@ def _checked_shard(plan: RunPlan, home: Home, shard_path: str, log: Log) -> str:
         refused = refused_samples(plan, samples)
         if refused:
             write_shard(directory / source.name, [_with_error(s, refused.get(s.sample_id)) for s in samples],
-                        plan.source.fingerprint)
+                        plan.source)
         # last: its presence means the checked shard (if any) is complete
         write_atomically(decisions, json.dumps(refused, sort_keys=True))
         for sample_id, reason in list(refused.items())[:20]:

@@ -26,6 +26,7 @@ from mai.backends.registry import loaded_engines
 from mai.config import RunConfig, config_from_mapping
 from mai.errors import ConfigError
 from mai.evals import registry
+from mai.evals.loading import data_fingerprint
 from mai.evals.spec import SpecBenchmark, check_spec, load_spec
 from tests.helpers import BUDGET
 
@@ -114,7 +115,7 @@ def test_a_hub_spec_plans_its_pinned_revision(home: Path, tmp_path: Path) -> Non
     plan = api.plan_run(config_from_mapping({"benchmark": str(spec), "home": str(home)}))
     assert (plan.benchmark, plan.source.location, plan.source.revision, plan.source.config, plan.source.split) == \
         ("hub-colours", "org/colours", "0123abcd", "en", "validation")
-    assert plan.source.fingerprint == "org/colours@0123abcd"
+    assert plan.source.fingerprint == data_fingerprint("org/colours@0123abcd", "validation", "en")
 
 
 def test_bad_rows_become_per_sample_errors_with_their_reasons(tmp_path: Path) -> None:

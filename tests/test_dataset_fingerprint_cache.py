@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from mai.evals.fingerprint_cache import FingerprintCache
-from mai.evals.loading import resolve_source
+from mai.evals.loading import data_fingerprint, resolve_source
 
 
 def make_dataset(root: Path) -> Path:
@@ -26,12 +26,13 @@ def make_dataset(root: Path) -> Path:
 
 
 def hashed_by_hand(data: Path) -> str:
-    """The fingerprint as resolve_source has always made it: every file's relative name and content hash."""
+    """The fingerprint as resolve_source makes it: every file's relative name and content hash (what the cache
+    keeps), with the split read (`test`) and no config."""
     digest = hashlib.sha256()
     for file in sorted(p for p in data.rglob("*") if p.is_file()):
         digest.update(str(file.relative_to(data)).encode())
         digest.update(hashlib.sha256(file.read_bytes()).digest())
-    return digest.hexdigest()
+    return data_fingerprint(digest.hexdigest(), "test", None)
 
 
 def fingerprint(data: Path, cache: FingerprintCache | None) -> str:
@@ -52,7 +53,8 @@ def test_the_cached_fingerprint_is_the_hashed_one_and_no_file_is_read_again(
     expected = hashed_by_hand(data)
     assert fingerprint(data, None) == expected
     assert fingerprint(data, cache) == expected  # hashed, and kept
-    assert json.loads(cache.path.read_text())["datasets"][str(data.resolve())]["fingerprint"] == expected
+    kept = json.loads(cache.path.read_text())["datasets"][str(data.resolve())]["fingerprint"]
+    assert data_fingerprint(kept, "test", None) == expected
     with monkeypatch.context() as patched:
         no_reads(patched)
         assert fingerprint(data, cache) == expected

@@ -6,6 +6,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import io
+import json
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -45,8 +46,10 @@ _ZERO_WIDTH_SPACE = "\u200b"
 
 @dataclass(frozen=True)
 class DataSource:
-    """Where a benchmark's rows come from. `fingerprint` identifies the exact data (file hashes for a
-    local copy, the pinned revision for the hub)."""
+    """Where a benchmark's rows come from. `fingerprint` identifies the exact rows a run reads: the data's content
+    (file hashes for a local copy, the pinned revision for the hub) together with what selects rows from it (the
+    split and the hub config; `data_fingerprint`). It keys the materialised samples and every join of a run to its
+    samples, so two splits of one folder are two datasets."""
 
     location: str
     split: str
@@ -70,7 +73,8 @@ def resolve_source(location: str, split: str, config: str | None, revision: str 
         if path.is_dir():
             _check_split(path, split)
         named = [(str(file.relative_to(path) if path.is_dir() else file.name), file) for file in files]
-        return DataSource(str(path.resolve()), split, config, revision, _local_fingerprint(path, named, cache))
+        content = _local_fingerprint(path, named, cache)
+        return DataSource(str(path.resolve()), split, config, revision, data_fingerprint(content, split, config))
     if location.startswith((".", "/", "~")) or location.count("/") != 1:
         raise ConfigError(
             f"benchmark data '{location}' is neither an existing local path nor a hub id of the form "
@@ -78,7 +82,16 @@ def resolve_source(location: str, split: str, config: str | None, revision: str 
         )
     if not revision:
         raise ConfigError(f"hub dataset '{location}' needs a pinned revision (--revision COMMIT_SHA)")
-    return DataSource(location, split, config, revision, f"{location}@{revision}")
+    return DataSource(location, split, config, revision, data_fingerprint(f"{location}@{revision}", split, config))
+
+
+def data_fingerprint(content: str, split: str, config: str | None) -> str:
+    """The identity of the rows a run reads: `content` names the data (a local copy's file hashes, or a hub
+    dataset's `location@revision`), `split` and `config` select rows from it. Before 2026-11-28 the fingerprint was
+    `content` alone, so two splits of one folder shared their materialised samples (`mai store verify` flags the
+    runs that read another split's samples that way)."""
+    selection = json.dumps({"content": content, "split": split, "config": config}, sort_keys=True)
+    return hashlib.sha256(selection.encode()).hexdigest()
 
 
 def _local_fingerprint(path: Path, named: list[tuple[str, Path]], cache: FingerprintCache | None) -> str:
@@ -108,8 +121,6 @@ def local_splits(path: Path) -> list[str] | None:
     directories; None when nothing in it names a split (every Parquet file is then the split asked for)."""
     listing = path / "dataset_dict.json"
     if listing.exists():
-        import json
-
         try:
             return sorted(json.loads(listing.read_text())["splits"])
         except (ValueError, KeyError, TypeError) as error:
