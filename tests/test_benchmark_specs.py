@@ -26,7 +26,8 @@ from mai.backends.registry import loaded_engines
 from mai.config import RunConfig, config_from_mapping
 from mai.errors import ConfigError
 from mai.evals import registry
-from mai.evals.spec import SpecBenchmark, check_spec, load_spec
+from mai.evals.spec import SpecBenchmark, load_spec
+from mai.evals.spec_check import check_spec
 from tests.helpers import BUDGET
 
 COLOURS = {"red": (220, 30, 30), "green": (30, 170, 60), "blue": (40, 70, 220), "yellow": (240, 220, 40)}

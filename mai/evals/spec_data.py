@@ -27,7 +27,11 @@ def data_columns(data_format: str, source: DataSource) -> list[str] | None:
         return None
     if data_format == "vlmevalkit-tsv":
         with path.open(encoding="utf-8", errors="replace") as handle:
-            return handle.readline().rstrip("\r\n").split("\t")
+            header = handle.readline().rstrip("\r\n")
+        if not header.strip():
+            raise ConfigError(f"benchmark data {path}: " + ("empty TSV file" if path.stat().st_size == 0 else
+                              "the TSV's first line is blank") + " (it needs a header line: index, image, ...)")
+        return header.split("\t")
     if data_format == "jsonl":
         with path.open("rb") as handle:
             for raw in handle:  # the first object: a line before it that is no object is a row error later
