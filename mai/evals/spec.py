@@ -11,15 +11,20 @@ reused as they are (prompt, answer parser, agreement rule, scorer):
 - text:    as InfoVQA (ANLS over the reference answers; agreement: ANLS >= 0.5), or exact_match as RealWorldQA's
            open questions (lower case, surrounding dots stripped; `official`: punctuation ignored).
 
+A spec may replace the kind's question layout with its own `prompt:` template (mai/evals/spec_prompt.py; the
+stage instructions follow it unchanged), set output budgets per prompt kind (`max_new_tokens:`, the run's unless its
+command sets them: mai/config.py), and choose the folder its files must be in (`data_root:`, default the spec's
+folder: mai/evals/spec_paths.py).
+
 Formats: `vlmevalkit-tsv` (VLMEvalKit's custom dataset: `index`, base64 `image`, `question`, options `A`..`H`,
 `answer`, optional `hint`, `category`; an `image` cell of at most 64 characters names the `index` of the row whose
 image it shares, as VLMEvalKit writes repeated images), `parquet` and `jsonl` (an image cell holds bytes, the
-hub's {bytes, path} layout, or a path relative to the data file), `hub` (a hub id with a pinned revision, read
-through the same code as the built-in benchmarks).
+hub's {bytes, path} layout, a path relative to the data file that stays in the benchmark's folder, or a list of
+these), `hub` (a hub id with a pinned revision, read through the same code as the built-in benchmarks).
 
 Identity: the benchmark's `version` is a hash of the spec's content, except where the data lies (a local copy is
-identified by the hash of its files, a hub copy by its id and revision) and the metric (which changes scores, never
-an output). So a moved spec is the same benchmark, a changed one a new version, and an unchanged one reuses every
+identified by the hash of its files, a hub copy by its id and revision; `data_root`), the metric (which changes
+scores, never an output) and the budgets (each generation's decoding, in its own identity). So a moved spec is the same benchmark, a changed one a new version, and an unchanged one reuses every
 stored sample and output. A spec is checked completely when it is loaded, before any model loads; a row that
 cannot be used becomes a per-sample error with its reason, as for the built-in benchmarks.
 """
@@ -432,7 +437,7 @@ class SpecBenchmark:
     def _image(self, value: object, column: str) -> bytes:
         if not isinstance(value, str):
             return image_bytes(value, column)
-        if self.spec.format == "vlmevalkit-tsv":
+        if self.spec.format == "vlmevalkit-tsv" and not is_url(value):
             try:
                 return base64.b64decode("".join(value.split()), validate=True)
             except (binascii.Error, ValueError) as error:

@@ -32,8 +32,8 @@ def image_file(value: str, base: Path, root: Path, column: str) -> Path:
     `root`; BadRow (a per-sample error) says why in one line."""
     shown = value if len(value) <= 80 else value[:77] + "..."
     if is_url(value):
-        raise BadRow(f"column '{column}' holds the URL {shown!r}: URLs are not read; save the image in the "
-                     "benchmark's folder and give its path relative to the data file")
+        raise BadRow(f"column '{column}' holds the URL {shown!r}: URLs are not read; put the image in the data, "
+                     "or save it in the benchmark's folder and give its path")
     path = base / value
     if not inside(path, root):
         how = "an absolute path" if Path(value).is_absolute() else "a path"
