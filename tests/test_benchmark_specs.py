@@ -245,14 +245,17 @@ def test_yes_no_jsonl_and_number_parquet_specs_run(home: Path, tmp_path: Path) -
         rows.append({"id": f"q{i}", "picture": f"images/{name}.png", "question": f"Is the square {NAMES[i ^ 1]}?",
                      "answer": "no" if i % 2 else "No", "category": "colour"})
     rows.append({"id": "q9", "picture": "images/none.png", "question": "Is it red?", "answer": "maybe"})
+    rows.append({"id": "q8", "picture": "/etc/hostname", "question": "Is it red?", "answer": "no"})  # refused, unread
     (tmp_path / "yes_no.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + "{not json\n")
     yes_no = run_spec(home, str(write_spec(tmp_path, name="colours-yes-no", data="yes_no.jsonl", format="jsonl",
                                            answer_kind="yes_no", columns={"id": "id", "image": "picture"})))
     routes = {r["sample_id"]: r for r in read_routes(Home.at(home), yes_no["run_id"])}
-    assert yes_no["counts"]["valid"] == 4 and yes_no["counts"]["errors"] == 2
+    assert yes_no["counts"]["valid"] == 4 and yes_no["counts"]["errors"] == 3
     assert routes["colours-yes-no-q9"]["route"] == "ERROR"
     assert "yes or no" in routes["colours-yes-no-q9"]["error"]
-    assert "line 6 is not a JSON object" in routes["colours-yes-no-5"]["error"]
+    assert "line 7 is not a JSON object" in routes["colours-yes-no-6"]["error"]
+    assert "image path '/etc/hostname' is an absolute path outside the benchmark's folder" in \
+        routes["colours-yes-no-q8"]["error"]
     assert {m["metric"] for m in yes_no["metrics"]} >= {"accuracy", "f1", "precision", "recall"}
 
     table = pa.table({"question": [f"How many {n} squares?" for n in NAMES], "answer": ["1", "2", "3.5", "4%"],
