@@ -24,9 +24,10 @@ these), `hub` (a hub id with a pinned revision, read through the same code as th
 
 Identity: the benchmark's `version` is a hash of the spec's content, except where the data lies (a local copy is
 identified by the hash of its files, a hub copy by its id and revision; `data_root`), the metric (which changes
-scores, never an output) and the budgets (each generation's decoding, in its own identity). So a moved spec is the same benchmark, a changed one a new version, and an unchanged one reuses every
-stored sample and output. A spec is checked completely when it is loaded, before any model loads; a row that
-cannot be used becomes a per-sample error with its reason, as for the built-in benchmarks.
+scores, never an output) and the budgets (each generation's decoding, in its own identity). So a moved spec is the
+same benchmark, a changed one a new version, and an unchanged one reuses every stored sample and output. A spec
+is checked completely when it is loaded, before any model loads; a row that cannot be used becomes a per-sample
+error with its reason, as for the built-in benchmarks.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""A spec's `prompt:`: a template over a row's fields that replaces its answer kind's question layout (mai/evals/spec.py).
+"""A spec's `prompt:`: a template over a row's fields that replaces its answer kind's question layout
+(mai/evals/spec.py).
 
 The cascade's stage instructions (S, R, S2, RT: mai/prompts.py) follow the rendered text unchanged, as they follow a
 built-in benchmark's question. Placeholders are Python's `{name}` (a literal brace is written twice):
