@@ -72,7 +72,9 @@ def build_report(home: Home, run_ids: Sequence[str] | None, out: Path, trace_sam
 def _build(home: Home, run_ids: Sequence[str] | None, trace_samples: int, compare: Sequence[str]
            ) -> tuple[str, tuple[int, list[str], int]]:
     store = sections.read_store(home, run_ids)
-    pair = list(compare) or (list(run_ids) if run_ids is not None and len(run_ids) == 2 else [])
+    # two run ids alone compare those runs when they are of one benchmark (runs of two share no sample to pair)
+    one_benchmark = len({r["benchmark"] for r in store.runs}) == 1
+    pair = list(compare) or (list(run_ids) if run_ids is not None and len(run_ids) == 2 and one_benchmark else [])
     if pair and len(pair) != 2:
         raise ConfigError(f"compare takes two runs (A and B), got {len(pair)}")
     if run_ids is not None or pair:

@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # the run types only in signatures: `mai sql` and the other s
 
     from mai.config import RunConfig
     from mai.evals.base import ScoredSample
-    from mai.evals.spec import SpecCheck
+    from mai.evals.spec_check import SpecCheck
     from mai.manifest import RunManifest
     from mai.plan import RunPlan
     from mai.scoring import PredictionLine
@@ -339,12 +339,20 @@ def benchmarks() -> list[BuiltInBenchmark]:
     return listed
 
 
-def check_benchmark(spec_file: str | Path) -> SpecCheck:
-    """Validate a benchmark spec and read its data as a run would (every row, images decoded), without a model and
-    without writing anything."""
-    from mai.evals.spec import check_spec, load_spec
+def check_benchmark(spec_file: str | Path, home: str | Path | None = None, prompts: bool = True) -> SpecCheck:
+    """Validate a benchmark spec and read its data as a run would (every row, images decoded), without running a
+    model; with `prompts`, also count its prompts' tokens with the default models' tokenizers (built into the store
+    `home` when missing, as a run builds them) and find the rows over their context."""
+    from mai.flows.benchmark_check import check_spec_file
 
-    return check_spec(load_spec(spec_file))
+    from mai.config import config_from_mapping
+    from mai.evals.spec import load_spec
+    from mai.evals.spec_check import check_spec
+
+    if not prompts:
+        return check_spec(load_spec(spec_file))
+    config = config_from_mapping({"benchmark": str(spec_file), "home": None if home is None else str(home)})
+    return check_spec_file(config, plan_run(config))
 
 
 # --- latency ------------------------------------------------------------------------------------------------

@@ -133,26 +133,19 @@ class RunConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _budgets_of_the_models(cls, data: Any) -> Any:
-        """Budgets start from the models' own defaults (`default_budgets`); given ones override kind by kind. So do
-        batch sizes (`default_batch_sizes`), unless the configuration names a `batch_size` for every kind."""
+        """Budgets start from the models' own defaults (`default_budgets`), then the benchmark spec's own
+        (`max_new_tokens:` in the spec); given ones (the command's) override kind by kind. So do batch sizes
+        (`default_batch_sizes`), unless the configuration names a `batch_size` for every kind. The spec file is read
+        first, so its budgets are known here."""
         if not isinstance(data, dict):
             return data
+        data = _with_spec_file(data)
         given = data.get("max_new_tokens")
         if given is None or isinstance(given, dict):
-            data = {**data, "max_new_tokens": {**default_budgets(data), **(given or {})}}
+            data = {**data, "max_new_tokens": {**default_budgets(data), **_spec_budgets(data), **(given or {})}}
         given_sizes = data.get("batch_sizes")
         if "batch_size" not in data and (given_sizes is None or isinstance(given_sizes, dict)):
             data = {**data, "batch_sizes": {**default_batch_sizes(data), **(given_sizes or {})}}
-        return data
-
-    @model_validator(mode="before")
-    @classmethod
-    def _spec_file(cls, data: Any) -> Any:
-        """`benchmark: path/to/bench.yaml` becomes the spec's name and content: a configuration carries its
-        benchmark's spec wherever it goes (a worker, a manifest), so nothing later reads the file again."""
-        if isinstance(data, dict) and isinstance(data.get("benchmark"), str) and is_spec_path(data["benchmark"]):
-            spec = load_spec(data["benchmark"])
-            data = {**data, "benchmark": spec.name, "benchmark_spec": spec}
         return data
 
     @model_validator(mode="after")
@@ -213,6 +206,23 @@ class RunConfig(BaseModel):
 # fields added after runs were stored, with their defaults: a run at the default has the key it had before
 _ADDED_FIELDS: dict[str, object] = {"max_image_pixels": DEFAULT_MAX_IMAGE_PIXELS, "max_prompt_tokens": None,
                                     "min_new_tokens": {}, "benchmark_spec": None}
+
+
+def _with_spec_file(data: dict[str, Any]) -> dict[str, Any]:
+    """`benchmark: path/to/bench.yaml` becomes the spec's name and content: a configuration carries its benchmark's
+    spec wherever it goes (a worker, a manifest), so nothing later reads the file again."""
+    if isinstance(data.get("benchmark"), str) and is_spec_path(data["benchmark"]):
+        spec = load_spec(data["benchmark"])
+        data = {**data, "benchmark": spec.name, "benchmark_spec": spec}
+    return data
+
+
+def _spec_budgets(data: Mapping[str, Any]) -> dict[str, int]:
+    """The output budgets the configuration's benchmark spec sets (none when it has no spec)."""
+    spec = data.get("benchmark_spec")
+    budgets = spec.max_new_tokens if isinstance(spec, BenchmarkSpec) else \
+        spec.get("max_new_tokens") if isinstance(spec, dict) else None
+    return dict(budgets) if isinstance(budgets, dict) else {}
 
 
 def default_budgets(values: Mapping[str, Any]) -> dict[str, int]:

@@ -24,12 +24,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     check = actions.add_parser("check", help="validate a spec and its data (rows, columns, answers, images) "
                                              "without loading a model")
     check.add_argument("spec", type=Path, help="the spec file (YAML)")
+    check.add_argument("--no-prompt-lengths", dest="prompt_lengths", action="store_false",
+                       help="skip counting the prompts' tokens (which loads the default models' tokenizers)")
     check.add_argument("--json", action="store_true")
     check.set_defaults(handler=_check)
 
 
 def _benchmarks(args: argparse.Namespace) -> int:
-    from mai.evals.spec import SPEC_TEMPLATE
+    from mai.evals.spec_check import SPEC_TEMPLATE
 
     rows = [(b.name, b.data, b.split, b.agreement_rule, ", ".join(b.profiles)) for b in api.benchmarks()]
     print(format_rows(["benchmark", "default data", "split", "agreement", "scorer profiles"], rows, "table"))
@@ -42,7 +44,7 @@ def _benchmarks(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    found = api.check_benchmark(args.spec)
+    found = api.check_benchmark(args.spec, home=args.home, prompts=args.prompt_lengths)
     if args.json:
         print(json.dumps({**asdict(found), "spec": found.spec.model_dump(mode="json"),
                           "version": found.spec.version}, indent=2))
@@ -57,8 +59,18 @@ def _check(args: argparse.Namespace) -> int:
     print(f"rows {found.rows}, usable {found.usable}, errors {len(found.errors)}, images decoded {found.images}")
     print("answers: " + (", ".join(f"{k} {n}" for k, n in found.answers.items()) or "none"))
     print("categories: " + (", ".join(f"{k} {n}" for k, n in found.categories.items()) or "none"))
-    for sample_id, reason in found.errors[:ERRORS_SHOWN]:
-        print(f"  {sample_id}: {reason}")
-    if len(found.errors) > ERRORS_SHOWN:
-        print(f"  ... and {len(found.errors) - ERRORS_SHOWN} more (--json lists all)")
+    _listed(found.errors)
+    if found.prompts is not None:
+        lengths = found.prompts
+        print(f"prompt tokens (S prompt, {lengths.model}'s tokenizer, images included): min {lengths.min}, median "
+              f"{lengths.median}, max {lengths.max}; context {lengths.context}")
+        print(f"rows over the context (with the output budgets): {len(lengths.over_context)}")
+        _listed(lengths.over_context)
     return 0 if found.usable else 1
+
+
+def _listed(rows: list[tuple[str, str]]) -> None:
+    for sample_id, reason in rows[:ERRORS_SHOWN]:
+        print(f"  {sample_id}: {reason}")
+    if len(rows) > ERRORS_SHOWN:
+        print(f"  ... and {len(rows) - ERRORS_SHOWN} more (--json lists all)")

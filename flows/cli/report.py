@@ -39,7 +39,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     report = commands.add_parser("report", help="one self-contained HTML file (opens offline) of the paper's figures "
                                                 "and tables from the store, the policy lab and a trace browser")
     report.add_argument("run_ids", nargs="*", metavar="RUN_ID",
-                        help="runs to report (default: every completed run); two runs add a run-vs-run section")
+                        help="runs to report (default: every completed run); two runs of one benchmark add a "
+                             "run-vs-run section")
     report.add_argument("--all", action="store_true", help="every completed run (the default without RUN_IDs)")
     report.add_argument("--out", type=Path, default=Path("report.html"),
                         help="output file (default report.html; - writes the page to stdout and the summary to "

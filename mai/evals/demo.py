@@ -24,7 +24,7 @@ from mai.evals.base import (
     image_bytes,
     row_id,
 )
-from mai.evals.common import mean_accuracy, text_field
+from mai.evals.common import mean_accuracy, optional_text, text_field
 from mai.types import AnswerStyle, Sample
 
 LETTERS = ("A", "B", "C", "D")
@@ -74,6 +74,7 @@ class DemoBenchmark:
             answer=answer,
             images=(image_bytes(row.get("image"), "image"),) if with_images else (),
             category=str(row.get("category") or "none"),
+            meta=(("hint", hint),) if (hint := optional_text(row, "hint").strip()) else (),
         )
 
     def answer_style(self, sample: Sample) -> AnswerStyle:
@@ -84,8 +85,11 @@ class DemoBenchmark:
         return "rt_reference" if sample.options else "rt_s2_style"
 
     def format_question(self, sample: Sample) -> str:
-        """MMBench layout: question, then one `X. option` line per option."""
-        lines = [sample.question] + [f"{letter}. {text}" for letter, text in zip(LETTERS, sample.options)]
+        """MMBench layout: the hint (a row's optional `hint` column) before the question, then one `X. option` line
+        per option."""
+        hint = sample.get("hint")
+        lines = [f"{hint} {sample.question}" if hint else sample.question]
+        lines += [f"{letter}. {text}" for letter, text in zip(LETTERS, sample.options)]
         return "\n".join(lines)
 
     def parse_answer(self, text: str, sample: Sample, profile: str | None = None) -> str | None:

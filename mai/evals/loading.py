@@ -271,8 +271,10 @@ def flag_duplicate_ids(samples: list[Sample]) -> list[Sample]:
     """Rows that share a sample id. Exact duplicates (same id and the same content, reference answers included)
     count once: the first is kept and each later copy becomes an error sample, so it is reported, never scored
     twice. Rows with one id and different content are all errors (which one is meant cannot be known; merging them
-    would give the second the first's generations and score). A later row's id becomes `<id>#row<N>` (N its
-    0-based row) so that every row keeps a row of its own in the samples and routes."""
+    would give the second the first's generations and score). A row that is an error already (a malformed line,
+    whose id is its position) keeps its own reason and yields the id to the usable rows: it never takes a valid row
+    down with it. A later row's id becomes `<id>#row<N>` (N its 0-based row) so that every row keeps a row of its
+    own in the samples and routes."""
     rows: dict[str, list[int]] = {}
     for index, sample in enumerate(samples):
         rows.setdefault(sample.sample_id, []).append(index)
@@ -280,13 +282,20 @@ def flag_duplicate_ids(samples: list[Sample]) -> list[Sample]:
     for sample_id, indices in rows.items():
         if len(indices) == 1:
             continue
-        exact = len({_row_digest(samples[i]) for i in indices}) == 1
-        for position, index in enumerate(indices):
+        usable = [i for i in indices if samples[i].error is None]
+        keeper = (usable or indices)[0]  # the row that keeps the plain id
+        for index in indices:
+            if samples[index].error is not None and index != keeper:
+                out[index] = replace(samples[index], sample_id=f"{sample_id}#row{index}")
+        if len(usable) < 2:
+            continue
+        exact = len({_row_digest(samples[i]) for i in usable}) == 1
+        for position, index in enumerate(usable):
             if exact and position == 0:
                 continue
-            unique_id = sample_id if position == 0 else f"{sample_id}#row{index}"
-            reason = (f"exact duplicate of row {indices[0]} (sample id '{sample_id}'): counted once" if exact else
-                      f"sample id '{sample_id}' is shared by rows {indices} with different content: none is used")
+            unique_id = sample_id if index == keeper else f"{sample_id}#row{index}"
+            reason = (f"exact duplicate of row {usable[0]} (sample id '{sample_id}'): counted once" if exact else
+                      f"sample id '{sample_id}' is shared by rows {usable} with different content: none is used")
             out[index] = _error_sample(samples[index].benchmark, unique_id, reason)
     return out
 
@@ -318,7 +327,9 @@ def _check_image(encoded: bytes, max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> 
     except BadRow:
         raise
     except Exception as error:  # PIL raises many types for bad data
-        raise BadRow(f"image cannot be decoded: {type(error).__name__}: {error}") from error
+        # without the in-memory file's repr (`<_io.BytesIO object at 0x7f...>`): a reason reads the same in every run
+        reason = re.sub(r"\s*<[^<>]* at 0x[0-9a-fA-F]+>", "", str(error))
+        raise BadRow(f"image cannot be decoded: {type(error).__name__}: {reason}") from error
 
 
 def _check_size(width: int, height: int, max_pixels: int) -> None:

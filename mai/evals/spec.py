@@ -11,17 +11,23 @@ reused as they are (prompt, answer parser, agreement rule, scorer):
 - text:    as InfoVQA (ANLS over the reference answers; agreement: ANLS >= 0.5), or exact_match as RealWorldQA's
            open questions (lower case, surrounding dots stripped; `official`: punctuation ignored).
 
+A spec may replace the kind's question layout with its own `prompt:` template (mai/evals/spec_prompt.py; the
+stage instructions follow it unchanged), set output budgets per prompt kind (`max_new_tokens:`, the run's unless its
+command sets them: mai/config.py), and choose the folder its files must be in (`data_root:`, default the spec's
+folder: mai/evals/spec_paths.py).
+
 Formats: `vlmevalkit-tsv` (VLMEvalKit's custom dataset: `index`, base64 `image`, `question`, options `A`..`H`,
 `answer`, optional `hint`, `category`; an `image` cell of at most 64 characters names the `index` of the row whose
 image it shares, as VLMEvalKit writes repeated images), `parquet` and `jsonl` (an image cell holds bytes, the
-hub's {bytes, path} layout, or a path relative to the data file), `hub` (a hub id with a pinned revision, read
-through the same code as the built-in benchmarks).
+hub's {bytes, path} layout, a path relative to the data file that stays in the benchmark's folder, or a list of
+these), `hub` (a hub id with a pinned revision, read through the same code as the built-in benchmarks).
 
 Identity: the benchmark's `version` is a hash of the spec's content, except where the data lies (a local copy is
-identified by the hash of its files, a hub copy by its id and revision) and the metric (which changes scores, never
-an output). So a moved spec is the same benchmark, a changed one a new version, and an unchanged one reuses every
-stored sample and output. A spec is checked completely when it is loaded, before any model loads; a row that
-cannot be used becomes a per-sample error with its reason, as for the built-in benchmarks.
+identified by the hash of its files, a hub copy by its id and revision; `data_root`), the metric (which changes
+scores, never an output) and the budgets (each generation's decoding, in its own identity). So a moved spec is the
+same benchmark, a changed one a new version, and an unchanged one reuses every stored sample and output. A spec
+is checked completely when it is loaded, before any model loads; a row that cannot be used becomes a per-sample
+error with its reason, as for the built-in benchmarks.
 """
 
 from __future__ import annotations
@@ -29,11 +35,8 @@ from __future__ import annotations
 import ast
 import base64
 import binascii
-import hashlib
 import math
-from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, get_args
 
@@ -64,20 +67,22 @@ from mai.evals.common import (
     unparsed_rate,
 )
 from mai.evals.infovqa import InfoVQABenchmark
-from mai.evals.loading import (
-    DEFAULT_MAX_IMAGE_PIXELS,
-    DataSource,
-    load_dataset_rows,
-    local_splits,
-    resolve_source,
-    rows_to_samples,
-)
+from mai.evals.loading import DataSource, load_dataset_rows, local_splits
 from mai.evals.mmbench import MMBenchBenchmark, parse_option
 from mai.evals.pope import PopeBenchmark
 from mai.evals.realworldqa import _plain
 from mai.evals.spec_data import ROW_ERROR, data_columns, read_jsonl, read_tsv
+from mai.evals.spec_paths import OUTSIDE_HINT, image_file, inside, is_url
+from mai.evals.spec_prompt import (
+    COLUMN_META,
+    PROMPT_FIELDS,
+    option_lines,
+    render_prompt,
+    template_columns,
+    template_names,
+)
 from mai.identity import canonical_hash
-from mai.types import AnswerStyle, BenchmarkName, Sample
+from mai.types import PROMPT_KINDS, AnswerStyle, BenchmarkName, Sample
 
 SPEC_SUFFIXES = (".yaml", ".yml")
 # bump when the spec -> samples rules change what a spec's benchmark asks or parses (part of every spec's version)
@@ -131,6 +136,11 @@ class BenchmarkSpec(BaseModel):
     subset: str | None = None    # the hub dataset's config name
     revision: str | None = None  # hub: the pinned revision (required)
     description: str = ""
+    prompt: str | None = None    # the question's layout (mai/evals/spec_prompt.py); None: the answer kind's
+    max_new_tokens: dict[str, int] = Field(default_factory=dict)  # output budgets per prompt kind, under the flags'
+    # the folder the data and image files must be in (mai/evals/spec_paths.py): relative to the spec file, absolute
+    # once loaded (`load_spec` sets it to the spec's folder when the spec does not)
+    data_root: str | None = None
 
     @field_validator("name")
     @classmethod
@@ -143,6 +153,23 @@ class BenchmarkSpec(BaseModel):
     @classmethod
     def _columns_mapping(cls, value: object) -> object:
         return {} if value is None else value
+
+    @field_validator("prompt")
+    @classmethod
+    def _prompt_template(cls, value: str | None) -> str | None:
+        if value is not None:
+            template_names(value)
+        return value
+
+    @field_validator("max_new_tokens")
+    @classmethod
+    def _budget_kinds(cls, value: dict[str, int]) -> dict[str, int]:
+        unknown = sorted(set(value) - set(PROMPT_KINDS))
+        if unknown:
+            raise ValueError(f"max_new_tokens has unknown prompt kinds {unknown}; use {list(PROMPT_KINDS)}")
+        if any(n < 1 for n in value.values()):
+            raise ValueError("max_new_tokens values must be >= 1")
+        return value
 
     @model_validator(mode="after")
     def _consistent(self) -> BenchmarkSpec:
@@ -164,7 +191,20 @@ class BenchmarkSpec(BaseModel):
                 raise ValueError("format hub needs revision: the dataset commit to read (a pinned revision)")
         elif self.revision or self.subset:
             raise ValueError(f"revision and subset apply only to format hub (this spec's format is '{self.format}')")
+        self._check_prompt_names()
         return self
+
+    def _check_prompt_names(self) -> None:
+        """A template shows no reference answer and no image, and `{options}` only where there are options."""
+        names = template_names(self.prompt) if self.prompt else ()
+        hidden = {self.columns.answer, "answer", *self.columns.images}
+        shown = [n for n in names if n in hidden]
+        if shown:
+            raise ValueError(f"prompt placeholder {{{shown[0]}}} names the answer or an image column: a prompt shows "
+                             "the question, never the reference answer, and images come with every prompt anyway")
+        if "options" in names and self.answer_kind != "choice":
+            raise ValueError(f"prompt placeholder {{options}} applies only to answer_kind choice (this spec's is "
+                             f"'{self.answer_kind}')")
 
     @property
     def chosen_metric(self) -> str:
@@ -176,9 +216,13 @@ class BenchmarkSpec(BaseModel):
 
     def identity(self) -> dict[str, object]:
         """What makes the benchmark's questions and parsing: the content without the data's location (its files'
-        hash identifies local data) and without name, metric and description (no output depends on them)."""
-        content = self.model_dump(mode="json", exclude={"name", "metric", "description"} |
-                                  ({"data"} if self.local else set()))
+        hash identifies local data) and without name, metric and description (no output depends on them). Output
+        budgets are each generation's decoding (in its identity and the run's key), not the benchmark's; a prompt
+        template is left out where there is none, so that specs written before it keep their versions."""
+        content = self.model_dump(mode="json", exclude={"name", "metric", "description", "max_new_tokens",
+                                                        "data_root"} | ({"data"} if self.local else set()))
+        if content.get("prompt") is None:
+            del content["prompt"]
         return {"rules": SPEC_RULES_VERSION, **content}
 
     @property
@@ -212,12 +256,29 @@ def load_spec(path: str | Path) -> BenchmarkSpec:
         raise ConfigError(f"{where}: " + "; ".join(_problem(e) for e in error.errors())) from error
     if not spec.local:
         return spec
-    data = (file.resolve().parent / Path(spec.data).expanduser()).resolve()
+    folder = file.resolve().parent
+    root = _data_root(spec, folder, where)
+    if is_url(spec.data):
+        raise ConfigError(f"{where}: data '{spec.data}' is a URL: URLs are not read; download the file into the "
+                          "spec's folder and give its path")
+    data = (folder / Path(spec.data).expanduser()).resolve()
     if not data.exists():
         raise ConfigError(f"{where}: data '{spec.data}' does not exist (relative to the spec: {data}); fix the path")
+    if not inside(data, root):
+        raise ConfigError(f"{where}: data '{spec.data}' is outside the benchmark's folder {root} ({OUTSIDE_HINT})")
     if spec.format in ("vlmevalkit-tsv", "jsonl") and not data.is_file():
         raise ConfigError(f"{where}: format {spec.format} reads one file, but data '{spec.data}' is a directory")
-    return spec.model_copy(update={"data": str(data)})
+    return spec.model_copy(update={"data": str(data), "data_root": str(root)})
+
+
+def _data_root(spec: BenchmarkSpec, folder: Path, where: str) -> Path:
+    """The folder the spec's files must be in: its `data_root` (relative to the spec's folder), else that folder."""
+    if spec.data_root is None:
+        return folder
+    root = (folder / Path(spec.data_root).expanduser()).resolve()
+    if not root.is_dir():
+        raise ConfigError(f"{where}: data_root '{spec.data_root}' is not a folder (relative to the spec: {root})")
+    return root
 
 
 def spec_split(spec: BenchmarkSpec) -> str:
@@ -241,6 +302,9 @@ def _problem(error: object) -> str:
         message = "is not a spec field (see `mai benchmarks`)"
     elif error.get("type") == "literal_error":
         message = f"must be {message.removeprefix('Input should be ')}, got {error.get('input')!r}"
+    elif error.get("type") in ("model_type", "dict_type"):
+        given = error.get("input")
+        message = f"must be a mapping (`field: value` lines under it), got {type(given).__name__} {given!r:.60}"
     return f"{place} {message}" if message.startswith(("is ", "must ")) else f"{place}: {message}"
 
 
@@ -256,14 +320,26 @@ class SpecBenchmark:
         self.id_column = columns.id or "index"
         named = [c for c in (columns.id, columns.category, columns.hint) if c]
         default_options = ("A", "B") if kind == "choice" else ()  # VLMEvalKit's: A and B at least
+        self.prompt_columns = template_columns(spec.prompt)  # data columns the prompt shows
         self.required_columns = (columns.question, columns.answer, *self.image_columns, *named,
-                                 *(columns.options or default_options))
+                                 *(columns.options or default_options), *self.prompt_columns)
         self.profiles: tuple[str, ...] = (*PROFILES, "anls-paper") if metric == "anls" else PROFILES
         self.agreement_rule = {"choice": "option_letter", "yes_no": "yes_no_exact",
                                "number": "relaxed_match_either_way", "text": "anls>=0.5"}[kind]
         if metric == "exact_match":
             self.agreement_rule = "normalized_exact"
         self._base = Path(spec.data) if spec.local else None
+        self._root = self._files_root(self._base)
+
+    def _files_root(self, data: Path | None) -> Path | None:
+        """The folder image paths must stay in: the spec's `data_root` when the data read is inside it; else (data
+        given by the command, `--data`, or a spec not read from a file) the data's own folder."""
+        if data is None:
+            return None
+        root = self.spec.data_root
+        if root is not None and inside(data, Path(root)):
+            return Path(root)
+        return data.parent if data.is_file() else data
 
     # --- rows ----------------------------------------------------------------------------------------------
 
@@ -271,6 +347,7 @@ class SpecBenchmark:
         """The column names and rows of the data (`source.location`: the spec's data or `--data`)."""
         if self.spec.local:  # image paths in the rows are relative to the data read, which `--data` may change
             self._base = Path(source.location)
+            self._root = self._files_root(self._base)
         if self.spec.format == "vlmevalkit-tsv":
             return read_tsv(Path(source.location))
         if self.spec.format == "jsonl":
@@ -288,7 +365,9 @@ class SpecBenchmark:
                   for c in ([value] if isinstance(value, str) else value)]
         if self.spec.answer_kind == "choice" and self.spec.columns.options is None:
             wanted += [("options", c) for c in ("A", "B")]
-        missing = [f"columns.{name} names '{column}'" for name, column in wanted if column not in found]
+        wanted += [("prompt", c) for c in self.prompt_columns]
+        missing = [f"{'columns.' if name != 'prompt' else ''}{name} names '{column}'" for name, column in wanted
+                   if column not in found]
         if missing:
             raise ConfigError(f"benchmark '{self.name}': " + ", ".join(missing) + f", which the data lacks; it has "
                               f"{found}. Change those fields in the spec (or the data's header)")
@@ -328,7 +407,14 @@ class SpecBenchmark:
             answer = references[0]
         return RowFields(sample_id=row_id(self.name, self.id_column, row, index), question=text_field(row, columns.question),
                          options=options, answer=answer, references=references, category=category,
-                         images=self._images(row) if with_images else (), meta=tuple(meta))
+                         images=self._images(row) if with_images else (), meta=(*meta, *self._shown(row, category)))
+
+    def _shown(self, row: HubRow, category: str) -> tuple[tuple[str, str], ...]:
+        """What the prompt template shows beyond the question, hint and options, kept with the sample (so in its
+        content hash): the category and the named data columns."""
+        names = template_names(self.spec.prompt) if self.spec.prompt else ()
+        shown = [("category", category)] if "category" in names else []
+        return (*shown, *((COLUMN_META + c, optional_text(row, c).strip()) for c in self.prompt_columns))
 
     def _options(self, row: HubRow) -> tuple[str, tuple[str, ...]]:
         """(letters, texts) of the row's present options: a column named A..H keeps its letter; other columns are
@@ -340,8 +426,11 @@ class SpecBenchmark:
         return "".join(letter for letter, _ in present), tuple(text for _, text in present)
 
     def _images(self, row: HubRow) -> tuple[bytes, ...]:
-        """The images of the row's present image columns, in the spec's order (at least one)."""
-        found = tuple(self._image(row[c], c) for c in self.image_columns if row.get(c) not in (None, "", {}, b""))
+        """The images of the row's present image columns, in the spec's order (at least one); a cell may hold a list
+        of images."""
+        cells = [(row[c], c) for c in self.image_columns if row.get(c) not in (None, "", {}, b"", [])]
+        found = tuple(self._image(value, c) for cell, c in cells
+                      for value in (cell if isinstance(cell, (list, tuple)) else [cell]))
         if not found:
             raise BadRow(f"column '{self.image_columns[0]}' holds no image")
         return found
@@ -349,14 +438,14 @@ class SpecBenchmark:
     def _image(self, value: object, column: str) -> bytes:
         if not isinstance(value, str):
             return image_bytes(value, column)
-        if self.spec.format == "vlmevalkit-tsv":
+        if self.spec.format == "vlmevalkit-tsv" and not is_url(value):
             try:
                 return base64.b64decode("".join(value.split()), validate=True)
             except (binascii.Error, ValueError) as error:
                 raise BadRow(f"column '{column}' is not a base64 image ({error})") from error
-        if self._base is None:
+        if self._base is None or self._root is None:
             raise BadRow(f"column '{column}' holds a path, but the data has no local folder to read it from")
-        path = (self._base.parent if self._base.is_file() else self._base) / value
+        path = image_file(value, self._base.parent if self._base.is_file() else self._base, self._root, column)
         try:
             return path.read_bytes()
         except OSError as error:
@@ -371,11 +460,20 @@ class SpecBenchmark:
         return "rt_s2_style" if self.spec.answer_kind in ("yes_no", "number") else "rt_reference"
 
     def format_question(self, sample: Sample) -> str:
+        if self.spec.prompt is not None:
+            return self._templated(self.spec.prompt, sample)
         if self.spec.answer_kind == "choice":
             return _MMBENCH.format_question(sample)
         hint = sample.get("hint")
         question = sample.question.strip()
         return f"{hint} {question}" if hint else question
+
+    def _templated(self, template: str, sample: Sample) -> str:
+        values = {"question": sample.question.strip(), "hint": sample.get("hint"), "category": sample.get("category"),
+                  "options": option_lines(sample.get("letters"), sample.options)}
+        names = template_names(template)
+        return render_prompt(template, {name: values[name] if name in PROMPT_FIELDS else
+                                        sample.get(COLUMN_META + name) for name in names})
 
     def parse_answer(self, text: str, sample: Sample, profile: str | None = None) -> str | None:
         chosen = resolve_profile(profile, self.profiles)
@@ -458,80 +556,6 @@ def _answer_list(value: object, column: str) -> tuple[str, ...]:
     if not text:
         raise BadRow(f"column '{column}' is empty")
     return (text,)
-
-
-# what `mai benchmarks` prints and docs/benchmarks-and-scoring.md explains: every field, with its default
-SPEC_TEMPLATE = """\
-name: my-colours            # the benchmark's name in the store, runs and reports (not a built-in's)
-data: colours.tsv           # a file or folder, relative to this spec; for format hub: owner/name
-format: vlmevalkit-tsv      # vlmevalkit-tsv | parquet | jsonl | hub
-answer_kind: choice         # choice (as MMBench) | yes_no (as POPE) | number (as ChartQA) | text (as InfoVQA)
-metric: accuracy            # choice, yes_no: accuracy; number: relaxed_accuracy | exact_match;
-                            # text: anls | exact_match (default: the first)
-columns:                    # where each field is (these are the defaults)
-  id: index                 # optional: else the row's position
-  image: image              # base64 (TSV), bytes, {bytes, path} or a path; a list for several images
-  question: question
-  options: [A, B, C, D]     # choice only; default: the columns A..H the data has
-  answer: answer            # a letter (choice), yes/no, a number, a text (or a list of accepted texts)
-  category: category        # optional: per-category metrics
-  hint: hint                # optional: put before the question
-# split: test               # hub, or a Parquet folder with several splits
-# revision: <commit sha>    # hub: required
-# subset: <config name>     # hub: the dataset's config
-"""
-
-
-@dataclass(frozen=True)
-class SpecCheck:
-    """What `mai benchmark check` found in a spec's data, without a model."""
-
-    spec: BenchmarkSpec
-    columns: list[str]                   # the data's
-    fields: list[tuple[str, str, bool]]  # (spec field, data column, whether the data has it)
-    rows: int
-    usable: int
-    images: int                          # images that decoded, over the usable rows
-    answers: dict[str, int]              # reference answers (choice: letters; yes_no: yes / no; else kinds)
-    categories: dict[str, int]
-    errors: list[tuple[str, str]]        # (sample id, reason) of every row that cannot be used
-
-
-def check_spec(spec: BenchmarkSpec, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> SpecCheck:
-    """Read every row of the spec's data as a run would (images decoded, nothing stored), and count."""
-    benchmark = SpecBenchmark(spec)
-    source = resolve_source(spec.data, spec_split(spec), spec.subset, spec.revision)
-    benchmark.check_data(source)
-    columns, rows = benchmark.read_rows(source)
-    samples = rows_to_samples(benchmark, rows, lambda encoded: ("", hashlib.sha256(encoded).hexdigest()),
-                              max_image_pixels)
-    usable = [s for s in samples if s.error is None]
-    fields = spec.columns.model_dump()
-    listed = [("id", fields["id"] or "index"), *[("image", c) for c in spec.columns.images],
-              ("question", fields["question"]), *[("options", c) for c in benchmark.option_columns(columns)],
-              ("answer", fields["answer"]), ("category", fields["category"] or "category"),
-              ("hint", fields["hint"] or "hint")]
-    return SpecCheck(spec=spec, columns=list(columns), fields=[(f, c, c in columns) for f, c in listed],
-                     rows=len(samples), usable=len(usable), images=sum(len(s.image_sha256) for s in usable),
-                     answers=dict(Counter(_answer_kind_of(spec, s) for s in usable).most_common()),
-                     categories=dict(Counter(s.category for s in usable).most_common()),
-                     errors=[(s.sample_id, s.error) for s in samples if s.error is not None])
-
-
-def _answer_kind_of(spec: BenchmarkSpec, sample: Sample) -> str:
-    if spec.answer_kind in ("choice", "yes_no"):
-        return sample.answer
-    if spec.answer_kind == "number":
-        return "number" if _is_number(sample.answer) else "not a number (string match)"
-    return "several answers" if len(sample.references) > 1 else "one answer"
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text.rstrip("%"))
-    except ValueError:
-        return False
-    return True
 
 
 def benchmark_rows(benchmark: Benchmark, source: DataSource) -> tuple[list[str], Iterator[HubRow]]:

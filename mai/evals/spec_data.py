@@ -12,6 +12,7 @@ from pathlib import Path
 from mai.errors import ConfigError
 from mai.evals.base import HubRow
 from mai.evals.loading import DataSource
+from mai.evals.spec_paths import is_url
 
 # VLMEvalKit stores a repeated image once: the other rows' `image` holds that row's `index` (a short string)
 _IMAGE_REFERENCE_MAX = 64
@@ -27,7 +28,11 @@ def data_columns(data_format: str, source: DataSource) -> list[str] | None:
         return None
     if data_format == "vlmevalkit-tsv":
         with path.open(encoding="utf-8", errors="replace") as handle:
-            return handle.readline().rstrip("\r\n").split("\t")
+            header = handle.readline().rstrip("\r\n")
+        if not header.strip():
+            raise ConfigError(f"benchmark data {path}: " + ("empty TSV file" if path.stat().st_size == 0 else
+                              "the TSV's first line is blank") + " (it needs a header line: index, image, ...)")
+        return header.split("\t")
     if data_format == "jsonl":
         with path.open("rb") as handle:
             for raw in handle:  # the first object: a line before it that is no object is a row error later
@@ -91,7 +96,8 @@ def _with_shared_images(rows: list[dict[str, object]]) -> list[dict[str, object]
               if isinstance(r.get("image"), str) and len(str(r.get("image"))) > _IMAGE_REFERENCE_MAX}
     for row in rows:
         cell = row.get("image")
-        if isinstance(cell, str) and 0 < len(cell) <= _IMAGE_REFERENCE_MAX and ROW_ERROR not in row:
+        if isinstance(cell, str) and 0 < len(cell) <= _IMAGE_REFERENCE_MAX and ROW_ERROR not in row \
+                and not is_url(cell):  # a URL is refused as one (`spec_paths.image_file`), never read
             if cell.strip() not in images:
                 row[ROW_ERROR] = f"column 'image' holds '{cell[:40]}', which is no image and no row's index"
             else:
