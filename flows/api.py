@@ -547,12 +547,12 @@ def report(run_ids: list[str] | None = None, out: str | Path = "report.html", tr
     if trace_samples < 1:
         raise ConfigError("--trace-samples must be at least 1")
     store = _store_with_specs(home)
-    if str(out) == STDOUT:
+    if isinstance(out, str) and out == STDOUT:  # a Path is a file, even Path('-')
         return _report_to_stdout(store, run_ids, trace_samples, compare)
     return build_report(store, run_ids, checked_output(store, Path(out), ".html"), trace_samples, compare or [])
 
 
-STDOUT = "-"  # `--out -`: the report goes to standard output (a file named '-' is `--out ./-`)
+STDOUT = "-"  # `--out -`, the bare string: the report goes to standard output (a file named '-' is `--out ./-`)
 
 
 def _report_to_stdout(store: Home, run_ids: list[str] | None, trace_samples: int,

@@ -123,7 +123,8 @@ def prompt_refusal(plan: RunPlan, stage: StageSpec, benchmark: Benchmark, sample
     if size.tokens <= limit:
         return None
     tokens = (f"{size.tokens} tokens" if size.exact else
-              f"at least {size.tokens} tokens ({len(request.prompt.text)} characters)")
+              f"{len(request.prompt.text)} characters (at least {size.tokens} tokens; a text this long is not "
+              "tokenized)")
     prompt = f"its {stage.prompt_kind} prompt for the {stage.role} model has {tokens}, image tokens included"
     carried = f", the reasoning it reads (up to {upstream})" if upstream else ""
     if configured is not None and size.tokens + upstream > configured:
