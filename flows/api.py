@@ -416,12 +416,15 @@ QUERY_MEMORY_LIMIT = "4GB"
 
 
 def query(home: str | Path | None, sql: str, timeout_s: float | None = QUERY_TIMEOUT_S,
-          memory_limit: str | None = QUERY_MEMORY_LIMIT) -> Rows:
+          memory_limit: str | None = QUERY_MEMORY_LIMIT, for_printing: bool = False) -> Rows:
     """(columns, rows) of SQL over the catalog views: samples, generations, routes, runs, metrics, ...; stopped
-    with a ConfigError after `timeout_s` seconds or past `memory_limit` (None: no limit)."""
+    with a ConfigError after `timeout_s` seconds or past `memory_limit` (None: no limit). `for_printing`: a result
+    past what `mai sql` prints is refused, and dates and timestamps are DuckDB's text of them
+    (mai/storage/query_results.py)."""
     from mai.storage.catalog import QueryLimits
     from mai.storage.catalog import query as run_query
-    return run_query(Home.at(home), sql, QueryLimits(timeout_s, memory_limit))
+    from mai.storage.query_results import FOR_PRINTING, UNBOUNDED
+    return run_query(Home.at(home), sql, QueryLimits(timeout_s, memory_limit, FOR_PRINTING if for_printing else UNBOUNDED))
 
 
 def saved_queries() -> list[tuple[str, str]]:
