@@ -67,7 +67,19 @@ def _printed(connection: duckdb.DuckDBPyConnection, query: str) -> str:
         return query
     columns = [f"CAST(#{i} AS VARCHAR) AS {_quoted(name)}" if _is_time(t) else f"#{i} AS {_quoted(name)}"
                for i, (name, t) in enumerate(zip(relation.columns, types), start=1)]
-    return f"SELECT {', '.join(columns)} FROM (\n{query}\n)"  # newlines: a trailing comment ends at its line
+    return f"SELECT {', '.join(columns)} FROM (\n{_statement_text(query)}\n)"  # a last comment ends at its line
+
+
+def _statement_text(query: str) -> str:
+    """A statement's text as DuckDB extracted it, less the semicolons that end it (and any comment after them)."""
+    end = len(query)
+    for position, kind in reversed(duckdb.tokenize(query)):
+        if kind == duckdb.token_type.comment:
+            continue
+        if kind != duckdb.token_type.operator or query[position] != ";":
+            break
+        end = position
+    return query[:end]
 
 
 def _is_time(type_name: str) -> bool:

@@ -43,7 +43,8 @@ def test_dates_and_timestamps_print_as_duckdb_prints_them(tmp_path: Path, capsys
              "'infinity'::TIMESTAMPTZ AS z, 1 AS t")
     (row,) = json.loads(sql(tmp_path, capsys, "--format", "json", query))
     assert row == {"t": "infinity", "d": "-infinity", "m": "9999-12-31 23:59:59.999999", "z": "infinity", "t_1": 1}
-    assert "infinity" in sql(tmp_path, capsys, "--format", "csv", "SELECT 'infinity'::TIMESTAMP AS t ORDER BY 1 -- x")
+    for ending in ("ORDER BY 1 -- x", "ORDER BY 1;", "; -- x", "/* ; */ ;;", "-- x\n;"):
+        assert sql(tmp_path, capsys, "--format", "csv", f"SELECT 'infinity'::TIMESTAMP AS t {ending}") == "t\ninfinity\n"
 
 
 def test_a_result_past_what_mai_sql_prints_is_refused_at_once(tmp_path: Path) -> None:
