@@ -41,7 +41,8 @@ from mai.stages import build_request
 from mai.types import Sample, StageAnswer, StageSpec
 
 # bump when what is checked or how it is counted changes (a new key, so stores check their samples again)
-PROMPT_CHECK_VERSION = "2"  # 2: the carried reasoning counts against --max-prompt-tokens
+PROMPT_CHECK_VERSION = "3"  # 2: the carried reasoning counts against --max-prompt-tokens; 3: a refusal gives
+# the prompt's exact size below 100k characters (it gave a lower bound where the length alone was over the limit)
 # the upstream output of an S2 / RT prompt as the check builds it: empty, its tokens are added at their budget
 _NO_TEXT_YET = StageAnswer(gen_id="", text="", answer=None)
 
