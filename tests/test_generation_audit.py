@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from mai.flows import api
+from mai.storage.maintenance import compact_store
 from mai.storage.paths import Home
 
 from mai.backends import vllm_server
@@ -63,9 +64,11 @@ def test_rows_written_before_the_columns_existed_stay_readable(home: Path) -> No
                               "attention_implementation", "greedy", "backend_identity"])
     pq.write_table(old.set_column(0, "gen_id", pa.array([f"old-{g}" for g in old.column("gen_id").to_pylist()])),
                    written.with_name("part-old.parquet"))
-    _, rows = api.query(home, "SELECT gen_id LIKE 'old-%' AS old, count(*), count(engine) FROM generations "
-                              "GROUP BY ALL ORDER BY old")
-    assert rows == [(False, 4, 4), (True, 4, 0)]
+    counted = "SELECT gen_id LIKE 'old-%' AS old, count(*), count(engine) FROM generations GROUP BY ALL ORDER BY old"
+    assert api.query(home, counted)[1] == [(False, 4, 4), (True, 4, 0)]
+    assert compact_store(Home.at(home), min_small_files=2, grace_s=0)  # one file of both: the old rows' are NULL
+    assert len(list(Home.at(home).generations.glob("*/*/*.parquet"))) == 1
+    assert api.query(home, counted)[1] == [(False, 4, 4), (True, 4, 0)]
 
 
 def test_a_given_url_that_mai_serve_registered_names_the_versions_it_recorded(tmp_path: Path) -> None:
