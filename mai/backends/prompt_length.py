@@ -21,7 +21,6 @@ from typing import Any
 from mai.backends.model_family import PromptSizing, context_length
 from mai.types import ChatPrompt, ModelSpec
 
-
 # a text longer than this that its length alone puts over the limit is not tokenized (tokenizing a megabyte takes
 # seconds); below it, tokenizing takes milliseconds
 UNTOKENIZED_CHARS = 100_000
