@@ -37,11 +37,14 @@ from mai.storage.maintenance import auto_compact, compact_store, store_stats
 from mai.storage.paths import Home
 from mai.storage.runs import write_manifest, write_metrics, write_routes
 
+from mai.identity import BackendIdentity
 from mai.types import ChatPrompt, Decoding, GenRequest, GenResult, ModelSpec, PromptKind
 
 if TYPE_CHECKING:
     from mai.manifest import RunManifest
 
+BACKEND = BackendIdentity(backend="transformers", engine="transformers 5.23.0", transformers="5.23.0", torch="2.13.0",
+                          image_processor="pil", attention="sdpa")
 MODELS = (ModelSpec("bench-small", "r1"), ModelSpec("bench-large", "r1"))
 # share of generations per (model index, prompt kind): every sample has S from both, about half reach R, ...
 MIX: tuple[tuple[int, PromptKind, float], ...] = ((1, "S", 0.3), (0, "S", 0.3), (0, "R", 0.2), (0, "S2", 0.1),
@@ -82,7 +85,7 @@ def write_generations(home: Home, n: int, batch: int) -> float:
         requests = {g: GenRequest(g, f"sample-{int(g[:8], 16) % 20_000}", _prompt(), Decoding(64), f"{kind}-v1")
                     for g in ids}
         results = [GenResult(g, text, 300, len(text) // 5, "stop", 0.05, 0.2, 0.25, batch, (1, 2, 3)) for g in ids]
-        store.write(model, kind, requests, results, {"benchmark": "bench", "backend": "transformers", "run_id": run_id})
+        store.write(model, kind, requests, results, {"benchmark": "bench", "backend": BACKEND, "run_id": run_id})
         directories.add(store.directory(model, kind))
         if (index + 1) % BATCHES_PER_RUN == 0:
             auto_compact(home, directories)

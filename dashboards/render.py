@@ -11,7 +11,7 @@ import io
 import json
 import math
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # annotations only: mai.manifest imports pydantic, which `mai sql` and the tables need not load
@@ -45,25 +45,52 @@ def _backend_lines(backend: BackendReport) -> list[str]:
 
 
 def format_rows(columns: list[str], rows: Sequence[tuple[object, ...]], style: str) -> str:
-    """`style` is table (aligned, with a row count; control characters shown escaped), csv or json (a list of
+    """`style` is table (aligned, with a row count), csv (lines end with LF, as DuckDB's own CSV) or json (a list of
     objects: a repeated column name gets a suffix, `x`, `x_1`, as DuckDB names them; NaN and infinities are null,
-    which JSON has no number for)."""
+    which JSON has no number for). Control characters are escaped in every style (`\\x1b` in a table or CSV cell, as
+    JSON escapes them), so a value from the store never sends the terminal a sequence nor breaks a row over lines."""
+    return "".join(format_chunks(columns, rows, style))
+
+
+# rows per piece of `format_chunks`: a caller with a deadline checks it between pieces
+CHUNK_ROWS = 10_000
+
+
+def format_chunks(columns: list[str], rows: Sequence[tuple[object, ...]], style: str) -> Iterator[str]:
+    """`format_rows`' text in pieces of `CHUNK_ROWS` rows (no newline at the end)."""
+    pieces = range(0, len(rows), CHUNK_ROWS)
     if style == "json":
         names = unique_names(columns)
-        return json.dumps([{n: _json_value(v) for n, v in zip(names, row)} for row in rows], indent=2, default=str,
-                          allow_nan=False)
+        if not rows:
+            yield "[]"
+            return
+        yield "[\n"
+        for start in pieces:  # each piece is a list's items, as json.dumps indents them, less its brackets
+            items = json.dumps([{n: _json_value(v) for n, v in zip(names, row)} for row in rows[start:start + CHUNK_ROWS]],
+                               indent=2, default=str, allow_nan=False)[2:-2]
+            yield items if not start else ",\n" + items
+        yield "\n]"
+        return
     if style == "csv":
-        buffer = io.StringIO()
-        writer = csv.writer(buffer)
-        writer.writerow(columns)
-        writer.writerows(rows)
-        return buffer.getvalue().rstrip("\n")
+        yield _csv_lines([tuple(columns)])
+        for start in pieces:
+            yield "\n" + _csv_lines(rows[start:start + CHUNK_ROWS])
+        return
     cells = [[_cell(v) for v in row] for row in rows]
     heads = [_visible(c) for c in columns]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(heads)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(heads, widths)), "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in cells]
-    return "\n".join(lines + [f"({len(rows)} rows)"])
+    yield "\n".join(["  ".join(c.ljust(w) for c, w in zip(heads, widths)), "  ".join("-" * w for w in widths)])
+    for start in pieces:
+        yield "\n" + "\n".join("  ".join(v.ljust(w) for v, w in zip(row, widths))
+                                for row in cells[start:start + CHUNK_ROWS])
+    yield f"\n({len(rows)} rows)"
+
+
+def _csv_lines(rows: Sequence[tuple[object, ...]]) -> str:
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows(
+        [[_visible(v) if isinstance(v, str) else v for v in row] for row in rows])
+    return buffer.getvalue()[:-1]
 
 
 def unique_names(columns: list[str]) -> list[str]:

@@ -424,12 +424,15 @@ QUERY_MEMORY_LIMIT = "4GB"
 
 
 def query(home: str | Path | None, sql: str, timeout_s: float | None = QUERY_TIMEOUT_S,
-          memory_limit: str | None = QUERY_MEMORY_LIMIT) -> Rows:
+          memory_limit: str | None = QUERY_MEMORY_LIMIT, for_printing: bool = False) -> Rows:
     """(columns, rows) of SQL over the catalog views: samples, generations, routes, runs, metrics, ...; stopped
-    with a ConfigError after `timeout_s` seconds or past `memory_limit` (None: no limit)."""
+    with a ConfigError after `timeout_s` seconds or past `memory_limit` (None: no limit). `for_printing`: a result
+    past what `mai sql` prints is refused, and dates and timestamps are DuckDB's text of them
+    (mai/storage/query_results.py)."""
     from mai.storage.catalog import QueryLimits
     from mai.storage.catalog import query as run_query
-    return run_query(Home.at(home), sql, QueryLimits(timeout_s, memory_limit))
+    from mai.storage.query_results import FOR_PRINTING, UNBOUNDED
+    return run_query(Home.at(home), sql, QueryLimits(timeout_s, memory_limit, FOR_PRINTING if for_printing else UNBOUNDED))
 
 
 def saved_queries() -> list[tuple[str, str]]:
@@ -555,12 +558,12 @@ def report(run_ids: list[str] | None = None, out: str | Path = "report.html", tr
     if trace_samples < 1:
         raise ConfigError("--trace-samples must be at least 1")
     store = _store_with_specs(home)
-    if str(out) == STDOUT:
+    if isinstance(out, str) and out == STDOUT:  # a Path is a file, even Path('-')
         return _report_to_stdout(store, run_ids, trace_samples, compare)
     return build_report(store, run_ids, checked_output(store, Path(out), ".html"), trace_samples, compare or [])
 
 
-STDOUT = "-"  # `--out -`: the report goes to standard output (a file named '-' is `--out ./-`)
+STDOUT = "-"  # `--out -`, the bare string: the report goes to standard output (a file named '-' is `--out ./-`)
 
 
 def _report_to_stdout(store: Home, run_ids: list[str] | None, trace_samples: int,

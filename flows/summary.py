@@ -59,6 +59,26 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
+def run_versions(plan: RunPlan) -> dict[str, str]:
+    """This process's packages; in a vLLM run, `vllm`, `transformers` and `torch` are the servers' (what computed
+    the outputs: the versions the identities name, mai.identity; "unknown" for a server given by URL that cannot
+    tell; the roles' values joined by ", " where they differ), and this process's own are `client_transformers`
+    and `client_torch`."""
+    versions = package_versions()
+    if plan.backend != "vllm":
+        return versions
+    backends = list(plan.backends.values())
+
+    def servers(values: list[str | None]) -> str:
+        return ", ".join(sorted({value or "unknown" for value in values}))
+
+    versions["client_transformers"], versions["client_torch"] = versions["transformers"], versions["torch"]
+    versions["vllm"] = servers([b.engine.removeprefix("vllm ") for b in backends])
+    versions["transformers"] = servers([b.transformers for b in backends])
+    versions["torch"] = servers([b.torch for b in backends])
+    return versions
+
+
 def git_commit() -> str | None:
     """The commit of the mai checkout in use (with '+dirty' when it has local changes), if it is one."""
     source = Path(__file__).resolve().parent
@@ -108,7 +128,7 @@ def build_manifest(plan: RunPlan, stage_maps: dict[str, StageMaps], scores: RunS
                    for role, m in plan.models.items()},
         "data": DataRecord(location=plan.source.location, split=plan.source.split, config=plan.source.config,
                            revision=plan.source.revision, fingerprint=plan.source.fingerprint),
-        "versions": package_versions(), "git_commit": (commit := git_commit()),
+        "versions": run_versions(plan), "git_commit": (commit := git_commit()),
         "started_at": started_at.isoformat(), "finished_at": datetime.now(UTC).isoformat(),
         "shard_paths": sorted(stage_maps), "scorer_profile": scores["scorer_profile"],
         "counts": _counts(plan, stage_maps, scores, tally), "routes": scores["routes"],

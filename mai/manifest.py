@@ -93,6 +93,10 @@ class ServerRecord(TypedDict):
     pid: int | None
     start_s: float | None
     started_at: str | None
+    # the versions the server runs (None: a server given by URL); absent in registries written before them
+    vllm_version: NotRequired[str | None]
+    transformers_version: NotRequired[str | None]
+    torch_version: NotRequired[str | None]
 
 
 ServerEventKind = Literal["started", "restarted", "adopted"]

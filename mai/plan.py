@@ -36,6 +36,7 @@ from mai.evals.loading import DataSource, resolve_source
 from mai.evals.registry import get_entry
 from mai.evals.spec import SpecBenchmark
 from mai.host import host_name
+from mai.identity import BackendIdentity
 from mai.provenance import command_line, load_average
 from mai.types import Decoding, ModelSpec, PromptKind, Role, RunMode, StageSpec
 
@@ -70,8 +71,8 @@ class RunPlan(BaseModel):
     stages: list[StageSpec]                    # in order; sparse RT's token selection is one of them
     source: DataSource
     decodings: dict[PromptKind, Decoding]
-    # role -> the backend as every generation identity of that role names it (mai.identity)
-    backend_ids: dict[str, str] = {}
+    # role -> the backend that computes that role's generations, as their identities name it (mai.identity)
+    backends: dict[str, BackendIdentity] = {}
     # what the run's provenance records of its start (mai.provenance): the command that planned it and the
     # machine's load averages then (its end's are read when the manifest is written)
     command: str = ""
@@ -82,6 +83,11 @@ class RunPlan(BaseModel):
     @property
     def benchmark(self) -> str:
         return self.config.benchmark
+
+    @property
+    def backend_ids(self) -> dict[str, str]:
+        """role -> the backend's text in every generation identity of that role."""
+        return {role: backend.text for role, backend in self.backends.items()}
 
     @property
     def mode(self) -> RunMode:
@@ -186,7 +192,7 @@ def build_plan(config: RunConfig, store: StoreLocations, run_id: str | None = No
                    models=models,
                    stages=stages, source=source,
                    decodings={stage.prompt_kind: config.decoding(stage.prompt_kind) for stage in stages},
-                   backend_ids=_backend_ids(config, models, store.root), command=command_line(),
+                   backends=_backends(config, models, store.root), command=command_line(),
                    load_at_start=load_average())
 
 
@@ -196,7 +202,7 @@ def _resolve_role(config: RunConfig, role: Role, models_dir: Path) -> ModelSpec:
     return resolve_model(name, revision, config.dtype, models_dir)
 
 
-def _backend_ids(config: RunConfig, models: Mapping[Role, ModelSpec], root: Path) -> dict[str, str]:
+def _backends(config: RunConfig, models: Mapping[Role, ModelSpec], root: Path) -> dict[str, BackendIdentity]:
     """The backend per role as its generation identities name it (engine, versions, image processor: mai.identity)."""
     from mai.backends.registry import backend_identity
 

@@ -26,6 +26,7 @@ import os
 import pickle
 import re
 import shutil
+import signal
 import tempfile
 import threading
 import uuid
@@ -36,6 +37,7 @@ from pathlib import Path
 import duckdb
 from mai.storage.partitions import table_files
 from mai.storage.paths import Home
+from mai.storage.query_results import UNBOUNDED, ResultRules, final_rows
 from mai.storage.rows import Columns
 from mai.storage.tables import TABLES, Table
 
@@ -160,6 +162,7 @@ class QueryLimits:
 
     timeout_s: float | None = None
     memory_limit: str | None = None
+    result: ResultRules = UNBOUNDED  # how much of the result is taken, and how (storage/query_results.py)
 
     def __post_init__(self) -> None:
         """Only finite positive amounts: a NaN timeout compared false with everything (no limit at all), an
@@ -271,10 +274,9 @@ def _answer(home: Home, statements: list[duckdb.Statement], limits: QueryLimits)
             timer.daemon = True
             timer.start()
         try:
-            for statement in statements:
-                cursor = connection.execute(statement)
-            columns = [d[0] for d in cursor.description] if cursor.description else []
-            return columns, cursor.fetchall()
+            for statement in statements[:-1]:
+                connection.execute(statement)
+            return final_rows(connection, statements[-1], limits.result)
         except duckdb.InterruptException as error:
             raise ConfigError(_stopped(limits)) from error
         except duckdb.OutOfMemoryException as error:
@@ -324,6 +326,8 @@ def _in_worker(home: Home, statements: list[duckdb.Statement], limits: QueryLimi
 
 def _worker(home: Home, statements: list[duckdb.Statement], limits: QueryLimits, answers: Connection,
             lifeline: Connection, lifeline_end: Connection) -> None:
+    # Ctrl-C reaches the terminal's whole process group: the caller stops and ends this worker (no traceback here)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     lifeline_end.close()  # the caller's end, inherited: only the caller may hold it open
     threading.Thread(target=_exit_with_caller, args=(lifeline,), daemon=True).start()
     try:

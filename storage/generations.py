@@ -19,6 +19,7 @@ from mai.storage.rows import GenerationRow
 from mai.storage.tables import table_named
 
 from mai.answers import extract_bracketed
+from mai.identity import BackendIdentity
 from mai.types import GenRequest, GenResult, ModelSpec, PromptKind
 
 GENERATIONS_TABLE = table_named("generations")
@@ -28,7 +29,7 @@ class GenerationContext(TypedDict):
     """The columns of a batch's rows that come from its run, not from the request or the result."""
 
     benchmark: str
-    backend: str
+    backend: BackendIdentity
     run_id: str
 
 
@@ -124,6 +125,7 @@ def _row(
     model: ModelSpec, kind: PromptKind, request: GenRequest, result: GenResult, context: GenerationContext,
     now: datetime,
 ) -> GenerationRow:
+    backend = context["backend"]
     return {
         "gen_id": result.gen_id, "sample_id": request.sample_id, "benchmark": context["benchmark"],
         "model": model.identity_name, "model_revision": model.revision, "dtype": model.dtype,
@@ -133,6 +135,9 @@ def _row(
         "answer_span": extract_bracketed(result.text),
         "prompt_tokens": result.prompt_tokens, "output_tokens": result.output_tokens,
         "finish_reason": result.finish_reason, "ttft_s": result.ttft_s, "decode_s": result.decode_s,
-        "wall_s": result.wall_s, "batch_size": result.batch_size, "backend": context["backend"],
+        "wall_s": result.wall_s, "batch_size": result.batch_size, "backend": backend.backend,
         "run_id": context["run_id"], "created_at": now, "cached_prompt_tokens": result.cached_prompt_tokens,
+        "engine": backend.engine, "transformers_version": backend.transformers, "torch_version": backend.torch,
+        "image_processor": backend.image_processor, "attention_implementation": backend.attention,
+        "greedy": request.decoding.greedy, "backend_identity": backend.text,
     }

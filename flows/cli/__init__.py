@@ -59,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {_os_error_line(error)}", file=sys.stderr)
         return 1
     except BaseException as error:
+        if isinstance(error, KeyboardInterrupt) and not stop.stop_requested():
+            return _interrupted(args.command)
         if not stop.stop_requested():
             from mai.flows.prefect_api import api_lost
 
@@ -73,6 +75,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {stop.reason()}: what the command stored is kept; run it again to complete it",
               file=sys.stderr)
         return EXIT_STOPPED
+
+
+# the exit status of a command stopped by Ctrl-C (128 + SIGINT, as a shell reports it)
+EXIT_INTERRUPTED = 128 + signal.SIGINT
+
+
+def _interrupted(command: str) -> int:
+    """Ctrl-C (SIGINT) that no stop handler took: one line, no traceback (a query's worker process ends with its
+    caller, mai/storage/catalog.py)."""
+    kept = ": what the command stored is kept; run it again to complete it" if command in FLOW_COMMANDS else ""
+    print(f"error: interrupted (Ctrl-C){kept}", file=sys.stderr)
+    return EXIT_INTERRUPTED
 
 
 # what to do about the expected failures of the file system, by errno

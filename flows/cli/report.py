@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from mai.flows import api
 
@@ -42,9 +41,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
                         help="runs to report (default: every completed run); two runs of one benchmark add a "
                              "run-vs-run section")
     report.add_argument("--all", action="store_true", help="every completed run (the default without RUN_IDs)")
-    report.add_argument("--out", type=Path, default=Path("report.html"),
+    # a string, not a Path: Path('./-') is '-', and only a bare '-' means stdout (./- is a file named '-')
+    report.add_argument("--out", default="report.html",
                         help="output file (default report.html; - writes the page to stdout and the summary to "
-                             "stderr)")
+                             "stderr; ./- is a file named '-')")
     report.add_argument("--compare", nargs=2, metavar=("RUN_A", "RUN_B"), default=[],
                         help="add the run-vs-run section (B against A); two RUN_IDs alone compare those")
     report.add_argument("--trace-samples", type=int, default=500,

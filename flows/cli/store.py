@@ -11,6 +11,7 @@ from pathlib import Path
 
 from mai.dashboards.render import format_rows
 from mai.flows import api
+from mai.flows.cli.sql_output import print_answer
 from mai.storage.filesystem_check import MIN_FREE_GIB, check_store
 from mai.storage.paths import Home
 
@@ -87,8 +88,7 @@ def _sql(args: argparse.Namespace) -> int:
     sql = api.saved_query(args.saved) if args.saved else args.query
     if not sql:
         raise ConfigError("give a query, or --saved NAME (see `mai sql --list`)")
-    columns, rows = api.query(args.home, sql, args.timeout, args.memory_limit)
-    print(format_rows(columns, rows, args.format))
+    print_answer(args.home, sql, args.format, args.timeout, args.memory_limit)
     return 0
 
 

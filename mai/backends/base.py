@@ -10,6 +10,9 @@ from typing import Protocol
 from mai.types import GenRequest, GenResult, ModelSpec
 
 BACKENDS = ("transformers", "vllm")
+# the attention the transformers backend loads its models with (a generation's `attention_implementation`); the
+# attention capture swaps in its own function for a prefill and back (mai/backends/attention.py)
+TRANSFORMERS_ATTENTION = "sdpa"
 
 
 @dataclass

@@ -6,9 +6,10 @@ terabyte, which killed the whole run.
 
 The count is the processor's for both backends: vLLM expands images with the same Hugging Face processor
 (tests/test_hardening_prompt_length.py checks the count against the processor's own encoding, for both families).
-A text far longer than any limit is refused from its length alone, before it is templated or tokenized: no token
-covers more characters than the longest entry of the vocabulary, so a text of n characters has at least
-n / longest tokens.
+A text far longer than any limit (and longer than `UNTOKENIZED_CHARS`) is refused from its length alone, before it is
+templated or tokenized: no token covers more characters than the longest entry of the vocabulary, so a text of n
+characters has at least n / longest tokens. A shorter text is always counted exactly, so that a refusal gives the
+prompt's size.
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ from typing import Any
 
 from mai.backends.model_family import PromptSizing, context_length
 from mai.types import ChatPrompt, ModelSpec
+
+# a text longer than this that its length alone puts over the limit is not tokenized (tokenizing a megabyte takes
+# seconds); below it, tokenizing takes milliseconds
+UNTOKENIZED_CHARS = 100_000
 
 
 @dataclass(frozen=True)
@@ -48,9 +53,10 @@ class PromptCounter:
         self.longest_token = max(len(entry) for entry in self.tokenizer.get_vocab())
 
     def count(self, prompt: ChatPrompt, limit: int) -> PromptSize:
-        """The prompt's tokens; where its text alone surely has more than `limit`, that lower bound instead."""
+        """The prompt's tokens; where its text is longer than `UNTOKENIZED_CHARS` and alone surely has more than
+        `limit`, that lower bound instead."""
         at_least = -(-len(prompt.text) // self.longest_token)
-        if at_least > limit:
+        if at_least > limit and len(prompt.text) > UNTOKENIZED_CHARS:
             return PromptSize(at_least, exact=False)
         from mai.backends.transformers_inputs import chat_text
 

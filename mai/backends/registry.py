@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import threading
 
-from mai.backends.base import BACKENDS, Engine, EngineOptions
+from mai.backends.base import BACKENDS, TRANSFORMERS_ATTENTION, Engine, EngineOptions
 from mai.errors import ConfigError
+from mai.identity import BackendIdentity
 from mai.types import ModelSpec
 
 _ENGINES: dict[tuple[ModelSpec, str, EngineOptions], Engine] = {}
@@ -35,16 +36,18 @@ def _create(model: ModelSpec, backend: str, options: EngineOptions) -> Engine:
     raise ConfigError(f"unknown backend '{backend}': choose one of {BACKENDS}")
 
 
-def backend_identity(backend: str, model: ModelSpec, options: EngineOptions) -> str:
-    """The backend as it enters every generation's identity (mai.identity): the engine and its version, and which
-    image processor turns images into pixels. transformers picks the torchvision one wherever torchvision is
-    installed (vLLM always has it) and the PIL one elsewhere; the two give pixels up to 0.017 apart, and a long
-    greedy output can follow them."""
+def backend_identity(backend: str, model: ModelSpec, options: EngineOptions) -> BackendIdentity:
+    """The backend as it enters every generation's identity (mai.identity): the engine and its version, the
+    transformers and torch that run it, and which image processor turns images into pixels. transformers picks the
+    torchvision one wherever torchvision is installed (vLLM always has it) and the PIL one elsewhere; the two give
+    pixels up to 0.017 apart, and a long greedy output can follow them."""
     if backend == "transformers":
         from importlib import metadata
 
-        return (f"transformers {metadata.version('transformers')} torch {metadata.version('torch')} "
-                f"images {in_process_image_processing()}")
+        version = metadata.version("transformers")
+        return BackendIdentity(backend="transformers", engine=f"transformers {version}", transformers=version,
+                               torch=metadata.version("torch"), image_processor=in_process_image_processing(),
+                               attention=TRANSFORMERS_ATTENTION)
     if backend == "vllm":
         from pathlib import Path
 

