@@ -149,7 +149,8 @@ def _tokens_table(section: Section, group: SampleSet, runs: list[RunRow], tokens
                                                               t["benchmark"], t["prompt_kind"])
                                                   + f" n={t['generations']}" + (mark(1) if part else ""))
     if rows:
-        table = Table(["model", *PROMPTS], [[m, *(c.get(p) for p in PROMPTS)] for m, c in sorted(rows.items())],
+        table = Table(["model", *PROMPTS], [[m, *(c.get(p, "not generated") for p in PROMPTS)]
+                                            for m, c in sorted(rows.items())],
                       f"{group_caption(group, runs)}: mean output tokens per generation (n generations)",
                       group=group.key, runs=[r["run_id"] for r in runs])
         if fewer:

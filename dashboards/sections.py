@@ -240,6 +240,7 @@ def _baselines(store: Store, section: Section, group: SampleSet, cascades: list[
                   "two-sided exact test", group=group.key, scored=("baseline score %",))
     for run in cascades:
         mine = store.scored(run["run_id"])
+        table.runs.append(run["run_id"])  # MAI's side of every paired cell
         bars["MAI"].append(_bar(mine))
         for name, kind in BASELINES.items():
             matches = _baseline_of(run, kind)

@@ -30,6 +30,7 @@ from mai.dashboards.sections import Store
 from mai.dashboards.views import FULL_RT, fetch
 from mai.storage.rows import RunRow
 
+from mai.paired import mean_interval
 from mai.transfer import tokens_to_reach
 
 # the captures the runs used (through their selections) or wrote, each with the comparison group (sample set) of
@@ -163,16 +164,30 @@ def _table_9(store: Store, section: Section) -> None:
                     and (row["setting"] == "large S" or run["small_model"] == key.small_model))
         baselines: dict[tuple[str, str], SweepRow] = {(b["setting"], str(b["mode"])): b for b in rows
                                                       if b["setting"] != "sparse RT" and same(b)}
-        _sweep_grid(section, key, sparse, baselines,
-                    lambda row: score_cell(Scored(row["run_id"], row["metric"], row["value"],
-                                                  store.scores.get(row["run_id"], {}))),
-                    [runs[s.row["run_id"]] for s in sparse])
+        _sweep_grid(section, key, sparse, baselines, store.scores, [runs[s.row["run_id"]] for s in sparse])
+
+
+def _scored(row: SweepRow, scores: dict[str, dict[str, float]]) -> Scored:
+    return Scored(row["run_id"], row["metric"], row["value"], scores.get(row["run_id"], {}))
+
+
+def _bounds(scored: Scored) -> tuple[float, float]:
+    """The score's 95 % interval in % (the value itself where the headline is no mean over samples: F1)."""
+    values = list(scored.scores.values())
+    if not values or abs(sum(values) / len(values) - scored.value) > 1e-9:
+        return 100 * scored.value, 100 * scored.value
+    low, high = mean_interval(values)
+    return 100 * low, 100 * high
 
 
 def _sweep_grid(section: Section, key: _SweepKey, sparse: list[_SparseRun],
-                baselines: dict[tuple[str, str], SweepRow], score: Callable[[SweepRow], str],
+                baselines: dict[tuple[str, str], SweepRow], scores: dict[str, dict[str, float]],
                 sweep_runs: list[RunRow]) -> None:
-    """`score`: a run's score cell, with its interval and n; `sweep_runs`: the sparse runs (for the caption)."""
+    """`scores`: per run, its per-sample scores (cells with interval and n, error bars); `sweep_runs`: the sparse
+    runs (for the caption)."""
+    def score(row: SweepRow) -> str:
+        return score_cell(_scored(row, scores))
+
     title = f"{key.group.label}: {key.large_model} + {key.small_model} R"
     layers = sorted({s.layer for s in sparse})
     large_s = baselines.get(("large S", "single"))
@@ -207,13 +222,19 @@ def _sweep_grid(section: Section, key: _SweepKey, sparse: list[_SparseRun],
         table.rows.append([line, "mean tokens transferred", None,
                            *(num(by_layer[layer]["mean_transferred_tokens"], 1) if layer in by_layer else None
                              for layer in layers), num(full["mean_reasoning_tokens"], 1) if full else "not stored"])
-        fig.add_trace(go.Scatter(x=[at[s.layer] for s in points], y=[100 * s.row["value"] for s in points],
-                                 mode="lines+markers", name=line, legendgroup=line, line={"color": colour},
-                                 marker={"color": colour}), row=1, col=1)
+        bounds = [_bounds(_scored(p.row, scores)) for p in points]
+        values = [100 * s.row["value"] for s in points]
+        fig.add_trace(go.Scatter(x=[at[s.layer] for s in points], y=values, mode="lines+markers",
+                                 name=f"{line} (95 % intervals)", legendgroup=line, line={"color": colour},
+                                 marker={"color": colour},
+                                 error_y={"type": "data", "symmetric": False, "color": colour, "thickness": 1,
+                                          "array": [high - v for v, (_, high) in zip(values, bounds)],
+                                          "arrayminus": [v - low for v, (low, _) in zip(values, bounds)]}),
+                      row=1, col=1)
         fig.add_trace(go.Scatter(x=[at[s.layer] for s in points], y=[s.row["mean_transferred_tokens"] for s in points],
                                  mode="lines+markers", name=f"{line}: transferred", legendgroup=line,
                                  showlegend=False, line={"color": colour}, marker={"color": colour}), row=1, col=2)
-        points_y.extend(100 * s.row["value"] for s in points)
+        points_y.extend(end for pair in bounds for end in pair)
         if full is not None:
             flat.append((f"{_baseline_name(full)} ({short(full['run_id'])})", 100 * full["value"],
                          {"dash": "dash", "color": colour}, line))
@@ -225,7 +246,21 @@ def _sweep_grid(section: Section, key: _SweepKey, sparse: list[_SparseRun],
         flat.append((f"large S ({short(large_s['run_id'])})", 100 * large_s["value"],
                      {"dash": "dot", "color": "#6c757d"}, None))
     low, high = sweep_axis(points_y, [value for _, value, _, _ in flat])
-    for name, value, style, group in flat:  # a baseline off the axis sits at its edge, its value written there
+    _flat_lines(fig, flat, (low, high), edges)
+    fig.update_xaxes(title_text="transfer layer (0-based; measured layers only)", tickvals=list(at.values()),
+                     ticktext=[f"L{layer}" for layer in layers], range=edges)
+    fig.update_yaxes(title_text="score (%)" + (f", axis from {low:.0f}" if low > 0 else ""), range=[low, high],
+                     row=1, col=1)
+    fig.update_yaxes(title_text="mean tokens transferred", rangemode="tozero", row=1, col=2)
+    section.figures.append(layout(fig, f"Transfer-layer sweep: {title}", key.group.key))
+    section.tables.append(table)
+
+
+def _flat_lines(fig: go.Figure, flat: list[tuple[str, float, dict[str, str], str | None]],
+                axis: tuple[float, float], edges: list[float]) -> None:
+    """The sweep's flat baselines across its layers; one off the axis sits at its edge, its value written there."""
+    low, high = axis
+    for name, value, style, group in flat:
         shown = min(max(value, low), high)
         fig.add_trace(go.Scatter(x=edges, y=[shown] * 2, mode="lines",
                                  line=style, legendgroup=group, name=name if shown == value else
@@ -234,13 +269,6 @@ def _sweep_grid(section: Section, key: _SweepKey, sparse: list[_SparseRun],
             fig.add_annotation(x=edges[1], y=shown, xanchor="right", yanchor="top" if value > high
                                else "bottom", text=f"{name} {value:.1f} {'above' if value > high else 'below'}",
                                showarrow=False, font={"size": 10, "color": style["color"]}, row=1, col=1)
-    fig.update_xaxes(title_text="transfer layer (0-based; measured layers only)", tickvals=list(at.values()),
-                     ticktext=[f"L{layer}" for layer in layers], range=edges)
-    fig.update_yaxes(title_text="score (%)" + (f", axis from {low:.0f}" if low > 0 else ""), range=[low, high],
-                     row=1, col=1)
-    fig.update_yaxes(title_text="mean tokens transferred", rangemode="tozero", row=1, col=2)
-    section.figures.append(layout(fig, f"Transfer-layer sweep: {title}", key.group.key))
-    section.tables.append(table)
 
 
 def sweep_axis(points: list[float], baselines: list[float]) -> tuple[float, float]:
