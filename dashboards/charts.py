@@ -136,6 +136,22 @@ def place_labels(xs: Sequence[float], ys: Sequence[float], labels: Sequence[str]
     return placed
 
 
+def shared_labels(xs: Sequence[float], ys: Sequence[float], names: Sequence[str]) -> list[str]:
+    """Each point's label; points drawn at one place (to the first decimal) share one label naming them all
+    ('MAI x3, MAI sparse L1'), written on the first of them only, so no label hides under another."""
+    at: dict[tuple[float, float], list[int]] = {}
+    for index, (x, y) in enumerate(zip(xs, ys)):
+        at.setdefault((round(x, 1), round(y, 1)), []).append(index)
+    labels = []
+    for index, (x, y) in enumerate(zip(xs, ys)):
+        together = at[(round(x, 1), round(y, 1))]
+        shown = list(dict.fromkeys(names[i] for i in together))
+        counts = {name: sum(names[i] == name for i in together) for name in shown}
+        labels.append(", ".join(f"{n} x{counts[n]}" if counts[n] > 1 else n for n in shown)
+                      if together[0] == index else "")
+    return labels
+
+
 def _inside(box: tuple[float, float, float, float]) -> bool:
     return box[0] >= 0 and box[1] >= 0 and box[2] <= PLOT_WIDTH and box[3] <= PLOT_HEIGHT
 

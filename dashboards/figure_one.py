@@ -22,6 +22,7 @@ from mai.dashboards.charts import (
     figure,
     layout,
     place_labels,
+    shared_labels,
     subplots,
 )
 from mai.dashboards.groups import given_name, interval_cell
@@ -137,25 +138,13 @@ def score_axis(points: list[RunPoint]) -> tuple[float, float]:
     return low, high
 
 
-def _labels(mine: list[RunPoint]) -> list[str]:
-    """Each point's label; runs drawn at the same place share one label naming them all ('MAI, MAI sparse L1'),
-    written once (on the first), so no label covers another."""
-    at: dict[tuple[float, float], list[RunPoint]] = defaultdict(list)
-    for r in mine:
-        at[(round(r.tokens, 1), round(r.percent, 1))].append(r)
-    labels = []
-    for r in mine:
-        together = at[(round(r.tokens, 1), round(r.percent, 1))]
-        names = list(dict.fromkeys(p.setting for p in together))
-        counted = ", ".join(f"{n} x{k}" if (k := sum(p.setting == n for p in together)) > 1 else n for n in names)
-        labels.append(counted if together[0] is r else "")
-    return labels
-
-
 def _accuracy_panel(mine: list[RunPoint], group: str) -> go.Figure:
     x_range, y_range = axis_range([r.tokens for r in mine], True), score_axis(mine)
     placed = dict(zip((r.run_id for r in mine), place_labels([r.tokens for r in mine], [r.percent for r in mine],
-                                                             _labels(mine), x_range, y_range, True)))
+                                                             shared_labels([r.tokens for r in mine],
+                                                                           [r.percent for r in mine],
+                                                                           [r.setting for r in mine]),
+                                                             x_range, y_range, True)))
     fig = figure()
     by_models: dict[str, list[RunPoint]] = defaultdict(list)
     for r in mine:

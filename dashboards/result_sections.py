@@ -19,6 +19,7 @@ from mai.dashboards.charts import (
     mark,
     num,
     place_labels,
+    shared_labels,
     short,
 )
 from mai.dashboards.compare import compare_runs
@@ -127,8 +128,8 @@ def _lab_figure(lab: LabRecord, usable: list[_Plotted]) -> go.Figure:
     spans = [100 * v for u in usable for v in (u.record["score_interval"] or [u.score, u.score])]
     x_range, y_range = axis_range(costs or [0.0], False), axis_range(spans or [0.0], False)
     y_range = (max(0.0, y_range[0]), min(100.0, y_range[1])) if y_range[1] - y_range[0] < 100 else (0.0, 100.0)
-    placed = place_labels([u.cost for u in plain], [100 * u.score for u in plain], [u.name for u in plain], x_range,
-                          y_range, False)
+    xs, ys = [u.cost for u in plain], [100 * u.score for u in plain]
+    placed = place_labels(xs, ys, shared_labels(xs, ys, [u.name for u in plain]), x_range, y_range, False)
     fig.add_trace(go.Scatter(x=[u.cost for u in plain], y=[100 * u.score for u in plain], mode="markers+text",
                              textposition=[p for _, p in placed], hovertext=[u.name for u in plain],
                              text=[t for t, _ in placed], cliponaxis=False, error_y=_interval_bars(plain),

@@ -311,6 +311,12 @@ def test_tables_read_like_the_papers_and_export_to_latex(store: tuple[Path, dict
         part = part[:next((m.start() for m in re.finditer(r'<(?:section|div) id="', part) if m.start() > 0),
                           len(part))]
         assert len([row for row in index if row["table"].startswith(f"{key}-")]) == part.count("<tbody><tr"), key
+    # the command line: `mai report --tables DIR` writes the same files
+    from mai.flows.cli import main
+
+    assert main(["--home", str(root), "report", "--out", str(tmp_path / "cli.html"), "--tables",
+                 str(tmp_path / "cli")]) == 0
+    assert sorted(p.name for p in (tmp_path / "cli").iterdir()) == sorted(p.name for p in exported.iterdir())
 
 
 def _time_tables_name_where_each_time_was_measured(page: str, runs: dict[str, str]) -> None:
