@@ -223,13 +223,13 @@ def _sweep_grid(section: Section, key: _SweepKey, sparse: list[_SparseRun],
                            *(num(by_layer[layer]["mean_transferred_tokens"], 1) if layer in by_layer else None
                              for layer in layers), num(full["mean_reasoning_tokens"], 1) if full else "not stored"])
         bounds = [_bounds(_scored(p.row, scores)) for p in points]
-        values = [100 * s.row["value"] for s in points]
-        fig.add_trace(go.Scatter(x=[at[s.layer] for s in points], y=values, mode="lines+markers",
+        percents = [100 * s.row["value"] for s in points]
+        fig.add_trace(go.Scatter(x=[at[s.layer] for s in points], y=percents, mode="lines+markers",
                                  name=f"{line} (95 % intervals)", legendgroup=line, line={"color": colour},
                                  marker={"color": colour},
                                  error_y={"type": "data", "symmetric": False, "color": colour, "thickness": 1,
-                                          "array": [high - v for v, (_, high) in zip(values, bounds)],
-                                          "arrayminus": [v - low for v, (low, _) in zip(values, bounds)]}),
+                                          "array": [high - v for v, (_, high) in zip(percents, bounds)],
+                                          "arrayminus": [v - low for v, (low, _) in zip(percents, bounds)]}),
                       row=1, col=1)
         fig.add_trace(go.Scatter(x=[at[s.layer] for s in points], y=[s.row["mean_transferred_tokens"] for s in points],
                                  mode="lines+markers", name=f"{line}: transferred", legendgroup=line,
