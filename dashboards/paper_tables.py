@@ -91,8 +91,11 @@ def tokens_and_scores(store: Store) -> Section:
     for group, runs in groups.items():
         ids = [r["run_id"] for r in runs]
         tokens = fetch(store.home, TokensByKindRow, TOKENS_BY_KIND, [ids]) if ids else []
-        _tokens_table(table_5, group, runs, [t for t in tokens if not _is_internvl(store, t["model"])])
-        _tokens_table(table_13, group, runs, [t for t in tokens if _is_internvl(store, t["model"])],
+        internvl = [r for r in runs if _is_internvl(store, r["large_model"] if r["mode"] != "single"
+                                                    else run_models(r))]  # the caption names the table's models
+        _tokens_table(table_5, group, [r for r in runs if r not in internvl],
+                      [t for t in tokens if not _is_internvl(store, t["model"])])
+        _tokens_table(table_13, group, internvl, [t for t in tokens if _is_internvl(store, t["model"])],
                       TABLE_13_TOKENS)
         singles = [r for r in runs if r["mode"] == "single" and r["run_id"] in store.headline]
         def why_missing(matches: Callable[[RunRow], bool], group: SampleSet = group) -> str:
