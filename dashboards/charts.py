@@ -13,7 +13,19 @@ from plotly.subplots import make_subplots
 
 COLORS = {"MV1": "#2a9d8f", "MV2": "#e9c46a", "RT": "#e76f51", "ERROR": "#6c757d", "SINGLE": "#457b9d"}
 
-Cell = str | int | float | None  # what a table cell shows (report.py formats floats and None)
+
+@dataclass(frozen=True)
+class Hover:
+    """A cell whose text is what a paper's table shows, with more in its tooltip (the run ids behind it)."""
+
+    text: str
+    title: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+Cell = str | int | float | None | Hover  # what a table cell shows (report.py formats floats and None)
 
 
 @dataclass
@@ -28,6 +40,8 @@ class Table:
     runs: list[str] = field(default_factory=list)
     scored: tuple[str, ...] = ()  # columns of score cells ('83.1 [76.5, 88.9] n=160')
     unscored_rows: tuple[int, ...] = ()  # rows whose cells in those columns are no scores (table 9's token counts)
+    # notes under the table, each once (a machine and load shared by the group, what a mark in a cell means)
+    footnotes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -122,6 +136,22 @@ def place_labels(xs: Sequence[float], ys: Sequence[float], labels: Sequence[str]
     return placed
 
 
+def shared_labels(xs: Sequence[float], ys: Sequence[float], names: Sequence[str]) -> list[str]:
+    """Each point's label; points drawn at one place (to the first decimal) share one label naming them all
+    ('MAI x3, MAI sparse L1'), written on the first of them only, so no label hides under another."""
+    at: dict[tuple[float, float], list[int]] = {}
+    for index, (x, y) in enumerate(zip(xs, ys)):
+        at.setdefault((round(x, 1), round(y, 1)), []).append(index)
+    labels = []
+    for index, (x, y) in enumerate(zip(xs, ys)):
+        together = at[(round(x, 1), round(y, 1))]
+        shown = list(dict.fromkeys(names[i] for i in together))
+        counts = {name: sum(names[i] == name for i in together) for name in shown}
+        labels.append(", ".join(f"{n} x{counts[n]}" if counts[n] > 1 else n for n in shown)
+                      if together[0] == index else "")
+    return labels
+
+
 def _inside(box: tuple[float, float, float, float]) -> bool:
     return box[0] >= 0 and box[1] >= 0 and box[2] <= PLOT_WIDTH and box[3] <= PLOT_HEIGHT
 
@@ -148,3 +178,11 @@ def score_range(percents: Sequence[float]) -> list[float] | None:
         return None
     pad = max(2.0, 0.25 * (high - low))
     return [max(0.0, low - 2 * pad), min(100.0, high + pad)]
+
+
+_SUPERSCRIPTS = "¹²³⁴⁵⁶⁷⁸⁹"
+
+
+def mark(number: int) -> str:
+    """A footnote's mark in a cell, by its number from 1 ('¹'; the LaTeX export writes \\textsuperscript)."""
+    return _SUPERSCRIPTS[number - 1] if 1 <= number <= len(_SUPERSCRIPTS) else f"[{number}]"

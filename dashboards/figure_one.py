@@ -22,10 +22,15 @@ from mai.dashboards.charts import (
     figure,
     layout,
     place_labels,
+    shared_labels,
     subplots,
 )
+from mai.dashboards.groups import given_name, interval_cell
 from mai.dashboards.sections import Store
 from mai.dashboards.views import fetch, run_label, run_models
+from mai.storage.rows import RunRow
+
+from mai.paired import mean_interval
 
 PROMPT_ORDER = {"S": 0, "E": 1, "R": 2}
 OUTPUT_TOKENS = (1, 64, 128, 256, 512, 1024)
@@ -55,10 +60,19 @@ class RunPoint:
     run_id: str
     prompt: str | None  # a single-model run's prompt (S, E, R), joined in that order
     data: str           # its comparison group (mai.dashboards.groups): runs on other samples are not joined
+    interval: tuple[float, float] | None  # the 95 % interval of the mean per-sample score (None: no mean, F1)
+    n: int
 
     @property
     def percent(self) -> float:
         return 100 * self.value
+
+    @property
+    def cell(self) -> str:
+        """'83.1 [76.5, 88.9] n=160', or the value and n where the headline is no mean (F1)."""
+        if self.interval is None:
+            return f"{self.percent:.1f} n={self.n}"
+        return interval_cell(self.value, self.interval, self.n)
 
 
 def figure_one(store: Store) -> Section:
@@ -70,19 +84,26 @@ def figure_one(store: Store) -> Section:
                       "or pair; a model's single runs are joined S -> E -> R. Points whose label has no room keep "
                       "their hover label and their row in the table.")
     _latency_panel(store, section)
-    rows = [RunPoint(run["benchmark"], run_models(run), run_label(run), *store.headline[run["run_id"]],
-                     store.tokens.get(run["run_id"], 0) / run["n_valid"], run["run_id"],
-                     run["single_prompt"] if run["mode"] == "single" and not run["s2"] else None,
-                     store.sample_sets[run["run_id"]].label)
-            for run in store.runs if run["run_id"] in store.headline and run["n_valid"]
+    rows = [_point(store, run) for run in store.runs if run["run_id"] in store.headline and run["n_valid"]
             and run["run_id"] in store.sample_sets]
     for group in sorted({r.data for r in rows}):  # one panel per comparison group: no panel mixes sample sets
         mine = [r for r in rows if r.data == group]
         section.figures.append(_accuracy_panel(mine, store.sample_sets[mine[0].run_id].key))
     section.tables.append(Table(["group", "models", "setting", "metric", "value %", "tokens / sample", "run"],
-                                [[r.data, r.models, r.setting, r.metric, f"{r.percent:.1f}", f"{r.tokens:.1f}",
-                                  r.run_id] for r in rows], wrap=("group",)))
+                                [[r.data, r.models, r.setting, r.metric, r.cell, f"{r.tokens:.1f}",
+                                  r.run_id] for r in rows], wrap=("group",), scored=("value %",)))
     return section
+
+
+def _point(store: Store, run: RunRow) -> RunPoint:
+    metric, value = store.headline[run["run_id"]]
+    scores = list(store.scores.get(run["run_id"], {}).values())
+    is_mean = bool(scores) and abs(sum(scores) / len(scores) - value) < 1e-9
+    name = given_name(run)
+    return RunPoint(run["benchmark"], run_models(run), run_label(run) + (f" ({name})" if name else ""), metric,
+                    value, store.tokens.get(run["run_id"], 0) / run["n_valid"], run["run_id"],
+                    run["single_prompt"] if run["mode"] == "single" and not run["s2"] else None,
+                    store.sample_sets[run["run_id"]].label, mean_interval(scores) if is_mean else None, len(scores))
 
 
 def _latency_panel(store: Store, section: Section) -> None:
@@ -106,10 +127,24 @@ def _latency_panel(store: Store, section: Section) -> None:
     section.figures.append(layout(fig, "(a) Latency against output tokens, one panel per hardware"))
 
 
+def score_axis(points: list[RunPoint]) -> tuple[float, float]:
+    """The score axis of a panel: its points and their intervals, within 0-100 %, at least 10 points tall (a panel
+    whose runs all scored 0 reads 0-10 %, never -2-2 %)."""
+    values = [v for r in points for v in ((100 * r.interval[0], 100 * r.interval[1]) if r.interval else (r.percent,))]
+    low, high = axis_range(values, False)
+    low, high = max(0.0, low), min(100.0, high)
+    if high - low < 10:
+        low, high = max(0.0, min(low, high - 10)), min(100.0, max(high, low + 10))
+    return low, high
+
+
 def _accuracy_panel(mine: list[RunPoint], group: str) -> go.Figure:
-    x_range, y_range = axis_range([r.tokens for r in mine], True), axis_range([r.percent for r in mine], False)
+    x_range, y_range = axis_range([r.tokens for r in mine], True), score_axis(mine)
     placed = dict(zip((r.run_id for r in mine), place_labels([r.tokens for r in mine], [r.percent for r in mine],
-                                                             [r.setting for r in mine], x_range, y_range, True)))
+                                                             shared_labels([r.tokens for r in mine],
+                                                                           [r.percent for r in mine],
+                                                                           [r.setting for r in mine]),
+                                                             x_range, y_range, True)))
     fig = figure()
     by_models: dict[str, list[RunPoint]] = defaultdict(list)
     for r in mine:
@@ -119,17 +154,24 @@ def _accuracy_panel(mine: list[RunPoint], group: str) -> go.Figure:
         fig.add_trace(go.Scatter(x=[r.tokens for r in points], y=[r.percent for r in points], mode="markers+text",
                                  name=models, legendgroup=models, text=[placed[r.run_id][0] for r in points],
                                  textposition=[placed[r.run_id][1] for r in points], cliponaxis=False,
-                                 marker={"size": 11, "color": colour}, customdata=[[r.setting, r.run_id] for r in points],
-                                 hovertemplate="%{customdata[0]}: %{y:.1f} at %{x:.1f} tokens<br>"
+                                 marker={"size": 11, "color": colour},
+                                 error_y={"type": "data", "symmetric": False,
+                                          "array": [100 * r.interval[1] - r.percent if r.interval else 0
+                                                    for r in points],
+                                          "arrayminus": [r.percent - 100 * r.interval[0] if r.interval else 0
+                                                         for r in points], "color": colour, "thickness": 1},
+                                 customdata=[[r.setting, r.run_id, r.cell] for r in points],
+                                 hovertemplate="%{customdata[0]}: %{customdata[2]} at %{x:.1f} tokens<br>"
                                                "%{customdata[1]}<extra></extra>"))
         for steps in _prompt_lines(points):
             fig.add_trace(go.Scatter(x=[r.tokens for r in steps], y=[r.percent for r in steps], mode="lines",
                                      line={"dash": "dot", "width": 1, "color": colour}, legendgroup=models,
                                      showlegend=False, hoverinfo="skip", name=f"{models} S -> E -> R"))
-    title = f"{mine[0].data}: {mine[0].metric} against mean output tokens per sample"
+    title = f"{mine[0].data}: {mine[0].metric} against mean output tokens per sample (bars: 95 % intervals)"
+    axis_title = f"{mine[0].metric} (%)" + (f", axis from {y_range[0]:.0f}" if y_range[0] > 0 else "")
     return layout(fig, title, group, height=HEIGHT, margin=MARGIN,
                   xaxis={"title": "mean output tokens per sample (log)", "type": "log", "range": list(x_range)},
-                  yaxis={"title": f"{mine[0].metric} (%)", "range": list(y_range)},
+                  yaxis={"title": axis_title, "range": list(y_range)},
                   legend={"orientation": "h", "y": -0.25, "x": 0})
 
 

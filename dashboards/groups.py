@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypedDict
 
 from mai.dashboards.charts import Cell, Section, Table
@@ -44,30 +44,80 @@ class SampleIdsRow(TypedDict):
 
 @dataclass(frozen=True, order=True)
 class SampleSet:
-    """A benchmark, its data and the exact samples a run answered: the key of a comparison group."""
+    """A benchmark split, its data and the exact samples a run answered: the key of a comparison group. The split
+    is the run's own (its stored configuration), not read from the data fingerprint."""
 
     benchmark: str
     dataset_fingerprint: str
     n: int
     sample_ids: str  # md5 of the run's sorted sample ids
+    split: str = ""
+    chosen: str = field(default="", compare=False)  # how the samples were chosen, in words: "first 24 rows"
 
     @property
     def key(self) -> str:
-        """A short id for anchors and test hooks: 'shapes-1a2b3c4d-5e6f7a8b'."""
-        return f"{self.benchmark}-{self.dataset_fingerprint.split(':')[-1][:8]}-{self.sample_ids[:8]}"
+        """A short id for anchors and test hooks: 'shapes-1a2b3c4d-5e6f7a8b' (with the split where it is not the
+        benchmark's default: 'shapes-train-...')."""
+        split = f"{self.split}-" if self.split and self.split != default_split(self.benchmark) else ""
+        return f"{self.benchmark}-{split}{self.dataset_fingerprint.split(':')[-1][:8]}-{self.sample_ids[:8]}"
 
     @property
     def label(self) -> str:
-        return (f"{self.benchmark}, {self.n} samples (data {self.dataset_fingerprint.split(':')[-1][:12]}, "
-                f"sample ids {self.sample_ids[:8]})")
+        """In words, as a paper names its data: 'shapes test, 24 samples (first 24 rows)'."""
+        return f"{self.benchmark} {self.split or 'default split'}, {self.n} samples" + (
+            f" ({self.chosen})" if self.chosen else "")
+
+    @property
+    def hashes(self) -> str:
+        """The exact set, for a tooltip: the data fingerprint and the md5 of the sorted sample ids."""
+        return f"data {self.dataset_fingerprint}, sample ids md5 {self.sample_ids}"
+
+
+def default_split(benchmark: str) -> str:
+    """The split a run of `benchmark` reads without --split ('' for a benchmark this process does not know)."""
+    from mai.evals.registry import BENCHMARKS
+
+    entry = BENCHMARKS.get(benchmark)
+    return entry.split if entry is not None else ""
+
+
+def run_split(run: RunRow) -> str:
+    """The split the run read: its configuration's, else its benchmark spec's, else the benchmark's default."""
+    config = json.loads(run["config_json"] or "{}")
+    spec = config.get("benchmark_spec") or {}
+    return str(config.get("split") or spec.get("split") or default_split(run["benchmark"]))
+
+
+def run_chosen(run: RunRow) -> str:
+    """How the run chose its samples, in words: 'first 24 rows', or '' for every row."""
+    limit = json.loads(run["config_json"] or "{}").get("limit")
+    return f"first {limit} rows" if limit else "every row"
+
+
+def group_caption(group: SampleSet, runs: Iterable[RunRow]) -> str:
+    """A comparison group's caption in words: 'shapes test, 24 samples (first 24 rows); mai-tiny-small +
+    mai-tiny-large; runs named demo, sweep' (the model pairs, else the models, of `runs`, and the names given with
+    --name). The hashes that pin the exact set are the caption's tooltip (`SampleSet.hashes`)."""
+    runs = list(runs)
+    pairs = sorted({run_models(r) for r in runs if r["mode"] != "single"})
+    models = pairs or sorted({run_models(r) for r in runs})
+    names = sorted({name for r in runs if (name := given_name(r))})
+    return "; ".join([group.label, *([" and ".join(models)] if models else []),
+                      *([f"runs named {', '.join(names)}"] if names else [])])
+
+
+def given_name(run: RunRow) -> str:
+    """The name given with --name ('' when the run is named by its id, as runs are without one)."""
+    name = run["run_name"] or ""
+    return "" if name == run["run_id"] else name
 
 
 def read_sample_sets(home: Home, runs: Iterable[RunRow]) -> dict[str, SampleSet]:
     """Each run's sample set (runs without route rows have none)."""
     by_run = {r["run_id"]: r for r in runs}
-    return {row["run_id"]: SampleSet(by_run[row["run_id"]]["benchmark"], by_run[row["run_id"]]["dataset_fingerprint"],
-                                     int(row["n"]), row["sample_ids"])
-            for row in fetch(home, SampleIdsRow, SAMPLE_IDS) if row["run_id"] in by_run}
+    return {row["run_id"]: SampleSet(run["benchmark"], run["dataset_fingerprint"], int(row["n"]), row["sample_ids"],
+                                     run_split(run), run_chosen(run))
+            for row in fetch(home, SampleIdsRow, SAMPLE_IDS) if (run := by_run.get(row["run_id"])) is not None}
 
 
 def group_runs(runs: Iterable[RunRow], sample_sets: dict[str, SampleSet]) -> dict[SampleSet, list[RunRow]]:
@@ -174,10 +224,12 @@ def score_column(prompt: str, s2: bool) -> str:
 
 
 def scores_grid(section: Section, group: SampleSet, singles: list[RunRow],
-                scored: Callable[[str], Scored | None], paper: PaperTable | None = None) -> None:
+                scored: Callable[[str], Scored | None], paper: PaperTable | None = None,
+                missing: Callable[[Callable[[RunRow], bool]], str] | None = None) -> None:
     """A row per model, a column per prompt without and with S2 (the paper's tables 6, 7 and 14): the latest
     single-model run of each in the group, with the paper's value beside the measured one of the same setting
-    (the paper's E and R are S2 numbers, but MMMU's: `paper_uses_s2`)."""
+    (the paper's E and R are S2 numbers, but MMMU's: `paper_uses_s2`). `missing`: why a cell has no run, from
+    what a run of it would match (`elsewhere`: stored over other samples, or not at all), as table 10 says it."""
     cells: dict[str, dict[str, RunRow]] = defaultdict(dict)
     for run in singles:  # oldest first: the latest run of a setting wins
         cells[run_models(run)][score_column(run["single_prompt"] or "", run["s2"])] = run
@@ -185,7 +237,7 @@ def scores_grid(section: Section, group: SampleSet, singles: list[RunRow],
         return
     columns = [score_column(p, s2) for p, s2 in SCORE_COLUMNS]
     beside = ("E +S2 and R +S2" if paper_uses_s2(group.benchmark, "E") else "E and R (its MMMU E and R are without S2)")
-    table = Table(["model", *columns], [], f"{group.label}: headline score %, 95 % interval, n" + (
+    table = Table(["model", *columns], [], f"{group_caption(group, singles)}: headline score %, 95 % interval, n" + (
         f"; the paper's value beside S and beside {beside}, the settings the paper measured" if paper else ""),
         group=group.key, scored=tuple(columns))
     for model, found in sorted(cells.items()):
@@ -194,7 +246,7 @@ def scores_grid(section: Section, group: SampleSet, singles: list[RunRow],
             chosen = found.get(score_column(prompt, s2))
             result = scored(chosen["run_id"]) if chosen else None
             if chosen is None or result is None:
-                row.append(None)
+                row.append(missing(_single_of(model, prompt, s2)) if missing else None)
                 continue
             table.runs.append(chosen["run_id"])
             reference = (paper_value(paper, model, group.benchmark, prompt)
@@ -202,3 +254,9 @@ def scores_grid(section: Section, group: SampleSet, singles: list[RunRow],
             row.append(score_cell(result) + (f" (paper {reference:.1f})" if reference is not None else ""))
         table.rows.append(row)
     section.tables.append(table)
+
+
+def _single_of(model: str, prompt: str, s2: bool) -> Callable[[RunRow], bool]:
+    """Whether a run is the single-model run of `model` with `prompt`, with or without S2."""
+    return lambda r: (r["mode"] == "single" and run_models(r) == model and r["single_prompt"] == prompt
+                      and r["s2"] == s2)

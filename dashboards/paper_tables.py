@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 
-from mai.dashboards.charts import Section, Table
+from mai.dashboards.charts import Section, Table, mark
 from mai.dashboards.groups import (
     INTERNVL,
     SampleSet,
     elsewhere,
+    group_caption,
     latest,
     paired_cell,
     score_cell,
@@ -90,13 +91,19 @@ def tokens_and_scores(store: Store) -> Section:
     for group, runs in groups.items():
         ids = [r["run_id"] for r in runs]
         tokens = fetch(store.home, TokensByKindRow, TOKENS_BY_KIND, [ids]) if ids else []
-        _tokens_table(table_5, group, ids, [t for t in tokens if not _is_internvl(store, t["model"])])
-        _tokens_table(table_13, group, ids, [t for t in tokens if _is_internvl(store, t["model"])],
+        internvl = [r for r in runs if _is_internvl(store, r["large_model"] if r["mode"] != "single"
+                                                    else run_models(r))]  # the caption names the table's models
+        _tokens_table(table_5, group, [r for r in runs if r not in internvl],
+                      [t for t in tokens if not _is_internvl(store, t["model"])])
+        _tokens_table(table_13, group, internvl, [t for t in tokens if _is_internvl(store, t["model"])],
                       TABLE_13_TOKENS)
         singles = [r for r in runs if r["mode"] == "single" and r["run_id"] in store.headline]
-        scores_grid(table_7, group, [r for r in singles if not _is_internvl(store, run_models(r))], store.scored)
+        def why_missing(matches: Callable[[RunRow], bool], group: SampleSet = group) -> str:
+            return elsewhere(store.all_runs, store.sample_sets, group, matches)
+        scores_grid(table_7, group, [r for r in singles if not _is_internvl(store, run_models(r))], store.scored,
+                    missing=why_missing)
         scores_grid(table_14, group, [r for r in singles if _is_internvl(store, run_models(r))], store.scored,
-                    TABLE_14_SCORES)
+                    TABLE_14_SCORES, why_missing)
         _transfer_table(store, table_8, group, runs, every_group.get(group, runs))
     for part, missing in ((table_5, ""), (table_13, INTERNVL_COMMAND), (table_7, ""), (table_14, INTERNVL_COMMAND)):
         if not part.tables:
@@ -130,19 +137,30 @@ def _with_paper(measured: float, paper: PaperTable | None, model: str, benchmark
     return f"{measured:.1f}" + (f" (paper {reference:.1f})" if reference is not None else "")
 
 
-def _tokens_table(section: Section, group: SampleSet, run_ids: list[str], tokens: list[TokensByKindRow],
+def _tokens_table(section: Section, group: SampleSet, runs: list[RunRow], tokens: list[TokensByKindRow],
                   paper: PaperTable | None = None) -> None:
+    """Mean output tokens per model and prompt over the generations the group's runs used. A cell over fewer
+    generations than the group has samples (a cascade reasons only where MV1 disagreed) is marked: the paper
+    averages each prompt over every sample of the benchmark."""
     rows: dict[str, dict[str, str]] = defaultdict(dict)
+    fewer = False
     for t in tokens:
         if t["prompt_kind"] in PROMPTS:
+            part = t["generations"] < group.n
+            fewer |= part
             rows[t["model"]][t["prompt_kind"]] = (_with_paper(t["mean_output_tokens"], paper, t["model"],
                                                               t["benchmark"], t["prompt_kind"])
-                                                  + f" n={t['generations']}")
+                                                  + f" n={t['generations']}" + (mark(1) if part else ""))
     if rows:
-        section.tables.append(Table(["model", *PROMPTS], [[m, *(c.get(p) for p in PROMPTS)]
-                                                          for m, c in sorted(rows.items())],
-                                    f"{group.label}: mean output tokens (n generations)", group=group.key,
-                                    runs=list(run_ids)))
+        table = Table(["model", *PROMPTS], [[m, *(c.get(p, "not generated") for p in PROMPTS)]
+                                            for m, c in sorted(rows.items())],
+                      f"{group_caption(group, runs)}: mean output tokens per generation (n generations)",
+                      group=group.key, runs=[r["run_id"] for r in runs])
+        if fewer:
+            table.footnotes.append(f"Over the n generations the runs used, fewer than the group's {group.n} samples "
+                                   "(a cascade reasons only on the samples MV1 did not settle); the paper's table "
+                                   "averages each prompt over every sample of the benchmark.")
+        section.tables.append(table)
 
 
 def _transfer_table(store: Store, section: Section, group: SampleSet, runs: list[RunRow],
@@ -156,8 +174,10 @@ def _transfer_table(store: Store, section: Section, group: SampleSet, runs: list
     pairs = sorted({(r["small_model"] or "", r["large_model"] or "") for r in full})
     if not pairs:
         return
-    table = Table(["setting", "model(s)", "score %", "change vs large S", "paired vs large S"], [],
-                  f"{group.label}: headline score %, 95 % interval, n", group=group.key, scored=("score %",))
+    table = Table(["setting", "model(s)", "score %", "relative change vs large S", "difference vs large S"], [],
+                  f"{group_caption(group, full)}: headline score %, 95 % interval, n; relative change: score / large "
+                  "S's score - 1 (as the paper's table 8); difference: in points on the same samples, with the "
+                  "two-sided exact test", group=group.key, scored=("score %",))
 
     def single(model: str, prompt: str) -> Callable[[RunRow], bool]:
         return lambda r: (r["mode"] == "single" and not r["s2"] and r["single_prompt"] == prompt
@@ -183,7 +203,7 @@ def _transfer_table(store: Store, section: Section, group: SampleSet, runs: list
             table.runs.append(run["run_id"])
             change = paired = None
             if setting != "large S" and base is not None:
-                change = f"{100 * (scored.value / base.value - 1):+.1f} %" if base.value else None
+                change = f"{100 * (scored.value / base.value - 1):+.1f} % (relative)" if base.value else None
                 paired = paired_cell(base, scored)
             table.rows.append([setting, model, score_cell(scored), change, paired])
     section.tables.append(table)

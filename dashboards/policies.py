@@ -152,13 +152,17 @@ def full_cascade(s2: bool) -> Policy:
     return decide
 
 
-def oracle(cost: Callable[[Sequence[Output]], float]) -> Policy:
-    """Per sample: the best score any stored output reaches, at the lowest cost of an output reaching it."""
+def oracle(cost: Callable[[Sequence[Output]], float], kinds: Sequence[str]) -> Policy:
+    """Per sample: the best score any of `kinds` (every kind the group stores) reaches, at the lowest cost of an
+    output reaching it; only on the samples where every one of them is stored, so that the bound is over the same
+    candidates on every sample (its n says on how many)."""
     def decide(sample: Sample, outputs: SampleOutputs, benchmark: Benchmark) -> Decision | list[str]:
-        chains = [used for used, missing in (chain(outputs, kind) for kind in sorted(outputs)) if not missing]
-        if not chains:
-            return [ANY_OUTPUT]
-        best = min(chains, key=lambda c: (-c[0].score, cost(c), sum(o.role == "large" for o in c), c[0].kind))
+        found = [chain(outputs, kind) for kind in kinds]
+        missing = sorted({k for _, absent in found for k in absent})
+        if missing or not found:
+            return missing or [ANY_OUTPUT]
+        best = min((used for used, _ in found),
+                   key=lambda c: (-c[0].score, cost(c), sum(o.role == "large" for o in c), c[0].kind))
         return best[0], best, best[0].kind
     return decide
 
@@ -211,7 +215,8 @@ def named_policies(kinds: Sequence[str], cost: Callable[[Sequence[Output]], floa
         NamedPolicy(f"MV1 -> {rt}", "MV1; on disagreement reasoning transfer at once (no MV2)", mv1_then(rt)),
         NamedPolicy("cascade", "MV1 -> small R -> MV2 -> RT (the paper's MAI)", full_cascade(False)),
         NamedPolicy("cascade +S2", "MV1 -> small R + S2 -> MV2 -> RT", full_cascade(True)),
-        NamedPolicy(ORACLE, "per sample the cheapest stored answer with the best score", oracle(cost)),
+        NamedPolicy(ORACLE, "per sample the cheapest stored answer with the best score, on the samples where every "
+                    "stored kind is stored", oracle(cost, kinds)),
     ]
 
 
@@ -259,6 +264,9 @@ class RunRef(TypedDict):
 
 class LabRecord(TypedDict):
     benchmark: str
+    group: str                 # the comparison group in words (mai.dashboards.groups.SampleSet.label)
+    group_key: str
+    group_hashes: str          # the data fingerprint and the md5 of the sorted sample ids
     dataset_fingerprint: str
     small_model: str
     large_model: str
@@ -308,7 +316,10 @@ def policy_lab(home: Home, group: Group, profile: str | None = None, small_profi
                      by_seconds) for named in named_policies(kinds, cost)]
     cost_axis: CostAxis = "seconds" if by_seconds else "mean_output_tokens"
     found = frontier([p.point for p in points], cost_axis, WEAK, STRONG, ORACLE, BUDGET)
-    return {"benchmark": group.benchmark, "dataset_fingerprint": group.dataset_fingerprint,
+    sample_set = group.sample_set
+    return {"benchmark": group.benchmark, "group": sample_set.label if sample_set else group.benchmark,
+            "group_key": sample_set.key if sample_set else "", "group_hashes": sample_set.hashes if sample_set else "",
+            "dataset_fingerprint": group.dataset_fingerprint,
             "small_model": group.small_model, "large_model": group.large_model, "dtype": group.dtype,
             "budgets": dict(group.budgets), "scorer_profile": chosen,
             "runs": [{"run_id": r["run_id"], "label": run_label(r)} for r in group.runs],
@@ -391,13 +402,14 @@ def command(group: Group, kind: str) -> str:
 def render_text(lab: LabRecord) -> str:
     """A lab as the table `mai policies` prints."""
     seconds = lab["cost_axis"] == "seconds"
-    lines = [f"{lab['benchmark']} ({lab['dataset_fingerprint'][:12]}), {lab['small_model']} + {lab['large_model']}: "
-             f"{lab['samples']} samples, {len(lab['runs'])} runs, scorer profile {lab['scorer_profile']}"
+    lines = [f"{lab['group']} ({lab['group_hashes'] or lab['dataset_fingerprint'][:12]}), {lab['small_model']} + "
+             f"{lab['large_model']}: {lab['samples']} samples, {len(lab['runs'])} runs, scorer profile "
+             f"{lab['scorer_profile']}"
              + (f", latency profiles {lab['latency_profiles']}" if seconds else ", no latency profiles (tokens only)"),
              "", (f"{'policy':22s} {'score %':>8s} {'95 % interval':>14s} {'n':>5s} {'PGR':>6s} {'tokens/sample':>13s} "
                  f"{'small':>6s} {'large':>6s} {'est. s':>9s}  pareto  routes")]
     for p in lab["policies"]:
-        if not p["available"]:
+        if not p["n"]:
             continue
         pgr = f"{p['pgr']:6.2f}" if p["pgr"] is not None else "     -"
         est = f"{p['seconds']:9.2f}" if p["seconds"] is not None else "        -"
@@ -405,7 +417,8 @@ def render_text(lab: LabRecord) -> str:
         score, tokens = 100 * (p["mean_score"] or 0.0), p["mean_output_tokens"] or 0.0  # set: it answered every sample
         low, high = p["score_interval"] or [float("nan")] * 2
         interval = f"[{100 * low:.1f}, {100 * high:.1f}]"
-        lines.append(f"{p['name']:22s} {score:8.1f} {interval:>14s} {p['n']:5d} {pgr} {tokens:13.1f} "
+        name = p["name"] + ("" if p["available"] else " (part)")  # on the samples where its inputs exist: its n
+        lines.append(f"{name:22s} {score:8.1f} {interval:>14s} {p['n']:5d} {pgr} {tokens:13.1f} "
                      f"{p['small_calls']:6d} {p['large_calls']:6d} {est}  {'*' if p['pareto'] else ' ':6s}  {routes}")
     summary = lab["summary"]
     if summary["apgr"] is not None:

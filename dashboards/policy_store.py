@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypedDict
 
+from mai.dashboards.groups import SampleSet, read_sample_sets
 from mai.dashboards.outputs import OUTPUT_KINDS, run_stages, stored_kinds
 from mai.dashboards.rows import CountRow, SampleRow, UsedRow
 from mai.dashboards.views import USED_GENERATIONS, fetch, read_runs, role_model
@@ -64,6 +65,8 @@ class Group:
     dtype: str
     budgets: tuple[tuple[str, int], ...]
     runs: tuple[RunRow, ...] = ()
+    # the comparison group (mai.dashboards.groups): every run of the lab answered exactly these samples
+    sample_set: SampleSet | None = None
 
     def revision(self, role: Role) -> str:
         return self.small_revision if role == "small" else self.large_revision
@@ -105,7 +108,9 @@ def budgets(config: StoredConfig, kinds: Sequence[str] = BUDGET_KINDS) -> tuple[
 def find_groups(home: Home, benchmark: str | None = None, small_model: str | None = None,
                 large_model: str | None = None, dataset: str | None = None) -> list[Group]:
     """Groups of runs whose outputs can be combined: one per (data, pair, revisions, dtype, token budgets) of a
-    cascade or Full RT run, joined by the single-model runs of either model with the same settings."""
+    cascade or Full RT run and its comparison group (the exact samples it answered, mai.dashboards.groups), joined
+    by the single-model runs of either model with the same settings over the same samples: a policy never combines
+    outputs of two sample sets, and its oracle chooses among outputs every sample has."""
     runs = read_runs(home)
     keys: dict[Group, list[RunRow]] = {}
     for run in runs:
@@ -120,7 +125,13 @@ def find_groups(home: Home, benchmark: str | None = None, small_model: str | Non
         for key, members in keys.items():
             if _joins(key, run):
                 members.append(run)
-    return [dataclasses.replace(key, runs=tuple(members)) for key, members in keys.items()]
+    sets = read_sample_sets(home, runs)
+    found = []
+    for key, members in keys.items():
+        for sample_set in sorted({sets[r["run_id"]] for r in members if r["mode"] != "single" and r["run_id"] in sets}):
+            mine = tuple(r for r in members if sets.get(r["run_id"]) == sample_set)
+            found.append(dataclasses.replace(key, runs=mine, sample_set=sample_set))
+    return found
 
 
 def _group_of(pair_run: RunRow) -> Group:

@@ -37,7 +37,8 @@ from mai.dashboards import (
     sections,
     transfer_section,
 )
-from mai.dashboards.charts import Section, Table
+from mai.dashboards.charts import Hover, Section, Table
+from mai.dashboards.export import export_tables
 from mai.dashboards.traces import DEFAULT_LIMIT, trace_section
 from mai.dashboards.views import session
 from mai.storage.paths import Home
@@ -55,22 +56,24 @@ class Built(TypedDict):
     runs: int
     sections: list[str]
     trace_samples: int
+    tables: list[str]  # the files `tables` (`mai report --tables DIR`) received: CSV and LaTeX per table, index.csv
 
 
 def build_report(home: Home, run_ids: Sequence[str] | None, out: Path, trace_samples: int = DEFAULT_LIMIT,
-                 compare: Sequence[str] = ()) -> Built:
+                 compare: Sequence[str] = (), tables: Path | None = None) -> Built:
     """Write the report over `run_ids` (None: every completed run) to `out`. `compare` (run A, run B) adds the
-    run-vs-run section (B against A); exactly two run ids and no `compare` compare those two."""
+    run-vs-run section (B against A); exactly two run ids and no `compare` compare those two. `tables`: a folder
+    that receives every table as CSV and LaTeX (mai.dashboards.export)."""
     started = time.perf_counter()
     with session(home):
-        page, (runs, keys, samples) = _build(home, run_ids, trace_samples, compare)
+        page, (runs, keys, samples), exported = _build(home, run_ids, trace_samples, compare, tables)
     write_atomically(out, page)
     return {"path": str(out), "bytes": out.stat().st_size, "seconds": time.perf_counter() - started, "runs": runs,
-            "sections": keys, "trace_samples": samples}
+            "sections": keys, "trace_samples": samples, "tables": [str(p) for p in exported]}
 
 
-def _build(home: Home, run_ids: Sequence[str] | None, trace_samples: int, compare: Sequence[str]
-           ) -> tuple[str, tuple[int, list[str], int]]:
+def _build(home: Home, run_ids: Sequence[str] | None, trace_samples: int, compare: Sequence[str],
+           tables: Path | None = None) -> tuple[str, tuple[int, list[str], int], list[Path]]:
     store = sections.read_store(home, run_ids)
     # two run ids alone compare those runs when they are of one benchmark (runs of two share no sample to pair)
     one_benchmark = len({r["benchmark"] for r in store.runs}) == 1
@@ -91,7 +94,13 @@ def _build(home: Home, run_ids: Sequence[str] | None, trace_samples: int, compar
     traces, trace_json = trace_section(store, trace_samples, pair)
     parts.append(traces)
     page = render_page(home, store, parts, trace_json)
-    return page, (len(store.runs), [p.key for p in parts], len(json.loads(trace_json)["samples"]))
+    exported = export_tables(parts, tables, group_hovers(store)) if tables is not None else []
+    return page, (len(store.runs), [p.key for p in parts], len(json.loads(trace_json)["samples"])), exported
+
+
+def group_hovers(store: sections.Store) -> dict[str, str]:
+    """A comparison group's key -> the hashes that pin its exact samples (its captions' tooltip)."""
+    return {group.key: group.hashes for group in store.sample_sets.values()}
 
 
 def _asset(name: str) -> str:
@@ -110,7 +119,7 @@ def render_page(home: Home, store: sections.Store, parts: list[Section], trace_j
     from plotly.offline import get_plotlyjs
 
     figures: dict[str, object] = {}  # chart id -> the figure as plotly.js reads it (JSON)
-    bodies = [_section_html(part, figures) for part in parts]
+    bodies = [_section_html(part, figures, group_hovers(store)) for part in parts]
     nav = " ".join(f'<a href="#{p.key}">{html.escape(p.title.split(" (")[0])}</a>' for p in parts)
     created = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     benchmarks = ", ".join(sorted({r["benchmark"] for r in store.runs}))
@@ -155,7 +164,8 @@ def _group_filter(store: sections.Store) -> str:
     groups = store.groups()
     if len(groups) < 2:
         return ""
-    options = "".join(f'<option value="{html.escape(g.key)}">{html.escape(g.label)}</option>' for g in groups)
+    options = "".join(f'<option value="{html.escape(g.key)}" title="{html.escape(g.hashes)}">{html.escape(g.label)}'
+                      "</option>" for g in groups)
     return (f'<p><label>Comparison group: <select id="group-filter"><option value="">every group ({len(groups)})'
             f"</option>{options}</select></label></p>")
 
@@ -175,7 +185,7 @@ _GROUP_FILTER = """
 """
 
 
-def _section_html(part: Section, figures: dict[str, object], level: int = 2) -> str:
+def _section_html(part: Section, figures: dict[str, object], hovers: dict[str, str], level: int = 2) -> str:
     """A section (h2) or a paper item inside one (h3), its charts' figures added to `figures` by chart id."""
     charts = ""
     for number, chart in enumerate(part.figures):
@@ -187,15 +197,16 @@ def _section_html(part: Section, figures: dict[str, object], level: int = 2) -> 
         charts += f'<div class="chart" id="{chart_id}"{group}></div>'
 
     notes = "".join(f'<p class="note">{note}</p>' for note in part.notes)
-    tables = "".join(_table_html(t) for t in part.tables)
+    tables = "".join(_table_html(t, hovers.get(t.group, "")) for t in part.tables)
     intro = f'<p class="intro">{html.escape(part.intro)}</p>' if part.intro else ""
-    children = "".join(_section_html(child, figures, 3) for child in part.children)
+    children = "".join(_section_html(child, figures, hovers, 3) for child in part.children)
     tag = "section" if level == 2 else "div"
     return (f'<{tag} id="{part.key}" class="level-{level}"><h{level}>{html.escape(part.title)}</h{level}>{intro}'
             f"{notes}{charts}{part.html}{tables}{children}</{tag}>\n")
 
 
-def _table_html(table: Table) -> str:
+def _table_html(table: Table, hover: str = "") -> str:
+    """A table; `hover`: its caption's tooltip (the hashes that pin a comparison group's exact samples)."""
     if not table.rows:
         return f'<p class="note">{html.escape(table.caption)}: none.</p>' if table.caption else ""
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in table.columns)
@@ -206,14 +217,20 @@ def _table_html(table: Table) -> str:
     rows = "".join(f'<tr class="{c}">' + "".join(f"<td{w}>{_cell(v)}</td>" for v, w in zip(
         row, unscored if i in table.unscored_rows else wrapped)) + "</tr>"
                    for i, (row, c) in enumerate(zip(table.rows, classes)))
-    caption = f"<caption>{html.escape(table.caption)}</caption>" if table.caption else ""
+    title = f' title="{html.escape(hover)}"' if hover else ""
+    caption = f"<caption{title}>{html.escape(table.caption)}</caption>" if table.caption else ""
+    notes = "".join(f"<li>{html.escape(note)}</li>" for note in table.footnotes)
+    footer = f'<tfoot><tr><td colspan="{len(table.columns)}"><ol class="footnotes">{notes}</ol></td></tr></tfoot>' \
+        if notes else ""
     group = (f' data-group="{html.escape(table.group)}" data-runs="{html.escape(" ".join(table.runs))}"'
              if table.group else "")
     return (f'<div class="table-wrap"><table{group}>{caption}<thead><tr>{head}</tr></thead><tbody>{rows}</tbody>'
-            "</table></div>")
+            f"{footer}</table></div>")
 
 
 def _cell(value: object) -> str:
+    if isinstance(value, Hover):
+        return f'<span title="{html.escape(value.title)}">{html.escape(value.text)}</span>'
     if value is None:
         return "-"
     if isinstance(value, float):

@@ -16,13 +16,15 @@ from mai.dashboards.charts import (
     axis_range,
     figure,
     layout,
+    mark,
     num,
     place_labels,
+    shared_labels,
     short,
 )
 from mai.dashboards.compare import compare_runs
 from mai.dashboards.frontier import CostAxis
-from mai.dashboards.groups import interval_cell
+from mai.dashboards.groups import group_caption, interval_cell
 from mai.dashboards.policies import BUDGET, ORACLE, LabRecord, PolicyRecord, policy_labs
 from mai.dashboards.sections import Store
 
@@ -52,7 +54,7 @@ def policy_lab(store: Store) -> Section:
         labs = []
         section.notes.append(html.escape(str(error)))
     for lab in labs:
-        _one_lab(section, lab)
+        _one_lab(section, lab, store)
     return section
 
 
@@ -74,21 +76,33 @@ class _Plotted:
         return self.record["name"]
 
 
-def _one_lab(section: Section, lab: LabRecord) -> None:
+def _one_lab(section: Section, lab: LabRecord, store: Store) -> None:
     axis = lab["cost_axis"]
     usable = [_Plotted.of(p, axis) for p in lab["policies"] if p["available"]]
+    partial = [_Plotted.of(p, axis) for p in lab["policies"] if p["n"] and not p["available"]]
     section.figures.append(_lab_figure(lab, usable))
     summary = lab["summary"]
     profiles = ", ".join(f"{role} {name}" for role, name in (lab["latency_profiles"] or {}).items()) or "none"
-    caption = (f"Scorer profile {lab['scorer_profile']}; latency profiles: {profiles}. "
+    runs = [r for r in store.all_runs if r["run_id"] in {ref["run_id"] for ref in lab["runs"]}]
+    sample_set = next((store.sample_sets[r["run_id"]] for r in runs if r["run_id"] in store.sample_sets), None)
+    words = group_caption(sample_set, runs) if sample_set else f"{lab['benchmark']}, {lab['samples']} samples"
+    caption = (f"{words}: scorer profile {lab['scorer_profile']}; latency profiles: {profiles}; score: mean %, 95 % "
+               f"interval, n (every policy on the samples where all its inputs are stored, {lab['samples']} here). "
                + (f"APGR-style area: {summary['apgr']:.3f} with every policy, {num(summary['apgr_baselines'], 3)} "
                   f"with single-output baselines only; oracle PGR {num(summary['oracle_pgr'])}."
                   if summary["apgr"] is not None else ""))
-    section.tables.append(Table(
+    table = Table(
         ["policy", "score %", lab["policies"][0]["metric"] or "metric", "PGR", "tokens / sample", "small calls",
          "large calls", "est. s", "Pareto", "routes", "what it does"],
-        [_policy_row(u) for u in usable], caption + " Score: mean %, 95 % interval, n.", wrap=("routes", "what it does"),
-        scored=("score %",)))
+        [_policy_row(u) for u in usable], caption, wrap=("routes", "what it does"), scored=("score %",),
+        group=lab["group_key"], runs=[r["run_id"] for r in lab["runs"]])
+    for u in partial:  # on fewer samples: in the table with its n and a note, never on the chart
+        table.footnotes.append(f"{u.name}: on the {u.record['n']} of {lab['samples']} samples where its inputs are "
+                               "stored; not drawn (the chart sets policies on the same samples side by side).")
+        row = _policy_row(u)
+        row[0] = f"{u.name}{mark(len(table.footnotes))}"
+        table.rows.append(row)
+    section.tables.append(table)
     for p in lab["policies"]:
         if not p["available"]:
             section.notes.append(f"{html.escape(p['name'])}: outputs not stored for {p['missing_samples']} samples "
@@ -110,17 +124,20 @@ def _lab_figure(lab: LabRecord, usable: list[_Plotted]) -> go.Figure:
     unit = "estimated seconds" if lab["cost_axis"] == "seconds" else "mean output tokens per sample"
     fig = figure()
     plain = [u for u in usable if u.name != ORACLE]
-    costs, scores = [u.cost for u in usable], [100 * u.score for u in usable]
-    x_range, y_range = axis_range(costs or [0.0], False), axis_range(scores or [0.0], False)
-    placed = place_labels([u.cost for u in plain], [100 * u.score for u in plain], [u.name for u in plain], x_range,
-                          y_range, False)
+    costs = [u.cost for u in usable]
+    spans = [100 * v for u in usable for v in (u.record["score_interval"] or [u.score, u.score])]
+    x_range, y_range = axis_range(costs or [0.0], False), axis_range(spans or [0.0], False)
+    y_range = (max(0.0, y_range[0]), min(100.0, y_range[1])) if y_range[1] - y_range[0] < 100 else (0.0, 100.0)
+    xs, ys = [u.cost for u in plain], [100 * u.score for u in plain]
+    placed = place_labels(xs, ys, shared_labels(xs, ys, [u.name for u in plain]), x_range, y_range, False)
     fig.add_trace(go.Scatter(x=[u.cost for u in plain], y=[100 * u.score for u in plain], mode="markers+text",
                              textposition=[p for _, p in placed], hovertext=[u.name for u in plain],
-                             text=[t for t, _ in placed], cliponaxis=False,
-                             name="policies", marker={"size": 10, "color": "#457b9d"}))
+                             text=[t for t, _ in placed], cliponaxis=False, error_y=_interval_bars(plain),
+                             name="policies (95 % interval)", marker={"size": 10, "color": "#457b9d"}))
     frontier = [u for name in lab["summary"]["frontier"] for u in plain if u.name == name]
-    fig.add_trace(go.Scatter(x=[u.cost for u in frontier], y=[100 * u.score for u in frontier],
-                             mode="lines", line={"shape": "hv", "color": "#e76f51"}, name="Pareto frontier"))
+    if frontier:  # the legend lists only what is drawn
+        fig.add_trace(go.Scatter(x=[u.cost for u in frontier], y=[100 * u.score for u in frontier],
+                                 mode="lines", line={"shape": "hv", "color": "#e76f51"}, name="Pareto frontier"))
     for u in usable:
         if u.name == ORACLE:
             fig.add_trace(go.Scatter(x=[u.cost], y=[100 * u.score], mode="markers", name="oracle",
@@ -128,9 +145,19 @@ def _lab_figure(lab: LabRecord, usable: list[_Plotted]) -> go.Figure:
     span = lab["summary"]["budget_range"]
     if span:
         fig.add_vrect(x0=span[0], x1=span[1], fillcolor="#e9c46a", opacity=0.12, line_width=0)
-    title = f"{lab['benchmark']}: {lab['small_model']} + {lab['large_model']} ({lab['samples']} samples)"
-    return layout(fig, title, height=HEIGHT, margin=MARGIN, xaxis={"title": unit, "range": list(x_range)},
-                  yaxis={"title": "mean score (%)", "range": list(y_range)}, legend={"orientation": "h", "y": -0.25})
+    title = f"{lab['group']}: {lab['small_model']} + {lab['large_model']} ({lab['samples']} samples)"
+    score_title = "mean score (%)" + (f", axis from {y_range[0]:.0f}" if y_range[0] > 0 else "")
+    return layout(fig, title, lab["group_key"], height=HEIGHT, margin=MARGIN,
+                  xaxis={"title": unit, "range": list(x_range)}, yaxis={"title": score_title, "range": list(y_range)},
+                  legend={"orientation": "h", "y": -0.25})
+
+
+def _interval_bars(points: list[_Plotted]) -> dict[str, object]:
+    """Error bars of each point's 95 % interval (percent), zero where a policy has none."""
+    intervals = [p.record["score_interval"] or [p.score, p.score] for p in points]
+    return {"type": "data", "symmetric": False,
+            "array": [100 * (high - p.score) for p, (_, high) in zip(points, intervals)],
+            "arrayminus": [100 * (p.score - low) for p, (low, _) in zip(points, intervals)]}
 
 
 # --- run vs run ----------------------------------------------------------------------------------------------

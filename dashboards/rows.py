@@ -120,6 +120,7 @@ class CaptureGroupRow(TypedDict):
     dataset_fingerprint: str
     sample_ids: str
     group_n: int
+    group_run: str
 
 
 class AttentionPairRow(CaptureGroupRow):

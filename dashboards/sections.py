@@ -13,12 +13,25 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
-from mai.dashboards.charts import COLORS, Section, Table, figure, layout, score_range, short, subplots
+from mai.dashboards.charts import (
+    COLORS,
+    Hover,
+    Section,
+    Table,
+    figure,
+    layout,
+    mark,
+    score_range,
+    short,
+    subplots,
+)
 from mai.dashboards.groups import (
     SampleSet,
     Scored,
     elsewhere,
     family,
+    given_name,
+    group_caption,
     group_runs,
     latest,
     model_families,
@@ -45,11 +58,13 @@ from mai.dashboards.views import (
     read_runs,
     role_model,
     run_label,
+    run_models,
 )
 from mai.storage.paths import Home
 from mai.storage.rows import RunRow
 
 from mai import cascade
+from mai.paired import mean_interval
 
 
 @dataclass
@@ -125,12 +140,13 @@ ROUTE_COUNTS = "SELECT run_id, route, count(*) AS n FROM routes WHERE list_conta
 
 def routing_funnel(store: Store) -> Section:
     section = Section("routing-funnel", "Table 10 · Routing funnel: samples decided by MV1, MV2 and RT",
-                      "Per cascade run: how many samples mutual verification 1 (small S = large S), mutual "
-                      "verification 2 (small R = large S) and reasoning transfer decided, and the final score, next "
-                      "to the baselines scored over the same samples (the latest stored run of each setting over "
-                      "exactly the cascade's samples, with the same models), each with MAI's paired difference "
-                      "and the exact McNemar test. A row is marked when MV1 + MV2 + RT + errors does not add up to the "
-                      "run's samples.")
+                      "As the paper's table 10, per comparison group: a row per cascade setting with how many samples "
+                      "mutual verification 1 (small S = large S), mutual verification 2 (small R = large S) and "
+                      "reasoning transfer decided, and the final score; a row whose MV1 + MV2 + RT + errors does not "
+                      "add up to the run's samples is marked and footnoted. Then MAI against its baselines, each "
+                      "the latest stored run of the setting over exactly the cascade's samples with the same models, "
+                      "with MAI's paired difference and the exact McNemar test. A run's id is in its setting's "
+                      "tooltip; a baseline that is not stored over these samples says so, as in table 7.")
     cascades = [r for r in store.runs if r["mode"] == "cascade"]
     if not cascades:
         section.notes.append("No cascade run in this report: `mai run` (mode cascade) stores one.")
@@ -146,51 +162,114 @@ def routing_funnel(store: Store) -> Section:
 
 def _funnel_group(store: Store, section: Section, group: SampleSet, cascades: list[RunRow],
                   counts: dict[str, dict[str, int]], peers: list[RunRow]) -> None:
-    """One comparison group's funnel chart, its score-vs-baselines chart and its table."""
+    """One comparison group's funnel chart and table (the paper's table 10: a row per setting, MV1 / MV2 / RT and
+    the final score), and MAI against its baselines on the same samples (a chart and a table)."""
     funnel = figure()
     names = [f"{_named(r)} n={r['n_samples']}" for r in cascades]
     for label in ("MV1", "MV2", "RT", "ERROR"):
         shares = [100 * counts[r["run_id"]][label] / r["n_samples"] for r in cascades]
+        if not any(counts[r["run_id"]][label] for r in cascades):
+            continue  # the legend lists only what is drawn
         funnel.add_trace(go.Bar(y=names, x=shares, name=label, orientation="h", marker_color=COLORS[label],
                                 text=[str(counts[r["run_id"]][label]) for r in cascades], textposition="inside"))
     section.figures.append(layout(funnel, f"{group.label}: share of samples decided at each stage", group.key,
-                                  barmode="stack", xaxis={"title": "% of samples"},
+                                  barmode="stack", xaxis={"title": "% of samples", "range": [0, 100]},
                                   height=160 + 40 * len(cascades)))
-    bars: dict[str, list[float | None]] = {name: [] for name in ["MAI", *BASELINES]}
-    table = Table(["run", "setting", "samples", "MV1", "MV2", "RT", "errors", "check", "final %", *BASELINES], [],
-                  f"{group.label}: the baselines are runs over the same samples; each with MAI's paired difference "
-                  "against it", group=group.key, scored=("final %", *BASELINES))
+    section.tables.append(_funnel_table(store, group, cascades, counts))
+    _baselines(store, section, group, cascades, peers, names)
+
+
+def _setting(run: RunRow) -> Hover:
+    """A run's row head as the paper names the setting (its name given with --name after it), its id in the
+    tooltip."""
+    name = f" ({given_name(run)})" if given_name(run) else ""
+    return Hover(run_label(run) + name, f"run {run['run_id']}")
+
+
+def _funnel_table(store: Store, group: SampleSet, cascades: list[RunRow], counts: dict[str, dict[str, int]]
+                  ) -> Table:
+    pairs = {run_models(r) for r in cascades}
+    errors = any(counts[r["run_id"]]["ERROR"] for r in cascades)
+    table = Table(["setting", *(["model pair"] if len(pairs) > 1 else []), "MV1", "MV2", "RT",
+                   *(["errors"] if errors else []), "final score %"], [],
+                  f"{group_caption(group, cascades)}: samples decided at each stage (count, share) and the final "
+                  "score (%, 95 % interval, n)", group=group.key, scored=("final score %",))
     for run in cascades:
         table.runs.append(run["run_id"])
         c, n = counts[run["run_id"]], run["n_samples"]
         total = c["MV1"] + c["MV2"] + c["RT"] + c["ERROR"]
+        setting = _setting(run)
+        if total != n:
+            table.footnotes.append(f"{setting.text}: MV1 + MV2 + RT + errors = {total}, not the run's {n} samples.")
+            setting = Hover(setting.text + mark(len(table.footnotes)), setting.title)
         mine = store.scored(run["run_id"])
-        own = store.scores.get(run["run_id"], {})
-        bars["MAI"].append(100 * sum(own.values()) / len(own) if own else None)
-        cells = []
+        table.rows.append([setting, *([run_models(run)] if len(pairs) > 1 else []),
+                           *(f"{c[k]} ({100 * c[k] / n:.1f} %)" for k in ("MV1", "MV2", "RT")),
+                           *([c["ERROR"]] if errors else []), score_cell(mine) if mine else "not scored"])
+        table.classes.append("" if total == n else "warning")
+    return table
+
+
+@dataclass(frozen=True)
+class _Bar:
+    """One bar of table 10's score chart: a mean score (%) with its 95 % interval and n."""
+
+    value: float
+    low: float
+    high: float
+    n: int
+
+
+def _bar(scored: Scored | None) -> _Bar | None:
+    if scored is None or not scored.scores:
+        return None
+    values = list(scored.scores.values())
+    low, high = mean_interval(values)
+    return _Bar(100 * sum(values) / len(values), 100 * low, 100 * high, len(values))
+
+
+def _baselines(store: Store, section: Section, group: SampleSet, cascades: list[RunRow], peers: list[RunRow],
+               names: list[str]) -> None:
+    """MAI against each baseline over exactly its samples with the same models: a row per setting and baseline
+    (its score, MAI's paired difference in points and the exact test), and a chart of the scores with their 95 %
+    intervals on an axis from 0."""
+    bars: dict[str, list[_Bar | None]] = {name: [] for name in ["MAI", *BASELINES]}
+    table = Table(["setting", "baseline", "baseline score %", "MAI - baseline"], [],
+                  f"{group_caption(group, cascades)}: MAI against its baselines, each the latest run of the setting "
+                  "over exactly these samples with the same model(s); MAI - baseline in points on the same samples, "
+                  "two-sided exact test", group=group.key, scored=("baseline score %",))
+    for run in cascades:
+        mine = store.scored(run["run_id"])
+        table.runs.append(run["run_id"])  # MAI's side of every paired cell
+        bars["MAI"].append(_bar(mine))
         for name, kind in BASELINES.items():
             matches = _baseline_of(run, kind)
             baseline = latest(peers, matches)
             theirs = store.scored(baseline["run_id"]) if baseline else None
+            bars[name].append(_bar(theirs))
             if baseline is None or theirs is None:
-                bars[name].append(None)
-                cells.append(elsewhere(store.all_runs, store.sample_sets, group, matches))
+                table.rows.append([_setting(run), name, elsewhere(store.all_runs, store.sample_sets, group, matches),
+                                   None])
                 continue
             table.runs.append(baseline["run_id"])
-            bars[name].append(100 * sum(theirs.scores.values()) / len(theirs.scores) if theirs.scores else None)
-            cells.append(score_cell(theirs) + (f"; MAI {paired_cell(theirs, mine)}" if mine else ""))
-        table.rows.append([run["run_id"], run_label(run), n, *(f"{c[k]} ({100 * c[k] / n:.1f} %)"
-                           for k in ("MV1", "MV2", "RT")), c["ERROR"],
-                           "ok" if total == n else f"counts add up to {total}, not {n}",
-                           score_cell(mine) if mine else "-", *cells])
-        table.classes.append("" if total == n else "warning")
-    compared = figure(*(go.Bar(x=names, y=values, name=name) for name, values in bars.items()))
-    section.figures.append(layout(compared, f"{group.label}: final score vs the baselines on the same samples",
-                                  group.key,
-                                  barmode="group", xaxis={"title": "cascade run"},
-                                  yaxis={"title": "mean score (%)", "rangemode": "tozero", "range": score_range(
-                                      [v for values in bars.values() for v in values if v is not None])}))
+            table.rows.append([_setting(run), Hover(name, f"run {baseline['run_id']}"), score_cell(theirs),
+                               paired_cell(theirs, mine) if mine else None])
     section.tables.append(table)
+    compared = figure()
+    for name, values in bars.items():
+        if all(v is None for v in values):
+            continue  # the legend lists only what is drawn
+        compared.add_trace(go.Bar(
+            x=names, y=[v.value if v else None for v in values], name=name,
+            error_y={"type": "data", "symmetric": False, "array": [v.high - v.value if v else 0 for v in values],
+                     "arrayminus": [v.value - v.low if v else 0 for v in values]},
+            customdata=[[v.low, v.high, v.n] if v else [None] * 3 for v in values],
+            hovertemplate=f"{name}: %{{y:.1f}} [%{{customdata[0]:.1f}}, %{{customdata[1]:.1f}}] "
+                          "n=%{customdata[2]}<extra></extra>"))
+    section.figures.append(layout(compared, f"{group.label}: final score vs the baselines on the same samples "
+                                            "(bars: 95 % intervals)", group.key, barmode="group",
+                                  xaxis={"title": "cascade run"},
+                                  yaxis={"title": "mean score (%), axis from 0", "range": [0, 100]}))
 
 
 # --- 3. tables 6 and 15: S2 -------------------------------------------------------------------------------------
@@ -227,7 +306,9 @@ def s2_toggle(store: Store) -> Section:
     for group, runs in store.groups().items():  # table 6 in the paper's layout: models x S, E, E+S2, R, R+S2
         singles = [r for r in runs if r["mode"] == "single" and r["run_id"] in store.headline]
         if any(r["s2"] for r in singles):
-            scores_grid(children["single"], group, singles, store.scored)
+            def why_missing(matches: Callable[[RunRow], bool], group: SampleSet = group) -> str:
+                return elsewhere(store.all_runs, store.sample_sets, group, matches)
+            scores_grid(children["single"], group, singles, store.scored, missing=why_missing)
     for mode, part in children.items():
         mine = [p for p in pairs if (p["mode"] == "single") == (mode == "single")]
         if not mine:
@@ -250,7 +331,8 @@ def _s2_tables(store: Store, section: Section, group: SampleSet, pairs: list[S2P
         [[p["mode"], " + ".join(m for m in (p["large_model"], p["small_model"]) if m), p["run_without_s2"],
           p["run_with_s2"], p["common_samples"], *_s2_scores(store, p), p["mv2_without_s2"], p["mv2_with_s2"],
           p["rt_without_s2"], p["rt_with_s2"], p["answers_changed"]] for p in pairs],
-        f"{group.label}: headline score %, 95 % interval, n; with S2 against without on the same samples",
+        f"{group_caption(group, _pair_runs(store, pairs))}: headline score %, 95 % interval, n; with S2 against "
+        "without on the same samples",
         group=group.key, runs=[r for p in pairs for r in (p["run_without_s2"], p["run_with_s2"])],
         scored=("score without %", "score with %")))
     for p in pairs:
@@ -261,6 +343,11 @@ def _s2_tables(store: Store, section: Section, group: SampleSet, pairs: list[S2P
             [[c["sample_id"], c["category"], c["without_s2"], c["with_s2"], c["reference"], c["score_without"],
               c["score_with"], c["route_without"], c["route_with"]] for c in changed],
             f"Answers changed by S2: {p['run_without_s2']} -> {p['run_with_s2']} ({len(changed)})"))
+
+
+def _pair_runs(store: Store, pairs: list[S2PairRow]) -> list[RunRow]:
+    ids = {r for p in pairs for r in (p["run_without_s2"], p["run_with_s2"])}
+    return [r for r in store.all_runs if r["run_id"] in ids]
 
 
 def _s2_scores(store: Store, pair: S2PairRow) -> list[str | None]:

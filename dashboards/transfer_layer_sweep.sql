@@ -6,12 +6,14 @@ WITH headline AS (
 ),
 transferred AS (
     SELECT r.run_id, avg(s.transferred_tokens) AS mean_transferred_tokens,
-           coalesce(avg(s.n_reasoning_tokens), avg(rg.output_tokens)) AS mean_reasoning_tokens,
+           -- full transfer: every stored token of the small R (its token ids, no end-of-sequence token), as a
+           -- sparse selection counts them (n_reasoning_tokens)
+           coalesce(avg(s.n_reasoning_tokens), avg(len(rg.output_token_ids))) AS mean_reasoning_tokens,
            avg(s.share_selected) AS mean_share_selected, count(*) AS rt_samples
     FROM routes r
     JOIN generations g ON g.gen_id = r.gen_rt_large
     LEFT JOIN selections s ON s.selection_id = g.upstream_gen_id
-    LEFT JOIN generations rg ON rg.gen_id = r.gen_r_small  -- full transfer: every token of the small R
+    LEFT JOIN generations rg ON rg.gen_id = r.gen_r_small
     WHERE r.route = 'RT'
     GROUP BY ALL
 )

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 from mai.dashboards.charts import PALETTE, Section, Table, layout, num, short, subplots
-from mai.dashboards.groups import SAMPLE_IDS, SampleSet, Scored, score_cell
+from mai.dashboards.groups import SAMPLE_IDS, SampleSet, Scored, group_caption, score_cell
 from mai.dashboards.rows import (
     AttentionPairRow,
     CaptureGroupRow,
@@ -28,7 +28,9 @@ from mai.dashboards.rows import (
 from mai.dashboards.saved import load_saved
 from mai.dashboards.sections import Store
 from mai.dashboards.views import FULL_RT, fetch
+from mai.storage.rows import RunRow
 
+from mai.paired import mean_interval
 from mai.transfer import tokens_to_reach
 
 # the captures the runs used (through their selections) or wrote, each with the comparison group (sample set) of
@@ -42,16 +44,19 @@ RUN_CAPTURES = f"""
         JOIN selections s ON s.selection_id = g.upstream_gen_id
         WHERE list_contains(?, r.run_id)
     ), capture_groups AS (
-        SELECT DISTINCT u.capture_id, ru.benchmark, ru.dataset_fingerprint, ss.sample_ids, ss.n AS group_n
+        -- group_run: one report run of the sample set, the same for all its captures (the group, split included,
+        -- is that run's: mai.dashboards.groups)
+        SELECT DISTINCT u.capture_id, ru.benchmark, ru.dataset_fingerprint, ss.sample_ids, ss.n AS group_n,
+               min(u.user_run) OVER (PARTITION BY ru.benchmark, ru.dataset_fingerprint, ss.sample_ids) AS group_run
         FROM users u JOIN runs ru ON ru.run_id = u.user_run JOIN ({SAMPLE_IDS}) ss ON ss.run_id = u.user_run
     )
-    SELECT cg.benchmark, cg.dataset_fingerprint, cg.sample_ids, cg.group_n, a.* EXCLUDE (token_ids),
+    SELECT cg.benchmark, cg.dataset_fingerprint, cg.sample_ids, cg.group_n, cg.group_run, a.* EXCLUDE (token_ids),
            coalesce(rg.model, '?') AS reasoning_model
     FROM attention a JOIN capture_groups cg USING (capture_id)
     LEFT JOIN generations rg ON rg.gen_id = a.reasoning_gen_id
     WHERE a.n_reasoning_tokens > 0
 """
-GROUP_COLUMNS = "benchmark, dataset_fingerprint, sample_ids, group_n"
+GROUP_COLUMNS = "benchmark, dataset_fingerprint, sample_ids, group_n, group_run"
 PER_LAYER = f"""
     SELECT {GROUP_COLUMNS}, model, reasoning_model, layer, count(*) AS prefills, avg(span_attention) AS attention,
            avg(list_avg(head_tokens_for_80) / n_reasoning_tokens) AS share_for_80,
@@ -97,18 +102,19 @@ def transfer(store: Store) -> Section:
     runs = store.run_ids
     per_layer = fetch(store.home, AttentionPairRow, PER_LAYER, [runs, runs])
     heads = fetch(store.home, HeadCellRow, PER_HEAD, [runs, runs]) if per_layer else []
+    sets = store.sample_sets
     _figure_3(section.child("figure-3", "Figure 3 · Attention on the reasoning and its sparsity per layer, mean "
-                                        "over heads"), per_layer)
+                                        "over heads"), per_layer, sets)
     _heatmaps(section.child("figure-4", "Figure 4 · Head-wise attention on the reasoning across layers"), heads,
-              lambda h: h["attention"], "attention on reasoning")
+              lambda h: h["attention"], "attention on reasoning", sets)
     _heatmaps(section.child("figure-5", "Figure 5 · Head-wise sparsity within the reasoning across layers"), heads,
-              lambda h: h["share_for_80"], "share of tokens for 80 %")
+              lambda h: h["share_for_80"], "share of tokens for 80 %", sets)
     examples = fetch(store.home, ExampleSampleRow, EXAMPLE_SAMPLE, [runs, runs]) if per_layer else []
     weights = fetch(store.home, ExampleWeightsRow, EXAMPLE_WEIGHTS,
                     [runs, runs, [e["sample_id"] for e in examples]]) if examples else []
-    chosen = {(_group_of(e), e["pair"], e["sample_id"]) for e in examples}
+    chosen = {(_group_of(e, sets), e["pair"], e["sample_id"]) for e in examples}
     _table_16(section.child("table-16", "Table 16 · Most attended reasoning tokens per layer"),
-              [w for w in weights if (_group_of(w), w["pair"], w["sample_id"]) in chosen])
+              [w for w in weights if (_group_of(w, sets), w["pair"], w["sample_id"]) in chosen], sets)
     return section
 
 
@@ -158,26 +164,47 @@ def _table_9(store: Store, section: Section) -> None:
                     and (row["setting"] == "large S" or run["small_model"] == key.small_model))
         baselines: dict[tuple[str, str], SweepRow] = {(b["setting"], str(b["mode"])): b for b in rows
                                                       if b["setting"] != "sparse RT" and same(b)}
-        _sweep_grid(section, key, sparse, baselines,
-                    lambda row: score_cell(Scored(row["run_id"], row["metric"], row["value"],
-                                                  store.scores.get(row["run_id"], {}))))
+        _sweep_grid(section, key, sparse, baselines, store.scores, [runs[s.row["run_id"]] for s in sparse])
+
+
+def _scored(row: SweepRow, scores: dict[str, dict[str, float]]) -> Scored:
+    return Scored(row["run_id"], row["metric"], row["value"], scores.get(row["run_id"], {}))
+
+
+def _bounds(scored: Scored) -> tuple[float, float]:
+    """The score's 95 % interval in % (the value itself where the headline is no mean over samples: F1)."""
+    values = list(scored.scores.values())
+    if not values or abs(sum(values) / len(values) - scored.value) > 1e-9:
+        return 100 * scored.value, 100 * scored.value
+    low, high = mean_interval(values)
+    return 100 * low, 100 * high
 
 
 def _sweep_grid(section: Section, key: _SweepKey, sparse: list[_SparseRun],
-                baselines: dict[tuple[str, str], SweepRow], score: Callable[[SweepRow], str]) -> None:
-    """`score`: a run's score cell, with its interval and n."""
+                baselines: dict[tuple[str, str], SweepRow], scores: dict[str, dict[str, float]],
+                sweep_runs: list[RunRow]) -> None:
+    """`scores`: per run, its per-sample scores (cells with interval and n, error bars); `sweep_runs`: the sparse
+    runs (for the caption)."""
+    def score(row: SweepRow) -> str:
+        return score_cell(_scored(row, scores))
+
     title = f"{key.group.label}: {key.large_model} + {key.small_model} R"
     layers = sorted({s.layer for s in sparse})
     large_s = baselines.get(("large S", "single"))
     values = ["large S", *(f"L{layer}" for layer in layers), "Full"]
     table = Table(["line", "quantity", *values], [],
-                  f"{title}. Large S: the large model's own short answer; Full: the same mode with full transfer "
-                  "(every reasoning token). Scores: %, 95 % interval, n.", group=key.group.key, scored=tuple(values))
+                  f"{group_caption(key.group, sweep_runs)}. Large S: the large model's own short answer; Full: the "
+                  "same mode with full transfer (every stored token of the small model's reasoning, without the "
+                  "end-of-sequence token). Scores: %, 95 % interval, n.", group=key.group.key, scored=tuple(values))
     if large_s is not None:
         table.runs.append(large_s["run_id"])
     large_s_score = score(large_s) if large_s else "not stored on these samples"
     fig = subplots(rows=1, cols=2, subplot_titles=("score by transfer layer", "tokens transferred"),
                    horizontal_spacing=0.12)
+    # one position per measured layer, labelled by its index: a numeric axis would draw the line through layers
+    # that were not measured (L1 to L3 through L2)
+    at = {layer: index for index, layer in enumerate(layers)}
+    edges = [-0.5, len(layers) - 0.5]
     points_y: list[float] = []
     flat: list[tuple[str, float, dict[str, str], str | None]] = []  # the flat lines: name, score, style, group
     for index, line in enumerate(sorted({s.line for s in sparse})):
@@ -195,34 +222,53 @@ def _sweep_grid(section: Section, key: _SweepKey, sparse: list[_SparseRun],
         table.rows.append([line, "mean tokens transferred", None,
                            *(num(by_layer[layer]["mean_transferred_tokens"], 1) if layer in by_layer else None
                              for layer in layers), num(full["mean_reasoning_tokens"], 1) if full else "not stored"])
-        fig.add_trace(go.Scatter(x=[s.layer for s in points], y=[100 * s.row["value"] for s in points],
-                                 mode="lines+markers", name=line, legendgroup=line, line={"color": colour},
-                                 marker={"color": colour}), row=1, col=1)
-        fig.add_trace(go.Scatter(x=[s.layer for s in points], y=[s.row["mean_transferred_tokens"] for s in points],
+        bounds = [_bounds(_scored(p.row, scores)) for p in points]
+        percents = [100 * s.row["value"] for s in points]
+        fig.add_trace(go.Scatter(x=[at[s.layer] for s in points], y=percents, mode="lines+markers",
+                                 name=f"{line} (95 % intervals)", legendgroup=line, line={"color": colour},
+                                 marker={"color": colour},
+                                 error_y={"type": "data", "symmetric": False, "color": colour, "thickness": 1,
+                                          "array": [high - v for v, (_, high) in zip(percents, bounds)],
+                                          "arrayminus": [v - low for v, (low, _) in zip(percents, bounds)]}),
+                      row=1, col=1)
+        fig.add_trace(go.Scatter(x=[at[s.layer] for s in points], y=[s.row["mean_transferred_tokens"] for s in points],
                                  mode="lines+markers", name=f"{line}: transferred", legendgroup=line,
                                  showlegend=False, line={"color": colour}, marker={"color": colour}), row=1, col=2)
-        points_y.extend(100 * s.row["value"] for s in points)
+        points_y.extend(end for pair in bounds for end in pair)
         if full is not None:
             flat.append((f"{_baseline_name(full)} ({short(full['run_id'])})", 100 * full["value"],
                          {"dash": "dash", "color": colour}, line))
+            if full["mean_reasoning_tokens"] is not None:  # Full's tokens: every reasoning token, in the token panel
+                fig.add_trace(go.Scatter(x=edges, y=[full["mean_reasoning_tokens"]] * 2, mode="lines",
+                                         line={"dash": "dash", "color": colour}, legendgroup=line, showlegend=False,
+                                         name=f"{_baseline_name(full)}: every reasoning token"), row=1, col=2)
     if large_s is not None:
         flat.append((f"large S ({short(large_s['run_id'])})", 100 * large_s["value"],
                      {"dash": "dot", "color": "#6c757d"}, None))
     low, high = sweep_axis(points_y, [value for _, value, _, _ in flat])
-    for name, value, style, group in flat:  # a baseline off the axis sits at its edge, its value written there
+    _flat_lines(fig, flat, (low, high), edges)
+    fig.update_xaxes(title_text="transfer layer (0-based; measured layers only)", tickvals=list(at.values()),
+                     ticktext=[f"L{layer}" for layer in layers], range=edges)
+    fig.update_yaxes(title_text="score (%)" + (f", axis from {low:.0f}" if low > 0 else ""), range=[low, high],
+                     row=1, col=1)
+    fig.update_yaxes(title_text="mean tokens transferred", rangemode="tozero", row=1, col=2)
+    section.figures.append(layout(fig, f"Transfer-layer sweep: {title}", key.group.key))
+    section.tables.append(table)
+
+
+def _flat_lines(fig: go.Figure, flat: list[tuple[str, float, dict[str, str], str | None]],
+                axis: tuple[float, float], edges: list[float]) -> None:
+    """The sweep's flat baselines across its layers; one off the axis sits at its edge, its value written there."""
+    low, high = axis
+    for name, value, style, group in flat:
         shown = min(max(value, low), high)
-        fig.add_trace(go.Scatter(x=[min(layers) - 0.5, max(layers) + 0.5], y=[shown] * 2, mode="lines",
+        fig.add_trace(go.Scatter(x=edges, y=[shown] * 2, mode="lines",
                                  line=style, legendgroup=group, name=name if shown == value else
                                  f"{name}: {value:.1f}, off the axis"), row=1, col=1)
         if shown != value:
-            fig.add_annotation(x=max(layers) + 0.5, y=shown, xanchor="right", yanchor="top" if value > high
+            fig.add_annotation(x=edges[1], y=shown, xanchor="right", yanchor="top" if value > high
                                else "bottom", text=f"{name} {value:.1f} {'above' if value > high else 'below'}",
                                showarrow=False, font={"size": 10, "color": style["color"]}, row=1, col=1)
-    fig.update_xaxes(title_text="transfer layer (0-based)", dtick=1)
-    fig.update_yaxes(title_text="score (%)", range=[low, high], row=1, col=1)
-    fig.update_yaxes(title_text="mean tokens transferred", row=1, col=2)
-    section.figures.append(layout(fig, f"Transfer-layer sweep: {title}", key.group.key))
-    section.tables.append(table)
 
 
 def sweep_axis(points: list[float], baselines: list[float]) -> tuple[float, float]:
@@ -249,17 +295,18 @@ def _pair(row: AttentionPairRow | HeadCellRow) -> str:
     return f"{row['model']} + {row['reasoning_model']} R"
 
 
-def _group_of(row: CaptureGroupRow) -> SampleSet:
-    return SampleSet(row["benchmark"], row["dataset_fingerprint"], int(row["group_n"]), row["sample_ids"])
+def _group_of(row: CaptureGroupRow, sets: dict[str, SampleSet]) -> SampleSet:
+    """The comparison group of attention rows: the sample set of the report's run that wrote or read them."""
+    return sets[row["group_run"]]
 
 
-def _figure_3(section: Section, rows: list[AttentionPairRow]) -> None:
+def _figure_3(section: Section, rows: list[AttentionPairRow], sets: dict[str, SampleSet]) -> None:
     if not rows:
         section.notes.append(f"No attention captured for this report's runs: sparse RT captures it ({SWEEP_COMMAND}).")
         return
-    groups = sorted({_group_of(r) for r in rows})
+    groups = sorted({_group_of(r, sets) for r in rows})
     for group in groups:  # one chart and table per comparison group: no mean over two sample sets
-        _figure_3_group(section, group, [r for r in rows if _group_of(r) == group])
+        _figure_3_group(section, group, [r for r in rows if _group_of(r, sets) == group])
     if len({r["reasoning_model"] for r in rows}) == 1:
         section.notes.append("The paper sets the large model reading the small model's reasoning against it reading "
                              "its own (8B + 2B-R vs 8B + 8B-R); this report holds one reasoning model. A sweep of a "
@@ -291,15 +338,15 @@ def _figure_3_group(section: Section, group: SampleSet, rows: list[AttentionPair
                                   num(r["attention"], 3), num(r["share_for_80"], 3)] for r in rows], group.label))
 
 
-def _heatmaps(section: Section, heads: list[HeadCellRow], value: Callable[[HeadCellRow], float], label: str
-              ) -> None:
+def _heatmaps(section: Section, heads: list[HeadCellRow], value: Callable[[HeadCellRow], float], label: str,
+              sets: dict[str, SampleSet]) -> None:
     """Per comparison group, one head x layer heatmap per (large model, reasoning model): box plots cannot tell
     heads apart."""
     if not heads:
         section.notes.append(f"No attention captured for this report's runs ({SWEEP_COMMAND}).")
         return
-    for group in sorted({_group_of(h) for h in heads}):
-        mine = [h for h in heads if _group_of(h) == group]
+    for group in sorted({_group_of(h, sets) for h in heads}):
+        mine = [h for h in heads if _group_of(h, sets) == group]
         pairs = sorted({_pair(h) for h in mine})
         fig = subplots(rows=1, cols=len(pairs), subplot_titles=pairs, horizontal_spacing=0.1)
         for index, pair in enumerate(pairs, start=1):
@@ -318,18 +365,19 @@ def _heatmaps(section: Section, heads: list[HeadCellRow], value: Callable[[HeadC
                                       coloraxis={"colorbar": {"title": label}}))
 
 
-def _table_16(section: Section, captures: list[ExampleWeightsRow]) -> None:
+def _table_16(section: Section, captures: list[ExampleWeightsRow], sets: dict[str, SampleSet]) -> None:
     """As the paper lays it out, over one sample's reasoning per model pair: a row per layer and pair, the share
     (and number) of reasoning tokens that hold 80 % of the head-averaged attention, which is what sparse RT
     selects at delta 0.8 (`mai.transfer.select_indices`), and the 15 top-ranked tokens with their share."""
     if not captures:
         section.notes.append(f"No attention captured for this report's runs ({SWEEP_COMMAND}).")
         return
-    for group in sorted({_group_of(c) for c in captures}):
+    for group in sorted({_group_of(c, sets) for c in captures}):
         table = Table(["layer", "large + reasoning", "sample", "N-tok (80 %)",
                        *(_ordinal(i) for i in range(1, TOP_RANKS + 1))], [], group.label,
                       wrap=("large + reasoning",), group=group.key)
-        for capture in sorted((c for c in captures if _group_of(c) == group), key=lambda c: (c["layer"], c["pair"])):
+        for capture in sorted((c for c in captures if _group_of(c, sets) == group),
+                              key=lambda c: (c["layer"], c["pair"])):
             weights, total = capture["weights"], sum(capture["weights"])
             kept = tokens_to_reach(weights, 0.8)
             share = f"{100 * kept / len(weights):.1f} % ({kept})" if weights else None

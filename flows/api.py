@@ -549,25 +549,28 @@ def policies(benchmark: str | None = None, small_model: str | None = None, large
 
 
 def report(run_ids: list[str] | None = None, out: str | Path = "report.html", trace_samples: int = 500,
-           compare: list[str] | None = None, home: str | Path | None = None) -> BuiltReport:
+           compare: list[str] | None = None, home: str | Path | None = None,
+           tables: str | Path | None = None) -> BuiltReport:
     """Write the offline HTML report over `run_ids` (None: every completed run) built from the catalog views;
-    `compare` = [run A, run B] adds run vs run (two `run_ids` alone compare those). Returns its path, size in
-    bytes, build seconds, runs and sections."""
+    `compare` = [run A, run B] adds run vs run (two `run_ids` alone compare those); `tables`: a folder that gets
+    every table as CSV and LaTeX (booktabs). Returns its path, size in bytes, build seconds, runs, sections and the
+    table files."""
     from mai.dashboards.report import build_report
     from mai.flows.output_file import checked_output
     if trace_samples < 1:
         raise ConfigError("--trace-samples must be at least 1")
     store = _store_with_specs(home)
     if isinstance(out, str) and out == STDOUT:  # a Path is a file, even Path('-')
-        return _report_to_stdout(store, run_ids, trace_samples, compare)
-    return build_report(store, run_ids, checked_output(store, Path(out), ".html"), trace_samples, compare or [])
+        return _report_to_stdout(store, run_ids, trace_samples, compare, tables)
+    return build_report(store, run_ids, checked_output(store, Path(out), ".html"), trace_samples, compare or [],
+                        Path(tables) if tables is not None else None)
 
 
 STDOUT = "-"  # `--out -`, the bare string: the report goes to standard output (a file named '-' is `--out ./-`)
 
 
 def _report_to_stdout(store: Home, run_ids: list[str] | None, trace_samples: int,
-                      compare: list[str] | None) -> BuiltReport:
+                      compare: list[str] | None, tables: str | Path | None = None) -> BuiltReport:
     """The report written whole to a private temp file, then copied to standard output: nothing reaches stdout
     unless the page was built."""
     import shutil
@@ -576,7 +579,8 @@ def _report_to_stdout(store: Home, run_ids: list[str] | None, trace_samples: int
 
     from mai.dashboards.report import build_report
     with tempfile.TemporaryDirectory(prefix="mai-report-") as scratch:
-        built = build_report(store, run_ids, Path(scratch) / "report.html", trace_samples, compare or [])
+        built = build_report(store, run_ids, Path(scratch) / "report.html", trace_samples, compare or [],
+                             Path(tables) if tables is not None else None)
         with open(built["path"], "rb") as page:
             sys.stdout.flush()
             shutil.copyfileobj(page, sys.stdout.buffer)

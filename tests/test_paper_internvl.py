@@ -61,7 +61,8 @@ def test_a_measured_cell_shows_the_papers_value_beside_it() -> None:
 
 
 def _single(run_id: str, prompt: str, s2: bool) -> RunRow:
-    return cast(RunRow, {"run_id": run_id, "mode": "single", "single_model": "large", "single_prompt": prompt,
+    return cast(RunRow, {"run_id": run_id, "run_name": None, "mode": "single", "single_model": "large",
+                         "single_prompt": prompt,
                          "s2": s2, "small_model": None, "large_model": "OpenGVLab/InternVL3_5-8B-HF"})
 
 

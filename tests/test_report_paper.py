@@ -112,9 +112,12 @@ def test_every_paper_item_and_the_speedups_by_hand(store: Store, browser: Any, t
     assert measured[5][0] == "measured on" and all(cell.startswith("measured on ") for cell in measured[5][1:])
 
     # the two sweep modes are two traces over the sweep's layers, not one zigzag
-    sweeps = page.evaluate("""() => document.querySelector('#table-9 .chart').data
-        .filter(t => t.xaxis === 'x' && t.name.includes('sparse')).map(t => [t.name, t.x])""")
-    assert sorted(sweeps) == [["Full RT sparse, delta 0.8", [1, 2]], ["MAI sparse RT, delta 0.8", [1, 2]]]
+    # (one position per measured layer, labelled by it)
+    sweeps, ticks = page.evaluate("""() => [document.querySelector('#table-9 .chart').data
+        .filter(t => t.xaxis === 'x' && t.name.includes('sparse')).map(t => [t.name, t.x]),
+        document.querySelector('#table-9 .chart').layout.xaxis.ticktext]""")
+    assert sorted(sweeps) == [["Full RT sparse, delta 0.8 (95 % intervals)", [0, 1]],
+                              ["MAI sparse RT, delta 0.8 (95 % intervals)", [0, 1]]] and ticks == ["L1", "L2"]
 
     # provenance and unparsed answers per run and stage
     provenance = _row(page, "runs", store.runs["cascade"])

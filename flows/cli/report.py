@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from mai.flows import api
 
@@ -50,6 +51,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     report.add_argument("--trace-samples", type=int, default=500,
                         help="most samples the trace browser holds (default 500; samples whose score differs "
                              "between runs first)")
+    report.add_argument("--tables", type=Path, metavar="DIR",
+                        help="also write every table to DIR as CSV and LaTeX (booktabs), with an index.csv")
     report.add_argument("--json", action="store_true", help="print what was written as JSON")
     report.set_defaults(handler=_report)
 
@@ -82,11 +85,12 @@ def _report(args: argparse.Namespace) -> int:
     if args.all and args.run_ids:
         raise ConfigError("give RUN_IDs or --all, not both")
     built = api.report(args.run_ids or None, out=args.out, trace_samples=args.trace_samples, compare=args.compare,
-                       home=args.home)
+                       home=args.home, tables=args.tables)
     summary = sys.stderr if built["path"] == api.STDOUT else sys.stdout  # stdout then holds the page alone
     if args.json:
         print(json.dumps(built, indent=2), file=summary)
         return 0
     print(f"{built['path']}: {built['runs']} runs, {built['bytes'] / 1e6:.1f} MB, built in {built['seconds']:.1f} s; "
-          f"sections {', '.join(built['sections'])}; trace browser holds {built['trace_samples']} samples", file=summary)
+          f"sections {', '.join(built['sections'])}; trace browser holds {built['trace_samples']} samples"
+          + (f"; {len(built['tables'])} table files in {args.tables}" if args.tables else ""), file=summary)
     return 0
