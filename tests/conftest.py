@@ -175,3 +175,22 @@ def training_script() -> Iterator[Any]:
     sys.path.insert(0, folder)
     yield importlib.import_module
     sys.path.remove(folder)
+
+
+@pytest.fixture
+def no_process_left(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fails the test when a process it started is still alive after it (given tests/leaks.py's grace to end), and
+    kills it. The cluster and fan-out tests use it (their modules' `pytestmark`)."""
+    from tests.leaks import MARK, kill, left_behind
+
+    mark = f"{os.getpid()}-{request.node.nodeid}"
+    os.environ[MARK] = mark
+    try:
+        yield
+    finally:
+        del os.environ[MARK]
+    left = left_behind(mark)
+    kill(list(left))
+    if left:
+        pytest.fail(f"the test left {len(left)} processes alive (killed now): "
+                    + "; ".join(f"{pid}: {command[:200]}" for pid, command in sorted(left.items())))

@@ -19,7 +19,7 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 # the first start of the embedded Prefect API migrates a fresh database: more than the default 20 s here
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
-from mai.flows.cli import assets, benchmarks, latency, parity, report, runs, store
+from mai.flows.cli import assets, benchmarks, latency, parity, report, runs, store, worker
 from mai.flows.cli.expected_failures import quiet_expected_failures
 
 from mai import stop
@@ -28,7 +28,7 @@ from mai.errors import ConfigError
 # `mai --help` lists the commands in this order (the order they were introduced), across the groups
 ORDER = ("demo", "run", "sql", "sweep", "speculative", "score", "rescore", "profile", "import-profile", "estimate",
          "build-models", "build-shapes", "build-demo", "serve", "regress", "baseline", "catalog", "compare",
-         "policies", "report", "parity", "benchmarks", "benchmark")
+         "policies", "report", "parity", "benchmarks", "benchmark", "worker")
 
 
 # the commands whose work may run as Prefect flows (each starts or finds its Prefect API only when a flow is about
@@ -103,7 +103,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mai", description=__doc__)
     parser.add_argument("--home", default=None, help="store root (default: $MAI_HOME or ~/.mai)")
     commands = parser.add_subparsers(required=True, metavar="COMMAND", dest="command")
-    for group in (runs, store, latency, assets, report, parity, benchmarks):
+    for group in (runs, store, latency, assets, report, parity, benchmarks, worker):
         group.register(commands)
     _in_order(commands)
     return parser
