@@ -58,11 +58,13 @@ def mai_drain(plan: RunPlan, shard_paths: list[str]) -> list[str] | State:
         drain_lease = drain_lease_path(home, plan.run_id, str(flow_run.get_id()))
         _require_writable(drain_lease.parent)
         with stop.on_sigterm(), Lease(drain_lease), tags(*plan.tags):
-            _stop_when_the_worker_goes()
+            _stop_when_the_worker_or_the_run_goes()
             return _drain(plan, shard_paths, home)
-    except ParentEnded as ended:
+    except (ParentEnded, stop.StopRequested) as ended:
         from prefect.states import Cancelled
 
+        if isinstance(ended, stop.StopRequested) and not stop.reason().startswith(ParentEnded.PREFIX):
+            raise  # SIGTERM, or its worker gone: Prefect reports the signal; the parent takes the shard back
         run_logger().warning("%s", ended)
         return Cancelled(message=str(ended))
     except Exception as error:
@@ -96,27 +98,41 @@ def _require_the_planned_code(plan: RunPlan) -> None:
 
 
 WORKER_WATCH_S = 0.5
+PARENT_WATCH_S = 2.0
 
 
-def _stop_when_the_worker_goes() -> None:
+def _stop_when_the_worker_or_the_run_goes() -> None:
     """A process worker starts each drain in a session of its own: a worker that dies (SIGKILL, a stop that kills
     it) does not take its drain along, which would run on, holding its shard and its GPU. So the drain watches its
     parent process, the worker: once that is gone (the drain is reparented), it stops as a cancellation would,
-    within a decoding step, and its shard's lease is free for another drain."""
+    within a decoding step, and its shard's lease is free for another drain. It also watches the run that submitted
+    it: once that has ended (Ctrl-C on `mai run`), it stops at once, not when its worker next looks for
+    cancellations."""
     import threading
 
-    worker = os.getppid()
+    worker, looked = os.getppid(), time.monotonic()
 
     def watch() -> None:
-        while os.getppid() == worker:
+        nonlocal looked
+        while os.getppid() == worker and not stop.stop_requested():
             time.sleep(WORKER_WATCH_S)
+            if time.monotonic() - looked > PARENT_WATCH_S:
+                looked = time.monotonic()
+                try:
+                    _check_parent()
+                except ParentEnded as ended:
+                    stop.request_stop(str(ended))
+                except Exception:  # noqa: BLE001, S112  (the API did not answer this time: look again later)
+                    continue
         stop.request_stop(f"its worker (pid {worker}) stopped")
 
-    threading.Thread(target=watch, name="mai-drain-watches-its-worker", daemon=True).start()
+    threading.Thread(target=watch, name="mai-drain-watches-its-worker-and-run", daemon=True).start()
 
 
 class ParentEnded(Exception):
     """The run that submitted this drain ended (stopped, failed): a drain its cancellation missed takes no shard."""
+
+    PREFIX = "the run that submitted this drain"
 
 
 def _check_parent() -> None:
@@ -129,13 +145,16 @@ def _check_parent() -> None:
     from prefect.client.orchestration import get_client
     from prefect.runtime import flow_run
 
-    parent = flow_run.parent_flow_run_id
+    parent, mine = flow_run.parent_flow_run_id, flow_run.get_id()
     if not parent:
         return  # run by hand, not by a run
     with get_client(sync_client=True) as client:
         state = client.read_flow_run(UUID(str(parent))).state
+        own = client.read_flow_run(UUID(str(mine))).state if mine else None
+    if own is not None and own.is_cancelling():  # the parent cancelled this drain: stop before the worker sees it
+        raise ParentEnded(f"{ParentEnded.PREFIX} cancelled it ({own.message}): this drain stops")
     if state is not None and state.is_final():
-        raise ParentEnded(f"the run that submitted this drain ended {state.name}: this drain takes no shard")
+        raise ParentEnded(f"{ParentEnded.PREFIX} ended {state.name}: this drain stops and takes no shard")
 
 
 def _drain(plan: RunPlan, shard_paths: list[str], home: Home) -> list[str]:

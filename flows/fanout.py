@@ -38,7 +38,7 @@ from mai.tasks.logs import run_logger
 from prefect.exceptions import TerminationSignal
 
 from mai import stop
-from mai.errors import ConfigError
+from mai.errors import ConfigError, RunFailed
 from mai.manifest import ShardOutcome
 from mai.plan import RunPlan
 
@@ -107,7 +107,7 @@ def _could_not_load(client: SyncPrefectClient, flow_run: FlowRun) -> str | None:
             "install mai and its packages there as on the host that planned the run")
 
 
-class ShardFailed(RuntimeError):
+class ShardFailed(RunFailed):
     """A shard failed after its retries (its drain failed), or a slot's drains lost their worker MAX_ATTEMPTS times."""
 
 
@@ -432,14 +432,48 @@ def _require_a_worker(client: SyncPrefectClient, pool: str | None, drain_name: s
     """Raises NoWorker when no worker of `pool` has sent a heartbeat lately (the caller cancels the drains, so no
     worker takes them later); says, the first time, that the drain waits for a busy pool otherwise."""
     workers = client.read_workers_for_work_pool(pool) if pool else []
-    if any(heard_lately(worker) for worker in workers):
+    polling = [worker for worker in workers if heard_lately(worker)]
+    if polling:
         if first:
-            _progress("drain %s waits for a free worker of pool %s (%.0f s since the run started): "
-                      "its workers poll but are busy", drain_name, pool, waited_s)
+            running = _running_in(client, pool)
+            _progress("drain %s waits for a worker of pool %s (%.0f s since the run started): %d of its workers poll "
+                      "and %d of its flow runs are running or starting%s", drain_name, pool, waited_s, len(polling),
+                      running, ": its workers are busy" if running >= len(polling) else
+                      ": a worker with a free slot takes it at its next poll, unless a work queue or concurrency "
+                      "limit holds it")
         return
-    raise NoWorker(f"no worker of work pool '{pool}' is polling: the run waited {waited_s:.0f} s for one "
+    raise NoWorker(f"no worker of work pool '{pool}' is polling ({_last_heard(workers)}): the run waited "
+                   f"{waited_s:.0f} s for one "
                    f"(MAI_NO_WORKER_WAIT_S={NO_WORKER_WAIT_S:g}). Start one per GPU, e.g. `CUDA_VISIBLE_DEVICES=0 "
-                   f"prefect worker start --pool {pool} --limit 1`, and run again (what the run stored is kept)")
+                   f"mai worker --pool {pool} --limit 1`, and run again (what the run stored is kept)")
+
+
+def _running_in(client: SyncPrefectClient, pool: str | None) -> int:
+    """How many flow runs of `pool` are Running or Pending (a worker took them)."""
+    from prefect.client.schemas.filters import (
+        FlowRunFilter,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+        WorkPoolFilter,
+        WorkPoolFilterName,
+    )
+    from prefect.client.schemas.objects import StateType
+
+    taken = FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.RUNNING,
+                                                                                     StateType.PENDING])))
+    return len(client.read_flow_runs(flow_run_filter=taken,
+                                     work_pool_filter=WorkPoolFilter(name=WorkPoolFilterName(any_=[pool or ""]))))
+
+
+def _last_heard(workers: list[Worker]) -> str:
+    """Whether any worker of a pool ever polled, and when the last did."""
+    heard = [worker for worker in workers if worker.last_heartbeat_time is not None]
+    if not heard:
+        return "no worker of it has polled yet"
+    last = max(heard, key=lambda worker: worker.last_heartbeat_time or datetime.min.replace(tzinfo=UTC))
+    assert last.last_heartbeat_time is not None
+    ago = (datetime.now(UTC) - last.last_heartbeat_time).total_seconds()
+    return f"its last worker to poll, {last.name}, polled {ago:.0f} s ago"
 
 
 def heard_lately(worker: Worker) -> bool:

@@ -401,8 +401,13 @@ def test_a_run_over_one_healthy_host_and_one_of_each_bad_kind_completes_there_na
     from tests.test_fanout import parent_flow_run, parent_logs
 
     with temporary_settings({PREFECT_API_URL: cluster.api_url}):
-        logged = parent_logs(parent_flow_run("bad-hosts").id, "taken out of this run")
+        parent = parent_flow_run("bad-hosts").id
+        logged = parent_logs(parent, "taken out of this run")
+        # its INFO decisions too, which the terminal does not show: each drain submitted to the pool
+        submitted = parent_logs(parent, f"submitted to work pool {FAULTS_POOL} as flow run")
     assert {host for host in FAULT_WORDS if any(taken_out[host] in line for line in logged)} == set(FAULT_WORDS)
+    assert len(submitted) >= 8 and not [line for line in said.splitlines() if "submitted to work pool" in line and
+                                        " fan-out " not in line], submitted
     ids = [r["gen_id"] for r in stored_rows(cluster.store) if r["run_id"] == run_id]
     assert len(ids) == len(set(ids)) == fanned["counts"]["generations_computed"] > 0
 

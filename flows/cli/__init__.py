@@ -12,8 +12,10 @@ import os
 import signal
 import sys
 
-# quiet, offline-friendly Prefect defaults for an embedded (serverless) run; the user's env wins
-os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+# quiet, offline-friendly Prefect defaults for an embedded (serverless) run; the user's env wins. The terminal shows
+# warnings and errors; a run's logs in Prefect (its Logs tab) get its INFO decisions too: the plan, the drains and
+# shards, the hosts taken out
+os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 # the first start of the embedded Prefect API migrates a fresh database: more than the default 20 s here
@@ -23,7 +25,7 @@ from mai.flows.cli import assets, benchmarks, latency, parity, report, runs, sto
 from mai.flows.cli.expected_failures import quiet_expected_failures
 
 from mai import stop
-from mai.errors import ConfigError
+from mai.errors import ConfigError, RunFailed
 
 # `mai --help` lists the commands in this order (the order they were introduced), across the groups
 ORDER = ("demo", "run", "sql", "sweep", "speculative", "score", "rescore", "profile", "import-profile", "estimate",
@@ -51,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except RunFailed as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     except BrokenPipeError:
         return _reader_gone()
     except OSError as error:

@@ -22,13 +22,19 @@ STOP_GRACE_S = 5.0
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     worker = commands.add_parser("worker", help="a Prefect process worker (`prefect worker start` and its options) "
                                                 "that stops within seconds of SIGTERM or Ctrl-C")
+    worker.add_argument("--pool", required=True, help="the work pool (mai-gpu)")
+    worker.add_argument("--limit", type=int, default=1, help="flow runs at a time (default 1: one drain per GPU)")
+    worker.add_argument("--name", help="the worker's name (name it after its host and GPU: gpu-07-gpu0)")
     worker.add_argument("options", nargs=argparse.REMAINDER,
-                        help="`prefect worker start` options, e.g. --pool mai-gpu --limit 1 --name gpu-07-gpu0")
+                        help="after `--`: any other `prefect worker start` options")
     worker.set_defaults(handler=_worker)
 
 
 def _worker(args: argparse.Namespace) -> int:
-    child = subprocess.Popen([sys.executable, "-m", "prefect", "worker", "start", *args.options])
+    named = ["--name", args.name] if args.name else []
+    extra = args.options[1:] if args.options[:1] == ["--"] else args.options
+    child = subprocess.Popen([sys.executable, "-m", "prefect", "worker", "start", "--pool", args.pool, "--limit",
+                              str(args.limit), *named, *extra])
     asked: list[float] = []
 
     def stop(signum: int, frame: FrameType | None) -> None:
