@@ -38,7 +38,9 @@ STOP_LIMIT_S = 60.0  # what a stop may take here before a test calls it failed: 
 
 
 def prefect_env(api_url: str, **extra: str) -> dict[str, str]:
-    return {**os.environ, "PREFECT_API_URL": api_url, "PREFECT_LOGGING_LEVEL": "WARNING",
+    # as `mai` itself: warnings on the terminal, INFO to the Prefect API (a run's Logs tab)
+    return {**os.environ, "PREFECT_API_URL": api_url, "PREFECT_LOGGING_LEVEL": "INFO",
+            "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": "WARNING",
             "PREFECT_WORKER_QUERY_SECONDS": "1", "PREFECT_WORKER_PREFETCH_SECONDS": "0", "HF_HUB_OFFLINE": "1",
             "PREFECT_WORKER_HEARTBEAT_SECONDS": "5",
             **extra}
