@@ -154,7 +154,7 @@ def start_prefect_server(database_url: str, address: str, directory: Path) -> Pr
                                stderr=subprocess.STDOUT, start_new_session=True)
     server = PrefectServer(f"http://{address}:{port}/api", process, log)
     try:
-        wait_until(lambda: _answers(server.api_url + "/health"), 180, "the Prefect server", process, log)
+        wait_until(lambda: _answers(server.api_url + "/health"), 600, "the Prefect server", process, log)
     except BaseException:
         server.stop()
         raise

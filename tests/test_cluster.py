@@ -53,7 +53,9 @@ from tests.postgres_prefect import (
 )
 from tests.test_fanout import prefect_cli, prefect_env, stored_rows, worker_flow_runs
 
-pytestmark = [pytest.mark.prefect, pytest.mark.workers, pytest.mark.cluster, pytest.mark.slow, pytest.mark.usefixtures("no_process_left")]
+# no `prefect` marker: the module runs a Prefect server of its own (on PostgreSQL), and every Prefect call here names
+# it; the session's test server would only add its load
+pytestmark = [pytest.mark.workers, pytest.mark.cluster, pytest.mark.slow, pytest.mark.usefixtures("no_process_left")]
 
 REPO = Path(__file__).resolve().parents[1]
 POOL = "mai-gpu"            # a server of the test's own: the real pool name, no other test's flow runs reach it
