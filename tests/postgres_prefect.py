@@ -110,7 +110,7 @@ def start_postgres() -> Postgres:
     try:
         wait_until(lambda: subprocess.run([str(binaries / "pg_isready"), "-h", "127.0.0.1", "-p", str(port)],
                                           capture_output=True, check=False).returncode == 0,
-                   60, "PostgreSQL", process, log)
+                   300, "PostgreSQL", process, log)
         created = subprocess.run([str(binaries / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "mai",
                                   DATABASE], env=env, capture_output=True, text=True, check=False)
         if created.returncode != 0:
