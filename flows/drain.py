@@ -8,16 +8,20 @@ waiting), so two drains never run one shard; a shard whose outcome is in the sto
 shards, the drain waits for those that other drains hold: one whose lease frees without an outcome (its drain's
 process died) it takes itself. The drain's own lease tells the parent that its process lives (flows/fanout.py).
 
-A drain whose host cannot serve the run (its mount of the store fails the lock probe, the store is not where
-`MAI_HOME` says, a checkpoint differs here, any ConfigError of this host) is taken out: it lets go of the shard it
+A drain whose host cannot do the run's work (mai.host_faults: the store missing, read-only, unwritable or full
+here, its mount's locks failing the probe, other code than the plan's, a package that cannot be imported, a
+checkpoint that differs or a model that does not load, a GPU out of memory) is taken out: it lets go of the shard it
 held (another drain takes it), says why in one line naming the host and the fix, and ends in the `TakenOut` state
-(flows/fanout.py `taken_out`), which the parent reads as "this host is unfit", not as a failed run.
+(flows/fanout.py `taken_out`), which the parent reads as "this host is unfit", not as a failed run. Any other
+failure is the run's (it would fail on every host): the drain fails, and the run with it.
 """
 
 from __future__ import annotations
 
+import os
 import time
-from uuid import UUID
+from pathlib import Path
+from uuid import UUID, uuid4
 
 from mai.flows.fanout import POLL_S, drain_lease_path, shard_run_name, taken_out
 from mai.flows.shard import mai_shard
@@ -29,41 +33,106 @@ from prefect import flow, tags
 from prefect.client.schemas.objects import State
 
 from mai import stop
+from mai.code_version import code_difference
 from mai.errors import ConfigError
 from mai.host import host_name
+from mai.host_faults import host_fault
 from mai.plan import RunPlan
 
 
 @flow(name="mai-drain", persist_result=False)
 def mai_drain(plan: RunPlan, shard_paths: list[str]) -> list[str] | State:
     """Runs every shard of `shard_paths` that no other drain runs, until each has its outcome in the store; returns
-    the shards this drain ran, or the `TakenOut` state when this host cannot serve the run. SIGTERM (a Prefect
-    cancellation) stops it within a decoding step."""
+    the shards this drain ran, or the `TakenOut` state when this host cannot do the run's work (mai.host_faults).
+    SIGTERM (a Prefect cancellation) stops it within a decoding step."""
     from prefect.runtime import flow_run
 
     try:
-        # once per drain: the store where this host mounts it ($MAI_HOME), and the run's checkpoints found and
-        # checked on this host; a store or a checkpoint that is missing or other here fails now, before any shard
-        # is taken. The drain's lease is its first lock in the store: the lock probe runs there (claims.Lease)
+        # once per drain: this host's code against the plan's, the store where this host mounts it ($MAI_HOME),
+        # and the run's checkpoints found and checked on this host, a first write where its lease goes (a read-only,
+        # unwritable or full store fails there, as what it is): each fails now, before any shard is taken. The
+        # drain's lease is its first lock in the store: the lock probe runs there (claims.Lease)
+        _require_the_planned_code(plan)
         plan = plan_on_this_host(plan)
         home = Home.at(plan.home)
-        with stop.on_sigterm(), Lease(drain_lease_path(home, plan.run_id, str(flow_run.get_id()))), \
-                tags(*plan.tags):
+        drain_lease = drain_lease_path(home, plan.run_id, str(flow_run.get_id()))
+        _require_writable(drain_lease.parent)
+        with stop.on_sigterm(), Lease(drain_lease), tags(*plan.tags):
+            _stop_when_the_worker_or_the_run_goes()
             return _drain(plan, shard_paths, home)
-    except ConfigError as error:
-        # the shard lease was let go on the way out (`_run_if_free`): another drain takes that shard
-        state = taken_out(host_name(), str(error))
-        run_logger().error("%s", state.message)
-        return state
-    except ParentEnded as ended:
+    except (ParentEnded, stop.StopRequested) as ended:
         from prefect.states import Cancelled
 
+        if isinstance(ended, stop.StopRequested) and not stop.reason().startswith(ParentEnded.PREFIX):
+            raise  # SIGTERM, or its worker gone: Prefect reports the signal; the parent takes the shard back
         run_logger().warning("%s", ended)
         return Cancelled(message=str(ended))
+    except Exception as error:
+        fault = host_fault(error)
+        if fault is None:  # not this host's: it would fail on every host, and fails the run (flows/fanout.py)
+            run_logger().error("drain on host %s failed, not for a fault of this host (%s: %s): the run fails",
+                               host_name(), type(error).__name__, error)
+            raise
+        # the shard lease was let go on the way out (`_run_if_free`): another drain takes that shard
+        state = taken_out(host_name(), fault)
+        run_logger().error("%s", state.message)
+        return state
+
+
+def _require_writable(directory: Path) -> None:
+    """Raises the OSError of a store that this host cannot write (read-only, not its user's, full), before the lock
+    probe would report it as a failed lock check."""
+    directory.mkdir(parents=True, exist_ok=True)
+    probe = directory / f".tmp-writable-{uuid4().hex}"
+    probe.write_bytes(b"")
+    probe.unlink()
+
+
+def _require_the_planned_code(plan: RunPlan) -> None:
+    """A host whose mai, source or packages differ from the planning host's computes outputs that the run's
+    identities do not describe: it takes no shard."""
+    difference = code_difference(plan.code_versions)
+    if difference:
+        raise ConfigError(f"it runs other code than the run was planned with ({difference}): install the same mai "
+                          "and packages on every host (the same wheel or checkout), then restart its workers")
+
+
+WORKER_WATCH_S = 0.5
+PARENT_WATCH_S = 2.0
+
+
+def _stop_when_the_worker_or_the_run_goes() -> None:
+    """A process worker starts each drain in a session of its own: a worker that dies (SIGKILL, a stop that kills
+    it) does not take its drain along, which would run on, holding its shard and its GPU. So the drain watches its
+    parent process, the worker: once that is gone (the drain is reparented), it stops as a cancellation would,
+    within a decoding step, and its shard's lease is free for another drain. It also watches the run that submitted
+    it: once that has ended (Ctrl-C on `mai run`), it stops at once, not when its worker next looks for
+    cancellations."""
+    import threading
+
+    worker, looked = os.getppid(), time.monotonic()
+
+    def watch() -> None:
+        nonlocal looked
+        while os.getppid() == worker and not stop.stop_requested():
+            time.sleep(WORKER_WATCH_S)
+            if time.monotonic() - looked > PARENT_WATCH_S:
+                looked = time.monotonic()
+                try:
+                    _check_parent()
+                except ParentEnded as ended:
+                    stop.request_stop(str(ended))
+                except Exception:  # noqa: BLE001, S112  (the API did not answer this time: look again later)
+                    continue
+        stop.request_stop(f"its worker (pid {worker}) stopped")
+
+    threading.Thread(target=watch, name="mai-drain-watches-its-worker-and-run", daemon=True).start()
 
 
 class ParentEnded(Exception):
     """The run that submitted this drain ended (stopped, failed): a drain its cancellation missed takes no shard."""
+
+    PREFIX = "the run that submitted this drain"
 
 
 def _check_parent() -> None:
@@ -76,13 +145,16 @@ def _check_parent() -> None:
     from prefect.client.orchestration import get_client
     from prefect.runtime import flow_run
 
-    parent = flow_run.parent_flow_run_id
+    parent, mine = flow_run.parent_flow_run_id, flow_run.get_id()
     if not parent:
         return  # run by hand, not by a run
     with get_client(sync_client=True) as client:
         state = client.read_flow_run(UUID(str(parent))).state
+        own = client.read_flow_run(UUID(str(mine))).state if mine else None
+    if own is not None and own.is_cancelling():  # the parent cancelled this drain: stop before the worker sees it
+        raise ParentEnded(f"{ParentEnded.PREFIX} cancelled it ({own.message}): this drain stops")
     if state is not None and state.is_final():
-        raise ParentEnded(f"the run that submitted this drain ended {state.name}: this drain takes no shard")
+        raise ParentEnded(f"{ParentEnded.PREFIX} ended {state.name}: this drain stops and takes no shard")
 
 
 def _drain(plan: RunPlan, shard_paths: list[str], home: Home) -> list[str]:
@@ -102,6 +174,7 @@ def _drain(plan: RunPlan, shard_paths: list[str], home: Home) -> list[str]:
                 ran.append(shard)
                 took = True
         if not took:
+            stop.check()
             if waiting_for != len(left):
                 log.info("%d shards left, each run by another drain: waiting for them (one whose drain dies is "
                          "taken here)", len(left))

@@ -38,7 +38,7 @@ from mai.tasks.logs import run_logger
 from prefect.exceptions import TerminationSignal
 
 from mai import stop
-from mai.errors import ConfigError
+from mai.errors import ConfigError, RunFailed
 from mai.manifest import ShardOutcome
 from mai.plan import RunPlan
 
@@ -80,10 +80,34 @@ def taken_out(host: str, reason: str) -> State:
 
 
 def _taken_out_host(message: str) -> str:
-    return message.removeprefix("host ").partition(" taken out of this run: ")[0]
+    """The host a taken-out message names: `mai-c`, or `worker NAME` when only its worker is known."""
+    named = message.partition(" taken out of this run: ")[0]
+    return named.replace(_NO_FLOW_HERE, "worker ", 1).removeprefix("host ")
 
 
-class ShardFailed(RuntimeError):
+# how a drain's process that could not even load its flow (an import failure: none of mai's code ran) reports it
+_FLOW_NOT_LOADED = "Unexpected exception encountered when trying to load flow"
+_NO_FLOW_HERE = "host of worker "
+
+
+def _could_not_load(client: SyncPrefectClient, flow_run: FlowRun) -> str | None:
+    """The taken-out message of a Crashed drain whose process could not import its flow (mai, or a package it
+    imports, is missing or broken on that host), from the error Prefect's engine logged to the flow run; None for
+    any other crash. The drain's own code never ran, so the host is named by its worker (the docs name workers after
+    their host and GPU)."""
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+
+    logs = client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run.id])))
+    failed = [log.message for log in logs if log.message.startswith(_FLOW_NOT_LOADED)]
+    if not failed:
+        return None
+    lines = [line for line in failed[-1].splitlines() if line.strip()]
+    worker = (flow_run.labels or {}).get("prefect.worker.name", "unknown")
+    return (f"{_NO_FLOW_HERE}{worker} taken out of this run: its drain could not load mai's flow there ({lines[-1]}): "
+            "install mai and its packages there as on the host that planned the run")
+
+
+class ShardFailed(RunFailed):
     """A shard failed after its retries (its drain failed), or a slot's drains lost their worker MAX_ATTEMPTS times."""
 
 
@@ -274,17 +298,22 @@ def _watch_drains(client: SyncPrefectClient, home: Home, run_id: str, drains: li
         if state is None:
             continue
         if state.is_final():
-            if state.is_failed() and state.name == TAKEN_OUT:
-                drain.taken_out = _taken_out_host(state.message or "")
-                if drain.taken_out not in hosts_taken_out:
-                    run_logger().warning("%s; the other hosts take its shards", state.message)
-                hosts_taken_out[drain.taken_out] = state.message or ""
-            elif state.is_failed() or state.is_cancelled():
-                run_logger().error("drain '%s' ended %s: %s", drain.name, state.type.value, state.message)
-                raise ShardFailed(f"drain '{drain.name}' of run {run_id} ended {state.type.value}: {state.message} "
-                                  "(see it in the Prefect UI; what the shards stored is kept)")
+            message = state.message or ""
             if state.is_crashed():
-                drain.lost = f"its flow run ended Crashed: {state.message}"
+                message = _could_not_load(client, flow_run) or message
+            if state.name == TAKEN_OUT or message.startswith(_NO_FLOW_HERE):
+                drain.taken_out = _taken_out_host(message)
+                if drain.taken_out not in hosts_taken_out:
+                    run_logger().warning("%s; the other hosts take its shards", message)
+                hosts_taken_out[drain.taken_out] = message
+            elif state.is_failed() or state.is_cancelled():
+                host = lease_holder(drain_lease_path(home, run_id, str(drain.flow_run_id))).get("host", "its host")
+                run_logger().error("drain '%s' on %s ended %s: %s", drain.name, host, state.type.value, message)
+                raise ShardFailed(f"drain '{drain.name}' of run {run_id} on host {host} ended {state.type.value}, not "
+                                  f"for a fault of that host (it would fail on every host): {message} (its logs in "
+                                  "the Prefect UI have the traceback; what the shards stored is kept)")
+            elif state.is_crashed():
+                drain.lost = f"its flow run ended Crashed: {message}"
             ended.append(drain)
         elif state.is_scheduled() or state.is_pending():
             now = time.monotonic()
@@ -403,14 +432,48 @@ def _require_a_worker(client: SyncPrefectClient, pool: str | None, drain_name: s
     """Raises NoWorker when no worker of `pool` has sent a heartbeat lately (the caller cancels the drains, so no
     worker takes them later); says, the first time, that the drain waits for a busy pool otherwise."""
     workers = client.read_workers_for_work_pool(pool) if pool else []
-    if any(heard_lately(worker) for worker in workers):
+    polling = [worker for worker in workers if heard_lately(worker)]
+    if polling:
         if first:
-            _progress("drain %s waits for a free worker of pool %s (%.0f s since the run started): "
-                      "its workers poll but are busy", drain_name, pool, waited_s)
+            running = _running_in(client, pool)
+            _progress("drain %s waits for a worker of pool %s (%.0f s since the run started): %d of its workers poll "
+                      "and %d of its flow runs are running or starting%s", drain_name, pool, waited_s, len(polling),
+                      running, ": its workers are busy" if running >= len(polling) else
+                      ": a worker with a free slot takes it at its next poll, unless a work queue or concurrency "
+                      "limit holds it")
         return
-    raise NoWorker(f"no worker of work pool '{pool}' is polling: the run waited {waited_s:.0f} s for one "
+    raise NoWorker(f"no worker of work pool '{pool}' is polling ({_last_heard(workers)}): the run waited "
+                   f"{waited_s:.0f} s for one "
                    f"(MAI_NO_WORKER_WAIT_S={NO_WORKER_WAIT_S:g}). Start one per GPU, e.g. `CUDA_VISIBLE_DEVICES=0 "
-                   f"prefect worker start --pool {pool} --limit 1`, and run again (what the run stored is kept)")
+                   f"mai worker --pool {pool} --limit 1`, and run again (what the run stored is kept)")
+
+
+def _running_in(client: SyncPrefectClient, pool: str | None) -> int:
+    """How many flow runs of `pool` are Running or Pending (a worker took them)."""
+    from prefect.client.schemas.filters import (
+        FlowRunFilter,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+        WorkPoolFilter,
+        WorkPoolFilterName,
+    )
+    from prefect.client.schemas.objects import StateType
+
+    taken = FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.RUNNING,
+                                                                                     StateType.PENDING])))
+    return len(client.read_flow_runs(flow_run_filter=taken,
+                                     work_pool_filter=WorkPoolFilter(name=WorkPoolFilterName(any_=[pool or ""]))))
+
+
+def _last_heard(workers: list[Worker]) -> str:
+    """Whether any worker of a pool ever polled, and when the last did."""
+    heard = [worker for worker in workers if worker.last_heartbeat_time is not None]
+    if not heard:
+        return "no worker of it has polled yet"
+    last = max(heard, key=lambda worker: worker.last_heartbeat_time or datetime.min.replace(tzinfo=UTC))
+    assert last.last_heartbeat_time is not None
+    ago = (datetime.now(UTC) - last.last_heartbeat_time).total_seconds()
+    return f"its last worker to poll, {last.name}, polled {ago:.0f} s ago"
 
 
 def heard_lately(worker: Worker) -> bool:

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from mai import cascade
 from mai.backends.base import EngineOptions
+from mai.code_version import code_versions
 from mai.config import (
     BUILTIN_MODELS,
     GENERATED_BENCHMARKS,
@@ -77,6 +78,8 @@ class RunPlan(BaseModel):
     # machine's load averages then (its end's are read when the manifest is written)
     command: str = ""
     load_at_start: list[float] = []
+    # the code the run was planned with (mai.code_version): a drain on a host that runs other code is taken out
+    code_versions: dict[str, str] = {}
 
     # --- what the configuration says, read through the plan --------------------------------------------------
 
@@ -193,7 +196,7 @@ def build_plan(config: RunConfig, store: StoreLocations, run_id: str | None = No
                    stages=stages, source=source,
                    decodings={stage.prompt_kind: config.decoding(stage.prompt_kind) for stage in stages},
                    backends=_backends(config, models, store.root), command=command_line(),
-                   load_at_start=load_average())
+                   load_at_start=load_average(), code_versions=code_versions())
 
 
 def _resolve_role(config: RunConfig, role: Role, models_dir: Path) -> ModelSpec:

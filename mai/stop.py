@@ -57,7 +57,8 @@ Handler = Callable[[int, FrameType | None], object] | int | signal.Handlers | No
 
 @contextmanager
 def on_sigterm(then_raise: bool = False) -> Iterator[None]:
-    """While inside: SIGTERM requests a stop, then runs the handler it replaced (Prefect's bridge raises its
+    """While inside: SIGTERM requests a stop, then runs the handler it replaced; Ctrl-C (SIGINT, where Python's own
+    handler has it) requests a stop, then raises KeyboardInterrupt as that handler does (Prefect's bridge raises its
     TerminationSignal in the main thread). With `then_raise` (the command line, outside any flow), the first
     SIGTERM also raises StopRequested in the main thread, like Ctrl-C; a later one (Prefect re-sending the signal
     to the handler it saved, after its flow crashed) only keeps the request. Off the main thread: no-op."""
@@ -74,8 +75,19 @@ def on_sigterm(then_raise: bool = False) -> Iterator[None]:
         elif then_raise and first:
             raise StopRequested(reason())
 
+    def interrupted(signum: int, frame: FrameType | None) -> None:
+        # Ctrl-C is a stop request too: a KeyboardInterrupt that lands inside a library call that swallows it (an
+        # API client's) still stops the work at its next `check`
+        request_stop("interrupted (Ctrl-C)")
+        raise KeyboardInterrupt
+
+    previous_int: Handler = signal.getsignal(signal.SIGINT)
     signal.signal(signal.SIGTERM, handler)
+    if previous_int is signal.default_int_handler:
+        signal.signal(signal.SIGINT, interrupted)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+        if previous_int is signal.default_int_handler:
+            signal.signal(signal.SIGINT, previous_int)

@@ -112,19 +112,21 @@ def kept_under_tmp() -> list[str]:
 
 
 def host_script(hostname: str, store: Path, store_path: str, command: list[str], env: dict[str, str],
-                also_kept: tuple[Path, ...] = (), bindfs: bool = False) -> str:
+                also_kept: tuple[Path, ...] = (), bindfs: bool = False, after_mount: tuple[str, ...] = ()) -> str:
     """The shell run as the host's first process: hostname, the store bind-mounted at `store_path` (first: the
     test's path of it lies under /tmp, which the private tmpfs then hides), a private /tmp (so the path the run was
     planned with does not exist on the host: its drains find the store by its id at MAI_HOME) where only the checkout
     and the Python environment (and `also_kept`) are bound back if they lay under /tmp, then the command, waited for
     (PID 1 of a namespace ignores signals it has no handler for, so the command is not exec'd in its place). With
     `bindfs`, the store is mounted by bindfs (FUSE) instead of a bind mount: its locks stay on this mount, as those
-    of a network filesystem mounted with host-local locks stay on one host."""
+    of a network filesystem mounted with host-local locks stay on one host. `after_mount`: shell lines run once the
+    store is mounted (a fault of this host's mount: remounted read-only, a full filesystem over a directory)."""
     exports = " ".join(f"{key}={shlex.quote(value)}" for key, value in env.items())
     keep = kept_under_tmp() + [str(path) for path in also_kept if path.is_relative_to("/tmp")]
     lines = ["set -e", f"hostname {shlex.quote(hostname)}", "mount --make-rprivate /",
              "mount -t tmpfs mai-host-mnt /mnt", f"mkdir -p {shlex.quote(store_path)}",
-             f"{'bindfs' if bindfs else 'mount --bind'} {shlex.quote(str(store))} {shlex.quote(store_path)}"]
+             f"{'bindfs' if bindfs else 'mount --bind'} {shlex.quote(str(store))} {shlex.quote(store_path)}",
+             *after_mount]
     if keep:  # the machine's /tmp stays reachable for a moment, to bind the kept paths back from it
         lines += ["mkdir -p /mnt/.machine-tmp", "mount --bind /tmp /mnt/.machine-tmp"]
     lines.append("mount -t tmpfs mai-host-tmp /tmp")
@@ -137,13 +139,14 @@ def host_script(hostname: str, store: Path, store_path: str, command: list[str],
 
 
 def start_host(bridge: Bridge, label: str, store: Path, command: list[str], env: dict[str, str], log: Path,
-               also_kept: tuple[Path, ...] = (), bindfs: bool = False) -> Host:
+               also_kept: tuple[Path, ...] = (), bindfs: bool = False, after_mount: tuple[str, ...] = ()) -> Host:
     """A host `mai-<label>` on the bridge, the store at /mnt/store-on-<label>, running
     `command` with `env` (MAI_HOME is set to the host's store path unless `env` names it); `also_kept`: paths of
     the test machine the host sees too (a directory the test made for it); `bindfs`: the store mounted by bindfs."""
     namespace, address = bridge.join(label)
     hostname, store_path = f"mai-{label}", f"/mnt/store-on-{label}"
-    script = host_script(hostname, store, store_path, command, {"MAI_HOME": store_path, **env}, also_kept, bindfs)
+    script = host_script(hostname, store, store_path, command, {"MAI_HOME": store_path, **env}, also_kept, bindfs,
+                         after_mount)
     process = subprocess.Popen(
         ["ip", "netns", "exec", namespace, "unshare", "--uts", "--mount", "--pid", "--fork", "--kill-child",
          "--mount-proc", "sh", "-c", script],
@@ -170,3 +173,50 @@ def on_host(host: Host, command: list[str], env: dict[str, str]) -> list[str]:
     assignments = [f"{key}={value}" for key, value in {"MAI_HOME": host.store_path, **env}.items()]
     return ["nsenter", "-t", str(inner), "--uts", "--mount", "--net", "--pid", "--wd=/tmp", "--", "env",
             *assignments, *command]
+
+
+@dataclass(frozen=True)
+class HostFault:
+    """A host set up wrong in one way, as a worker of a real fleet can be: what its worker is started with."""
+
+    env: dict[str, str] = field(default_factory=dict)
+    after_mount: tuple[str, ...] = ()
+    # the worker runs as root without the capabilities that override file permissions (DAC): it may write only what
+    # the file modes let it
+    without_dac: bool = False
+    kept: tuple[Path, ...] = ()         # directories of the test machine the host sees (a PYTHONPATH of its own)
+
+
+def host_faults(directory: Path, store_path_of: dict[str, str]) -> dict[str, HostFault]:
+    """One host per fault a fleet meets, by label; `directory` holds the files some of them need, `store_path_of`
+    is where each host mounts the store. Everything is real but the CUDA out-of-memory error, which a CPU cannot
+    give: it comes from mai's test hook (MAI_TEST_INJECT_CUDA_OOM, mai/backends/transformers_backend.py)."""
+    def site(label: str, files: dict[str, str]) -> HostFault:
+        root = directory / f"site-{label}"
+        for name, text in files.items():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(text)
+        return HostFault(env={"PYTHONPATH": str(root)}, kept=(root,))
+
+    runs = f"{store_path_of['i']}/store/runs"
+    return {
+        # its mount of the store is read-only (EROFS)
+        "g": HostFault(after_mount=(f"mount -o remount,bind,ro {store_path_of['g']}",)),
+        # its worker's user may not write the store (EACCES): the store shown as nobody's (bindfs), mode 0644/0755,
+        # to a root without the capability to override file modes
+        "h": HostFault(without_dac=True, after_mount=(
+            "mkdir -p /mnt/plain", f"mount --move {store_path_of['h']} /mnt/plain",
+            f"bindfs -u nobody -g nogroup /mnt/plain {store_path_of['h']}")),
+        # the filesystem where it writes the store is full (ENOSPC): a full tmpfs over the runs' directory, here only
+        "i": HostFault(after_mount=(f"mkdir -p {runs}", f"mount -t tmpfs -o size=16k,nr_inodes=1 mai-full {runs}")),
+        # a broken package: the drain's process cannot import its flow (none of mai's code runs there)
+        "j": site("j", {"pyarrow/__init__.py": "raise ImportError('libarrow.so.2600: cannot open shared object file: "
+                                                "No such file or directory')\n"}),
+        # another mai version than the planning host's
+        "k": site("k", {"mai-0.0.1.dist-info/METADATA": "Metadata-Version: 2.1\nName: mai\nVersion: 0.0.1\n"}),
+        # the models cannot load: transformers is broken there (its import fails when the first model loads)
+        "l": site("l", {"transformers/__init__.py": "raise ImportError('libcudart.so.12: cannot open shared object "
+                                                    "file: No such file or directory')\n"}),
+        # the GPU is out of memory at its first batch
+        "m": HostFault(env={"MAI_TEST_INJECT_CUDA_OOM": "1"}),
+    }

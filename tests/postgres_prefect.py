@@ -110,7 +110,7 @@ def start_postgres() -> Postgres:
     try:
         wait_until(lambda: subprocess.run([str(binaries / "pg_isready"), "-h", "127.0.0.1", "-p", str(port)],
                                           capture_output=True, check=False).returncode == 0,
-                   60, "PostgreSQL", process, log)
+                   300, "PostgreSQL", process, log)
         created = subprocess.run([str(binaries / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "mai",
                                   DATABASE], env=env, capture_output=True, text=True, check=False)
         if created.returncode != 0:
@@ -154,7 +154,7 @@ def start_prefect_server(database_url: str, address: str, directory: Path) -> Pr
                                stderr=subprocess.STDOUT, start_new_session=True)
     server = PrefectServer(f"http://{address}:{port}/api", process, log)
     try:
-        wait_until(lambda: _answers(server.api_url + "/health"), 180, "the Prefect server", process, log)
+        wait_until(lambda: _answers(server.api_url + "/health"), 600, "the Prefect server", process, log)
     except BaseException:
         server.stop()
         raise

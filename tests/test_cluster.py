@@ -42,7 +42,8 @@ from mai.storage.runs import read_routes, read_shard_outcomes, shard_lease_path
 
 from mai.manifest import ShardOutcome
 from tests.helpers import BUDGET, comparable
-from tests.hosts import Bridge, Host, on_host, start_host
+from tests.hosts import Bridge, Host, HostFault, host_faults, on_host, start_host
+from tests.leaks import outlives_the_test
 from tests.postgres_prefect import (
     Postgres,
     PrefectServer,
@@ -52,12 +53,16 @@ from tests.postgres_prefect import (
 )
 from tests.test_fanout import prefect_cli, prefect_env, stored_rows, worker_flow_runs
 
-pytestmark = [pytest.mark.prefect, pytest.mark.workers, pytest.mark.cluster, pytest.mark.slow]
+# no `prefect` marker: the module runs a Prefect server of its own (on PostgreSQL), and every Prefect call here names
+# it; the session's test server would only add its load
+pytestmark = [pytest.mark.workers, pytest.mark.cluster, pytest.mark.slow, pytest.mark.usefixtures("no_process_left")]
 
 REPO = Path(__file__).resolve().parents[1]
 POOL = "mai-gpu"            # a server of the test's own: the real pool name, no other test's flow runs reach it
 BINDFS_POOL = "mai-bindfs"
 DRAIN_DEPLOYMENT = "mai-drain/drain-fleet"
+FAULTS_POOL = "mai-faults"  # the bad-host test's own pool: one healthy host and one per fault (tests/hosts.py)
+FAULTS_DRAIN = "mai-drain/drain-faults"
 BINDFS_PROBE = "mai-store-probe/probe-bindfs"
 HEALTHY = ("a", "b")
 NO_LOCKS = "import fcntl\nfcntl.flock = lambda fd, operation: None\n"
@@ -89,11 +94,13 @@ def deploy(api_url: str, directory: Path) -> None:
     assert drain["work_pool"]["name"] == probe["work_pool"]["name"] == POOL
     spec["deployments"] = [{**drain, "name": DRAIN_DEPLOYMENT.split("/")[1]}, probe,
                            {**probe, "name": BINDFS_PROBE.split("/")[1],
-                            "work_pool": {"name": BINDFS_POOL, "work_queue_name": "default"}}]
+                            "work_pool": {"name": BINDFS_POOL, "work_queue_name": "default"}},
+                           {**drain, "name": FAULTS_DRAIN.split("/")[1],
+                            "work_pool": {"name": FAULTS_POOL, "work_queue_name": "default"}}]
     spec.pop("definitions", None)
     prefect_file = directory / "prefect-cluster.yaml"
     prefect_file.write_text(yaml.safe_dump(spec))
-    create_process_pools(api_url, [POOL, BINDFS_POOL])
+    create_process_pools(api_url, [POOL, BINDFS_POOL, FAULTS_POOL])
     deployed = prefect_cli(api_url, "deploy", "--all", "--prefect-file", str(prefect_file))
     assert deployed.returncode == 0, deployed.stdout + deployed.stderr
 
@@ -113,17 +120,23 @@ def create_process_pools(api_url: str, pools: list[str]) -> None:
 
 
 def worker_host(cluster: Cluster, label: str, pool: str = POOL, env: dict[str, str] | None = None,
-                also_kept: tuple[Path, ...] = ()) -> Host:
+                also_kept: tuple[Path, ...] = (), fault: HostFault | None = None) -> Host:
     """A host whose one process is a worker of `pool` (limit 1: one GPU), its Prefect home on its own /tmp; the
-    hosts of `mai-bindfs` mount the store with bindfs."""
-    command = [sys.executable, "-m", "prefect", "worker", "start", "--pool", pool, "--limit", "1", "--name",
+    hosts of `mai-bindfs` mount the store with bindfs; `fault`: how the host is set up wrong."""
+    fault = fault or HostFault()
+    no_dac = "-dac_override,-dac_read_search,-fowner"
+    user = ["setpriv", f"--inh-caps={no_dac}", f"--bounding-set={no_dac}"] if fault.without_dac else []
+    command = [*user, sys.executable, "-m", "prefect", "worker", "start", "--pool", pool, "--limit", "1", "--name",
                f"worker-on-{label}"]
+    env, also_kept = {**(env or {}), **fault.env}, (*also_kept, *fault.kept)
     worker_env = {key: value for key, value in prefect_env(cluster.api_url).items()
                   if key.startswith(("PREFECT_", "HF_"))}
     host = start_host(cluster.bridge, label, cluster.store, command,
                       {**worker_env, "PREFECT_HOME": "/tmp/prefect", **(env or {})},
-                      cluster.directory / f"host-{label}.log", also_kept, bindfs=pool == BINDFS_POOL)
+                      cluster.directory / f"host-{label}.log", also_kept, bindfs=pool == BINDFS_POOL,
+                      after_mount=fault.after_mount)
     cluster.hosts[label] = host
+    outlives_the_test(host.process.pid)  # the module's hosts: the set-up kills them
     return host
 
 
@@ -217,11 +230,12 @@ def test_the_store_passes_its_checks_on_each_host_and_across_the_hosts_whose_loc
     assert checked.stdout.rstrip().endswith(f"store check passed on this host and across the hosts of pool {POOL}")
 
 
-def mai_run(api_url: str, home: Path, *extra: str) -> subprocess.Popen[bytes]:
+def mai_run(api_url: str, home: Path, *extra: str, args: list[str] = RUN_ARGS,
+            drains: str = DRAIN_DEPLOYMENT) -> subprocess.Popen[bytes]:
     """`mai run` on the head node (the test's namespaces), against the cluster's server, its drains submitted to
-    `drain-fleet`."""
-    return subprocess.Popen([sys.executable, "-m", "mai.flows.cli", "--home", str(home), "run", *RUN_ARGS, *extra],
-                            cwd=REPO, env=prefect_env(api_url, MAI_DRAIN_DEPLOYMENT=DRAIN_DEPLOYMENT),
+    `drains`."""
+    return subprocess.Popen([sys.executable, "-m", "mai.flows.cli", "--home", str(home), "run", *args, *extra],
+                            cwd=REPO, env=prefect_env(api_url, MAI_DRAIN_DEPLOYMENT=drains),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -334,6 +348,70 @@ def test_a_run_over_two_healthy_hosts_and_two_bad_ones_equals_the_in_process_run
     assert 0 < counts["engine_generations"] <= counts["generations_computed"]
     assert counts["engine_generations"] == sum(o.tally.generations for o in outcomes)
     assert not any(lease_is_held(shard_lease_path(Home.at(cluster.store), run_id, o.shard_path)) for o in outcomes)
+
+
+# budgets of its own: every output of the bad-host run is new in the cluster's store, so each shard generates
+FAULT_RUN_ARGS = ["--limit", "16", "--shards", "8", "--batch-size", "2",
+                  *[f"--max-new-tokens={kind}={n + 2}" for kind, n in BUDGET.items()], "--json"]
+# what each bad host's line says: the cause and the fix
+FAULT_WORDS = {"mai-g": ("Read-only file system", "mount it read-write"),
+               "mai-h": ("Permission denied", "(root) may not write the store"),
+               "mai-i": ("No space left on device", "is full: free space"),
+               "worker worker-on-j": ("libarrow.so.2600", "install mai and its packages there"),
+               "mai-k": ("mai 0.0.1 here, 0.1.0 planned", "install the same mai and packages on every host"),
+               "mai-l": ("failed to load on host mai-l", "libcudart.so.12"),
+               "mai-m": ("ran out of memory", "smaller --batch-size")}
+
+
+def test_a_run_over_one_healthy_host_and_one_of_each_bad_kind_completes_there_naming_each(
+        cluster: Cluster, home: Path) -> None:
+    """Eight hosts of a pool of their own, one drain each: `n` healthy, and one host per fault (tests/hosts.py
+    host_faults: a read-only, unwritable or full store, a package that cannot be imported, another mai version, a
+    model that cannot load, a GPU out of memory). Every bad host is taken out with one line naming it, the cause and
+    the fix, on its own log, the run's terminal and the run's logs in Prefect; the healthy host runs every shard and
+    the run equals the in-process run."""
+    labels = "ghijklm"
+    faults = host_faults(cluster.directory, {label: f"/mnt/store-on-{label}" for label in labels})
+    for label in labels:
+        worker_host(cluster, label, FAULTS_POOL, fault=faults[label])
+    worker_host(cluster, "n", FAULTS_POOL)
+    local, _ = finished(mai_run(cluster.api_url, home, args=FAULT_RUN_ARGS))
+    wait_for_workers(cluster, {FAULTS_POOL: 8}, labels + "n")
+    fanned, said = finished(mai_run(cluster.api_url, cluster.store, "--workers", "8", "--name", "bad-hosts",
+                                    args=FAULT_RUN_ARGS, drains=FAULTS_DRAIN))
+    run_id = str(fanned["run_id"])
+    assert comparable(read_routes(Home.at(cluster.store), run_id)) == comparable(
+        read_routes(Home.at(home), str(local["run_id"])))
+    assert fanned["metrics"] == local["metrics"] and fanned["routes"] == local["routes"]
+    assert {o.host for o in read_shard_outcomes(Home.at(cluster.store), run_id)} == {"mai-n"}
+    taken_out = fanned["hosts_taken_out"]
+    assert set(taken_out) == set(FAULT_WORDS), taken_out
+    for host, words in FAULT_WORDS.items():
+        assert all(word in taken_out[host] for word in words), (host, taken_out[host])
+        assert "\n" not in taken_out[host] and "Traceback" not in taken_out[host], taken_out[host]
+        # on the terminal, among the fan-out's lines
+        assert any(f"{taken_out[host]}; the other hosts take its shards" in line for line in said.splitlines()), \
+            said[-4000:]
+    for label in "ghiklm":  # the drain's line in its worker's log (j's drain never ran mai's code)
+        log = (cluster.directory / f"host-{label}.log").read_text()
+        assert f"' - host mai-{label} taken out of this run: {taken_out[f'mai-{label}'].partition(': ')[2]}" in log, \
+            log[-3000:]
+    assert "Traceback" not in said, said[-4000:]
+    # and in the run's logs in Prefect (the UI's Logs tab)
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from tests.test_fanout import parent_flow_run, parent_logs
+
+    with temporary_settings({PREFECT_API_URL: cluster.api_url}):
+        parent = parent_flow_run("bad-hosts").id
+        logged = parent_logs(parent, "taken out of this run")
+        # its INFO decisions too, which the terminal does not show: each drain submitted to the pool
+        submitted = parent_logs(parent, f"submitted to work pool {FAULTS_POOL} as flow run")
+    assert {host for host in FAULT_WORDS if any(taken_out[host] in line for line in logged)} == set(FAULT_WORDS)
+    assert len(submitted) >= 8 and not [line for line in said.splitlines() if "submitted to work pool" in line and
+                                        " fan-out " not in line], submitted
+    ids = [r["gen_id"] for r in stored_rows(cluster.store) if r["run_id"] == run_id]
+    assert len(ids) == len(set(ids)) == fanned["counts"]["generations_computed"] > 0
 
 
 def test_with_no_healthy_host_left_a_run_fails_saying_so_in_one_line(cluster: Cluster) -> None:

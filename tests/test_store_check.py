@@ -60,7 +60,10 @@ def test_a_local_store_passes_every_check(tmp_path: Path) -> None:
     assert "is a local filesystem" in lines[2] and "no other host reaches it" in lines[2]
     assert lines[7].startswith("NOT PROVEN  locks between hosts: that a lock taken on another host excludes")
     assert "only a probe run on every host sharing the store" in lines[7]
-    assert lines[-1].startswith("store check passed on this host:")
+    # and the verdict claims only that: this host's processes, with the locks between hosts not proven
+    assert lines[-1].startswith("store check passed for the processes of this host; locks between hosts are NOT "
+                                "PROVEN: run `mai store check --pool POOL`"), lines[-1]
+    assert "can share this store" not in result.stdout
     assert not [p for p in (tmp_path / "store").rglob("*") if p.name.startswith(".tmp-")]  # the probes cleaned up
 
 

@@ -12,23 +12,25 @@ import os
 import signal
 import sys
 
-# quiet, offline-friendly Prefect defaults for an embedded (serverless) run; the user's env wins
-os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+# quiet, offline-friendly Prefect defaults for an embedded (serverless) run; the user's env wins. The terminal shows
+# warnings and errors; a run's logs in Prefect (its Logs tab) get its INFO decisions too: the plan, the drains and
+# shards, the hosts taken out
+os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 # the first start of the embedded Prefect API migrates a fresh database: more than the default 20 s here
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
-from mai.flows.cli import assets, benchmarks, latency, parity, report, runs, store
+from mai.flows.cli import assets, benchmarks, latency, parity, report, runs, store, worker
 from mai.flows.cli.expected_failures import quiet_expected_failures
 
 from mai import stop
-from mai.errors import ConfigError
+from mai.errors import ConfigError, RunFailed
 
 # `mai --help` lists the commands in this order (the order they were introduced), across the groups
 ORDER = ("demo", "run", "sql", "sweep", "speculative", "score", "rescore", "profile", "import-profile", "estimate",
          "build-models", "build-shapes", "build-demo", "serve", "regress", "baseline", "catalog", "compare",
-         "policies", "report", "parity", "benchmarks", "benchmark")
+         "policies", "report", "parity", "benchmarks", "benchmark", "worker")
 
 
 # the commands whose work may run as Prefect flows (each starts or finds its Prefect API only when a flow is about
@@ -51,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except RunFailed as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     except BrokenPipeError:
         return _reader_gone()
     except OSError as error:
@@ -117,7 +122,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mai", description=__doc__)
     parser.add_argument("--home", default=None, help="store root (default: $MAI_HOME or ~/.mai)")
     commands = parser.add_subparsers(required=True, metavar="COMMAND", dest="command")
-    for group in (runs, store, latency, assets, report, parity, benchmarks):
+    for group in (runs, store, latency, assets, report, parity, benchmarks, worker):
         group.register(commands)
     _in_order(commands)
     return parser

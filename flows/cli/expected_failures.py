@@ -16,7 +16,7 @@ import logging
 import re
 from collections.abc import Collection
 
-from mai.errors import ConfigError
+from mai.errors import ConfigError, RunFailed
 
 
 class ExpectedFailureFilter(logging.Filter):
@@ -35,7 +35,7 @@ class ExpectedFailureFilter(logging.Filter):
         from mai.flows.prefect_api import api_lost
 
         error = record.exc_info[1] if record.exc_info else None
-        if isinstance(error, OSError) and error.errno in self.errnos or isinstance(error, ConfigError):
+        if isinstance(error, OSError) and error.errno in self.errnos or isinstance(error, ConfigError | RunFailed):
             return False
         if (error is not None and api_lost(error) is not None
                 or record.levelno >= logging.WARNING and _API_LOST.search(record.getMessage())):

@@ -17,6 +17,7 @@ mai/backends/model_family.py, one module per family (qwen_vl.py).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -42,6 +43,8 @@ from mai.backends.transformers_profiling import (
     measure_profile_point,
     profile_calls,
 )
+from mai.errors import ModelLoadError
+from mai.host import host_name
 from mai.types import CaptureRequest, Decoding, GenRequest, GenResult, LayerCapture, ModelSpec
 
 if TYPE_CHECKING:
@@ -69,7 +72,11 @@ class TransformersEngine:
     def _load_once(self) -> LoadedModel:
         if self._loaded is None:
             started = time.perf_counter()
-            self._loaded = load_model(self.model)
+            try:
+                self._loaded = load_model(self.model)
+            except Exception as error:  # the host's libraries, memory or GPU: a fanned-out run takes the host out
+                raise ModelLoadError(f"model {self.model.identity_name} failed to load on host {host_name()} "
+                                     f"({type(error).__name__}: {error})") from error
             self.counters.load_s = time.perf_counter() - started
         return self._loaded
 
@@ -87,6 +94,7 @@ class TransformersEngine:
         return results
 
     def _generate_batch(self, batch: list[GenRequest]) -> list[GenResult]:
+        _injected_cuda_oom()
         decoding = shared_decoding(batch)
         model, runs = on_model_thread(lambda: self._generate_on_device(batch, decoding))
         for run in runs:
@@ -163,6 +171,19 @@ class TransformersEngine:
     def encode(self, text: str) -> list[int]:
         ids: list[int] = self.load().tokenizer(text, add_special_tokens=False)["input_ids"]
         return ids
+
+
+# TEST HOOK, for tests only (tests/test_cluster.py): a worker whose environment sets it raises torch's CUDA
+# out-of-memory error at every batch, as a GPU whose memory another process holds would, on machines without a GPU
+CUDA_OOM_TEST_HOOK = "MAI_TEST_INJECT_CUDA_OOM"
+
+
+def _injected_cuda_oom() -> None:
+    if os.environ.get(CUDA_OOM_TEST_HOOK) == "1":
+        import torch
+
+        raise torch.cuda.OutOfMemoryError(f"CUDA out of memory. Tried to allocate 2.00 GiB (injected by the test hook "
+                                          f"{CUDA_OOM_TEST_HOOK})")
 
 
 def splits_mixed_batches(device_type: str) -> bool:
