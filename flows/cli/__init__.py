@@ -64,7 +64,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {_os_error_line(error)}", file=sys.stderr)
         return 1
     except BaseException as error:
-        if isinstance(error, KeyboardInterrupt) and not stop.stop_requested():
+        # Ctrl-C is a stop request (mai.stop): a command that runs no flow has nothing to stop, and says only that it
+        # was interrupted; a flow command's stop is reported below, as SIGTERM's
+        if isinstance(error, KeyboardInterrupt) and (args.command not in FLOW_COMMANDS or not stop.stop_requested()):
             return _interrupted(args.command)
         if not stop.stop_requested():
             from mai.flows.prefect_api import api_lost
