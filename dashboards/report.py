@@ -65,6 +65,8 @@ def build_report(home: Home, run_ids: Sequence[str] | None, out: Path, trace_sam
     run-vs-run section (B against A); exactly two run ids and no `compare` compare those two. `tables`: a folder
     that receives every table as CSV and LaTeX (mai.dashboards.export)."""
     started = time.perf_counter()
+    if tables is not None and tables.exists() and not tables.is_dir():  # before any work: nothing is half written
+        raise ConfigError(f"--tables {tables} is a file: give a folder (it is created if missing)")
     with session(home):
         page, (runs, keys, samples), exported = _build(home, run_ids, trace_samples, compare, tables)
     write_atomically(out, page)

@@ -317,6 +317,10 @@ def test_tables_read_like_the_papers_and_export_to_latex(store: tuple[Path, dict
     assert main(["--home", str(root), "report", "--out", str(tmp_path / "cli.html"), "--tables",
                  str(tmp_path / "cli")]) == 0
     assert sorted(p.name for p in (tmp_path / "cli").iterdir()) == sorted(p.name for p in exported.iterdir())
+    (tmp_path / "a-file").write_text("kept")
+    assert main(["--home", str(root), "report", "--out", str(tmp_path / "none.html"), "--tables",
+                 str(tmp_path / "a-file")]) == 2  # a file is no folder: a one-line error, nothing written
+    assert (tmp_path / "a-file").read_text() == "kept" and not (tmp_path / "none.html").exists()
 
 
 def _time_tables_name_where_each_time_was_measured(page: str, runs: dict[str, str]) -> None:

@@ -38,6 +38,6 @@ def test_internvl_runs_fill_tables_13_and_14_beside_the_papers(tmp_path: Path) -
     for part in (table_13, table_14):
         assert "mai-tiny-internvl-large" in part and "mai-tiny-large" not in part
         assert "InternVL3.5-14B" in part and "The paper's" in part  # the paper's numbers beside the measured
-    assert "demo, 4 samples" in table_13 and "<th>S</th><th>E</th><th>R</th>" in table_13  # one table per group
+    assert "demo test, 4 samples" in table_13 and "<th>S</th><th>E</th><th>R</th>" in table_13  # one table per group
     table_5 = section(page, "table-5")
     assert "mai-tiny-large" in table_5 and "mai-tiny-internvl-large" not in table_5
