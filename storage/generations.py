@@ -30,6 +30,8 @@ class GenerationContext(TypedDict):
     benchmark: str
     backend: str
     run_id: str
+    host: str      # the machine that computes the batch (mai.host), and its hardware in words (mai.provenance)
+    hardware: str
 
 
 class GenerationStore:
@@ -135,4 +137,6 @@ def _row(
         "finish_reason": result.finish_reason, "ttft_s": result.ttft_s, "decode_s": result.decode_s,
         "wall_s": result.wall_s, "batch_size": result.batch_size, "backend": context["backend"],
         "run_id": context["run_id"], "created_at": now, "cached_prompt_tokens": result.cached_prompt_tokens,
+        "host": context["host"], "hardware": context["hardware"], "device": result.device, "engine": result.engine,
+        "load_start": result.load_start, "load_end": result.load_end,
     }

@@ -7,14 +7,16 @@ so they share the TTFT; each row's decode time ends at the step where that row f
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypedDict, TypeVar
 
 from mai import stop
 from mai.backends.model_family import ModelInputs
 from mai.backends.transformers_loading import LoadedModel
+from mai.provenance import one_minute_load
 from mai.types import Decoding, FinishReason, GenRequest, GenResult
 
 T = TypeVar("T")
@@ -127,6 +129,31 @@ def batch_results(batch: list[GenRequest], runs: list[BatchRun], tokenizer: Any)
         for position, row in enumerate(run.rows):
             results[row] = _result(batch[row], run, position, tokenizer)
     return [results[row] for row in range(len(batch))]
+
+
+def device_name(device: Any) -> str:
+    """'cpu', or 'cuda:0 (NVIDIA H100 80GB HBM3)': what a stored time was measured on."""
+    if device.type == "cuda":
+        import torch
+
+        return f"{device} ({torch.cuda.get_device_name(device)})"
+    return str(device)
+
+
+@functools.cache
+def engine_version() -> str:
+    """The engine a stored time was measured with: the libraries that run the decode loop."""
+    import torch
+    import transformers
+
+    return f"transformers {transformers.__version__}, torch {torch.__version__}"
+
+
+def with_measurement(results: list[GenResult], device: Any, load_start: float | None) -> list[GenResult]:
+    """`results` saying how their times were measured: device, engine, the load at the call's start and now."""
+    load_end = one_minute_load()
+    return [replace(r, device=device_name(device), engine=engine_version(), load_start=load_start, load_end=load_end)
+            for r in results]
 
 
 def _result(request: GenRequest, run: BatchRun, position: int, tokenizer: Any) -> GenResult:
