@@ -34,7 +34,6 @@ from mai.backends.transformers_batching import (
     shared_decoding,
     with_measurement,
 )
-from mai.provenance import one_minute_load
 from mai.backends.transformers_capture import Span, capture_inputs, last_row_attention, layer_captures
 from mai.backends.transformers_inputs import encode_prompts
 from mai.backends.transformers_loading import LoadedModel, load_model, on_model_thread
@@ -44,6 +43,7 @@ from mai.backends.transformers_profiling import (
     measure_profile_point,
     profile_calls,
 )
+from mai.provenance import one_minute_load
 from mai.types import CaptureRequest, Decoding, GenRequest, GenResult, LayerCapture, ModelSpec
 
 if TYPE_CHECKING:
