@@ -3,12 +3,14 @@
 Inside a run: `TransformersEngine.generate`, the path every `mai run` stage takes (the compute thread on the CPU,
 the step clock that times each row, prefix continuation from the model's cached image + question prefill, with a
 warm-up call that fills that cache as a run's S stage does). Plain: `network.generate` on the same encoded
-inputs, in the calling thread, with a stopping criterion that only reads the clock. Both decode exactly N tokens
+inputs, on the same thread (the process's compute thread: one OpenMP team for both paths), with a stopping
+criterion that only reads the clock. Both decode exactly N tokens
 per row (`min_new_tokens = max_new_tokens = N`); a mean step is (last step - first token) / (N - 1), which leaves
 out the prefill. Each case is the median over `--repeats` calls per path, the paths alternating.
 
 Run: `.venv/bin/python benchmarks/engine_step.py [--models mai-tiny-small,mai-tiny-large,random:qwen3-vl-2b]
-[--batches 1,8] [--tokens 16] [--repeats 3] [--home DIR]`. It prints a line per case and ends with
+[--batches 1,8] [--tokens 16] [--repeats 3] [--random-tokens 6] [--random-repeats 1] [--home DIR]`: the
+real-size random-weight models (`random:...`) decode fewer tokens, fewer times (a CPU step of the 2B takes seconds). It prints a line per case and ends with
 `ratio <max over cases of run step / plain step>` (goal <= 1.10). Results: docs/benchmarks.md, "Engine step".
 """
 
@@ -26,6 +28,7 @@ from mai.storage.paths import Home
 
 from mai.backends.transformers_backend import TransformersEngine
 from mai.backends.transformers_inputs import encode_prompts
+from mai.backends.transformers_loading import on_model_thread
 from mai.config import resolve_model
 from mai.types import ChatPrompt, Decoding, GenRequest
 
@@ -71,9 +74,14 @@ def plain_step(engine: TransformersEngine, batch: list[GenRequest], tokens: int)
     model = engine.load()
     inputs = encode_prompts(batch, model.processor, model.device)
     steps = Steps()
-    with torch.inference_mode():
-        model.network.generate(**inputs, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False, num_beams=1,
-                               pad_token_id=model.network.generation_config.pad_token_id, stopping_criteria=[steps])
+
+    def generate() -> None:
+        with torch.inference_mode():
+            model.network.generate(**inputs, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False,
+                                   num_beams=1, pad_token_id=model.network.generation_config.pad_token_id,
+                                   stopping_criteria=[steps])
+
+    on_model_thread(generate)  # the thread a process's model calls run on: one OpenMP team for both paths
     return (steps.at[-1] - steps.at[0]) / (len(steps.at) - 1)
 
 
@@ -93,6 +101,8 @@ def main() -> None:
     parser.add_argument("--batches", default="1,8")
     parser.add_argument("--tokens", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--random-tokens", type=int, default=6)
+    parser.add_argument("--random-repeats", type=int, default=1)
     parser.add_argument("--home", type=Path, help="a store with the built-in models (default: built in a temp dir)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
@@ -107,7 +117,9 @@ def main() -> None:
         for name in args.models.split(","):
             engine = TransformersEngine(resolve_model(name, "main", "float32", home.models))
             for batch in (int(b) for b in args.batches.split(",")):
-                ran, plain = measure(engine, batch, args.tokens, args.repeats, picture)
+                real_size = name.startswith("random:")
+                ran, plain = measure(engine, batch, args.random_tokens if real_size else args.tokens,
+                                     args.random_repeats if real_size else args.repeats, picture)
                 ratios.append(ran / plain)
                 print(f"{name} batch {batch}: run step {ran * 1000:.2f} ms, plain generate step {plain * 1000:.2f} ms, "
                       f"ratio {ran / plain:.3f} (load {os.getloadavg()[0]:.2f})", flush=True)
