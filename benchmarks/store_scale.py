@@ -85,7 +85,8 @@ def write_generations(home: Home, n: int, batch: int) -> float:
         requests = {g: GenRequest(g, f"sample-{int(g[:8], 16) % 20_000}", _prompt(), Decoding(64), f"{kind}-v1")
                     for g in ids}
         results = [GenResult(g, text, 300, len(text) // 5, "stop", 0.05, 0.2, 0.25, batch, (1, 2, 3)) for g in ids]
-        store.write(model, kind, requests, results, {"benchmark": "bench", "backend": BACKEND, "run_id": run_id})
+        store.write(model, kind, requests, results, {"benchmark": "bench", "backend": BACKEND, "run_id": run_id,
+                                                     "host": "bench", "hardware": "bench"})
         directories.add(store.directory(model, kind))
         if (index + 1) % BATCHES_PER_RUN == 0:
             auto_compact(home, directories)

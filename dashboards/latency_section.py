@@ -13,7 +13,7 @@ from mai.dashboards.latency_tables import add_tables
 from mai.dashboards.rows import LatencyPointRow, SpeculativeRow, SpeedupRow
 from mai.dashboards.saved import load_saved
 from mai.dashboards.sections import Store
-from mai.dashboards.time_tables import Timings, machine_of, priced_on, profile_hardware, table_11
+from mai.dashboards.time_tables import Timings, machine_of, measured, priced_on, profile_hardware, table_11
 from mai.dashboards.time_tables import table_12 as table_12_layout
 from mai.dashboards.views import fetch
 
@@ -169,12 +169,12 @@ def _table_11(store: Store, section: Section, rows: list[SpeedupRow], timings: T
             [[r["estimate_name"], f"{r['prices']} ({priced_on(r['prices'], hardware)})" if r["prices"] else None,
               r["setting"], r["output_tokens"], num(r["estimated_s"]),
               _times(r["estimated_speedup_vs_full_rt"]), num(r["measured_s"]),
-              _times(r["measured_speedup_vs_full_rt"]),
+              measured(r, "full_rt", timings).speedup if r["full_rt_run_id"] else "-",
               timings.note(i for i in (r["run_id"], r["full_rt_run_id"]) if i), r["full_rt_run_id"],
               r["run_id"]] for r in mine],
             f"{group.label}: every run's time; estimated and measured seconds in separate columns, 'measured on' "
             "names the machines and loads of the runs that computed the run's and its Full RT run's times",
-            wrap=("prices (profiles' hardware)", "measured on"), group=group.key, runs=[r["run_id"] for r in mine]))
+            wrap=("prices (profiles' hardware)", "measured speed-up vs Full RT", "measured on"), group=group.key, runs=[r["run_id"] for r in mine]))
     if not any(r["estimate_name"] for r in rows):
         section.notes.append(f"No estimate stored: {_ESTIMATE_COMMAND}.")
 
@@ -202,11 +202,11 @@ def _table_12(store: Store, section: Section, rows: list[SpeedupRow], timings: T
             ["setting", "estimate", "large R estimate", "est. speed-up vs large R", "measured speed-up vs large R",
              "measured on", "large R run", "run"],
             [[r["setting"], r["estimate_name"], r["large_r_estimate"], _times(r["estimated_speedup_vs_large_r"]),
-              _times(r["measured_speedup_vs_large_r"]), timings.note([r["run_id"], r["large_r_run_id"] or ""]),
+              measured(r, "large_r", timings).speedup, timings.note([r["run_id"], r["large_r_run_id"] or ""]),
               r["large_r_run_id"], r["run_id"]] for r in mine],
             f"{group.label}: every run against the large model's R run; estimates pair by the profile each prices "
             "the shared (large) model with, not by name; 'measured on' names the machines and loads of the runs "
-            "that computed both measured times", group=group.key, wrap=("measured on",),
+            "that computed both measured times", group=group.key, wrap=("measured speed-up vs large R", "measured on"),
             runs=sorted({r["run_id"] for r in mine} | {r["large_r_run_id"] or "" for r in mine})))
 
 

@@ -4,6 +4,7 @@ to them; the SQL they describe sits next to the code that runs it."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TypedDict
 
 from mai.types import PromptKind, Route, RunMode
@@ -181,6 +182,23 @@ class LatencyPointRow(TypedDict):
     decode_ms: float | None
 
 
+class TimingSetRow(TypedDict):
+    """timing_sets.sql: one run's outputs as a timing set (`mai time`) recomputed them."""
+
+    timing_set: str
+    run_id: str
+    measured_s: float
+    outputs: int
+    identical: int
+    realised_batches: str
+    batch_limits: str
+    regime: str
+    load_min: float | None
+    load_max: float | None
+    load_band: float | None
+    created_at: datetime
+
+
 class SpeculativeRow(TypedDict):
     run_id: str
     large_model: str
@@ -217,6 +235,20 @@ class SpeedupRow(TypedDict):
     n_samples: int
     timed_runs: list[str]  # the runs that computed the generations and captures measured_s adds up
     estimate_excludes_capture: bool | None  # a sparse run's estimate made before capture prefills were priced
+    # why the measured speed-up against large R / Full RT is not given (None: both times in one regime,
+    # docs/latency.md); the run's realised batch sizes per stage ('r_small 7, rt_large 3/4'), its batch limits per
+    # prompt kind, its load (1-minute average) at the start and end, the highest and lowest any of its calls saw, the
+    # band's width from the lowest, and where it was timed ('host (hardware); device; backend engine')
+    large_r_mixed: str | None
+    full_rt_mixed: str | None
+    realised_batches: str | None
+    batch_limits: str | None
+    load_start: float | None
+    load_end: float | None
+    load_max: float | None
+    load_min: float | None
+    load_band: float | None
+    regime: str | None
 
 
 class RunIdRow(TypedDict):

@@ -1,27 +1,32 @@
 """Paper tables 11 and 12 in the paper's layouts, from speedup.sql's rows (each run's estimated and measured time
-against Full RT and the large model's R run on the same samples).
+against Full RT and the large model's R run on the same samples) and the timing sets of `mai time`.
+
+A measured speed-up divides two times taken in one regime (docs/latency.md): each run's time made only of outputs it
+computed itself, on one machine, device and engine, with the same batch sizes, under load within one band. A timing
+set (`mai time RUN REF`) recomputes both runs' outputs in one regime: where one covers both runs, the cell is the
+set's, with how many recomputed outputs were identical to the stored ones. Otherwise, where the stored times are
+not one regime, the cell says why and shows the estimate (equation 27, one profile for both sides) instead.
 
 Table 11: per comparison group, the paper's rows Full RT, MAI and speed-up with a column per MAI run (its setting
-and model pair), estimated (equation 27, under the named profiles) and measured (this store's per-call wall time)
-in two tables, never in one column: an estimate priced with H100 profiles and a CPU measurement answer different
-questions. A measured time is made of generations and captures possibly computed by other runs (a reused output
-keeps the time it took when computed): the measured table names the machines and load averages of the runs that
-computed them, and warns when they differ (another machine, or load more than 2x apart).
+and model pair), estimated (equation 27, under the named profiles) and measured in two tables, never in one
+column: an estimate priced with H100 profiles and a CPU measurement answer different questions.
 
 Table 12: the paper's decoding strategies on one benchmark: the large model's R run, token-level speculative
-decoding (`mai speculative`) and MAI, each with its backend, batch size, acceptance rate, total and per-sample
-seconds, speed-up against large R, accuracy without and with S2, and MAI's paired test against large R."""
+decoding (`mai speculative`) and MAI, each with its backend, realised batch sizes, acceptance rate, total and
+per-sample seconds, speed-up against large R, accuracy without and with S2, MAI's paired test against large R,
+where the times were measured, and the load (start, end, max) with a warning beyond the band."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import TypedDict
+from dataclasses import dataclass, field
+from typing import Literal, TypedDict
 
 from mai.dashboards.charts import Cell, Section, Table, num, short
 from mai.dashboards.groups import paired_cell, score_cell
-from mai.dashboards.rows import SpeculativeRow, SpeedupRow
+from mai.dashboards.rows import SpeculativeRow, SpeedupRow, TimingSetRow
+from mai.dashboards.saved import load_saved
 from mai.dashboards.sections import Store
 from mai.dashboards.views import fetch
 from mai.storage.rows import RunRow
@@ -66,15 +71,23 @@ def measured_note(runs: Sequence[RunRow | None]) -> str:
 
 @dataclass(frozen=True)
 class Timings:
-    """Which runs' machines a measured time depends on: a run's time adds up the wall time of the generations and
-    captures it used, each stored by the run that computed it (speedup.sql's `timed_runs`)."""
+    """Which runs' machines a measured time depends on (a run's time adds up the wall time of the generations and
+    captures it used, each stored by the run that computed it: speedup.sql's `timed_runs`), every run's speedup.sql
+    row, and the timing sets of `mai time` (set -> run -> its recomputed time), oldest first."""
 
     runs: dict[str, RunRow]                # every completed run in the store
     computed_by: dict[str, list[str]]      # run -> the runs that computed what its measured time adds up
+    rows: dict[str, SpeedupRow] = field(default_factory=dict)
+    sets: dict[str, dict[str, TimingSetRow]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, store: Store, rows: Iterable[SpeedupRow]) -> Timings:
-        return cls({r["run_id"]: r for r in store.all_runs}, {r["run_id"]: list(r["timed_runs"] or []) for r in rows})
+        listed = list(rows)
+        sets: dict[str, dict[str, TimingSetRow]] = {}
+        for timed in fetch(store.home, TimingSetRow, load_saved("timing_sets")):
+            sets.setdefault(timed["timing_set"], {})[timed["run_id"]] = timed
+        return cls({r["run_id"]: r for r in store.all_runs}, {r["run_id"]: list(r["timed_runs"] or []) for r in listed},
+                   {r["run_id"]: r for r in reversed(listed)}, sets)
 
     def timed_by(self, run_ids: Iterable[str]) -> list[str]:
         """The runs that computed the compared runs' times (a run without stored timings stands for itself)."""
@@ -87,6 +100,71 @@ class Timings:
         note = measured_note([self.runs.get(t) for t in timed])
         others = [t for t in timed if t not in compared]
         return note + (f" (times computed by runs {', '.join(short(t) for t in timed)})" if others else "")
+
+    def timing_set(self, *run_ids: str) -> str | None:
+        """The latest timing set that re-timed every one of `run_ids`."""
+        return next((name for name, runs in reversed(self.sets.items()) if all(r in runs for r in run_ids)), None)
+
+
+Reference = Literal["large_r", "full_rt"]
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A measured speed-up cell and what it rests on: a timing set's times, the runs' stored times in one regime,
+    or neither (`run_s` and `ref_s` None: the cell says why, with the estimate)."""
+
+    run_s: float | None
+    ref_s: float | None
+    speedup: str
+    source: str        # where and how the times were measured
+    batches: str       # the run's realised batch sizes per stage
+    load: str          # the run's load: start, end, max (or the set's range), warning beyond the band
+
+
+def _against(row: SpeedupRow, reference: Reference) -> tuple[str, float | None, str | None, float | None]:
+    """(reference run, measured speed-up, why it is not one regime, estimated speed-up) against large R or Full
+    RT."""
+    if reference == "large_r":
+        return (row["large_r_run_id"] or "", row["measured_speedup_vs_large_r"], row["large_r_mixed"],
+                row["estimated_speedup_vs_large_r"])
+    return (row["full_rt_run_id"] or "", row["measured_speedup_vs_full_rt"], row["full_rt_mixed"],
+            row["estimated_speedup_vs_full_rt"])
+
+
+def load_cell(start: float | None, end: float | None, low: float | None, high: float | None,
+              band: float | None) -> str:
+    """'start 3.4, end 3.5, max 3.9', with a warning when the loads seen span more than the band."""
+    if high is None:
+        return "not recorded"
+    cell = (f"start {start:g}, end {end:g}, max {high:g}" if start is not None and end is not None
+            else f"{low:g}-{high:g}")
+    if low is not None and band is not None and high - low > band:
+        cell += f": WARNING, beyond one load band ({low:g}-{low + band:g})"
+    return cell
+
+
+def measured(row: SpeedupRow, reference: Reference, timings: Timings) -> Measured:
+    """`row`'s run against its large-R or Full RT run: from the latest timing set that re-timed both, else from
+    the stored times if they are one regime, else the reason and the estimate instead of a mixed number."""
+    ref, speedup, mixed, estimate = _against(row, reference)
+    name = timings.timing_set(row["run_id"], ref)
+    if name is not None:
+        mine, theirs = timings.sets[name][row["run_id"]], timings.sets[name][ref]
+        same = mine["identical"] + theirs["identical"] if ref != row["run_id"] else mine["identical"]
+        total = mine["outputs"] + theirs["outputs"] if ref != row["run_id"] else mine["outputs"]
+        return Measured(mine["measured_s"], theirs["measured_s"], times(theirs["measured_s"] / mine["measured_s"]),
+                        f"timing set {name} ({mine['regime']}), identical {same} of {total}",
+                        f"{mine['realised_batches']} (limits {mine['batch_limits']})",
+                        load_cell(None, None, mine["load_min"], mine["load_max"], mine["load_band"]))
+    batches = f"{row['realised_batches']} (limits {row['batch_limits']})"
+    load = load_cell(row["load_start"], row["load_end"], row["load_min"], row["load_max"], row["load_band"])
+    note = timings.note([row["run_id"], ref])
+    if mixed is None and speedup is not None and row["measured_s"]:
+        return Measured(row["measured_s"], row["measured_s"] * speedup, times(speedup), note, batches, load)
+    return Measured(None, None, f"not one regime ({mixed}): estimate "
+                    + (f"{times(estimate)} ({row['estimate_name']})" if estimate is not None else "not stored")
+                    + f"; `mai time {row['run_id']} {ref}` re-times both", note, batches, load)
 
 
 PROFILE_HARDWARE = "SELECT DISTINCT profile_name, coalesce(hardware, '?') AS hardware FROM latency_profiles"
@@ -141,20 +219,22 @@ def table_11(store: Store, section: Section, rows: list[SpeedupRow], timings: Ti
             section.tables.append(_paper_rows_11(
                 store, key, label, estimated, "estimated (equation 27)",
                 "estimated total inference time (s), equation 27 under the profiles named",
-                [(r["estimated_s"], r["estimated_speedup_vs_full_rt"]) for r in estimated],
+                [(r["estimated_s"], (r["estimated_s"] or 0.0) * (r["estimated_speedup_vs_full_rt"] or 0.0),
+                  times(r["estimated_speedup_vs_full_rt"])) for r in estimated],
                 ["priced with", *(f"{r['estimate_name']}: {r['prices']} (profiles of "
                                   f"{priced_on(r['prices'], hardware)})" + (
                                       "; excludes the capture prefills (estimated before they were priced: `mai "
                                       "estimate` again prices them)" if r["estimate_excludes_capture"] else "")
                                   for r in estimated)]))
-        measured = list({r["run_id"]: r for r in group_rows if r["measured_s"]
-                         and r["measured_speedup_vs_full_rt"] is not None}.values())
-        if measured:
+        timed = list({r["run_id"]: r for r in group_rows if r["measured_s"]}.values())
+        if timed:
+            cells = [measured(r, "full_rt", timings) for r in timed]
             section.tables.append(_paper_rows_11(
-                store, key, label, measured, "measured (wall time)",
-                "measured total inference time (s), this store's per-call wall time (batch-amortised, model loading "
-                "excluded)", [(r["measured_s"], r["measured_speedup_vs_full_rt"]) for r in measured],
-                ["measured on", *(timings.note([r["run_id"], r["full_rt_run_id"] or ""]) for r in measured)]))
+                store, key, label, timed, "measured (wall time)",
+                "measured total inference time (s), per-call wall time (batch-amortised, model loading excluded) of "
+                "one regime: a timing set of `mai time` where one covers both runs, else the runs' stored times "
+                "when they are one regime; otherwise the cell says why and shows the estimate",
+                [(c.run_s, c.ref_s, c.speedup) for c in cells], ["measured on", *(c.source for c in cells)]))
 
 
 def _columns(rows: list[SpeedupRow]) -> list[str]:
@@ -170,15 +250,15 @@ def _pairs(store: Store, rows: list[SpeedupRow]) -> list[Cell]:
 
 
 def _paper_rows_11(store: Store, key: str, label: str, rows: list[SpeedupRow], head: str, caption: str,
-                   timed: list[tuple[float | None, float | None]], provenance: list[Cell]) -> Table:
-    """One table-11 table in the paper's rows: Full RT, MAI and Speedup from each column's (MAI seconds, speed-up
-    against Full RT), the model pair, where the times come from (`provenance`), and the Full RT run."""
+                   timed: list[tuple[float | None, float | None, str]], provenance: list[Cell]) -> Table:
+    """One table-11 table in the paper's rows: Full RT, MAI and Speedup from each column's (MAI seconds, Full RT
+    seconds, speed-up cell), the model pair, where the times come from (`provenance`), and the Full RT run."""
     columns = _columns(rows)
     table = Table([head, *columns], [], f"{label}: {caption}", wrap=tuple(columns), group=key)
     table.rows = [
-        ["Full RT (s)", *(num((seconds or 0.0) * (speedup or 0.0)) for seconds, speedup in timed)],
-        ["MAI (s)", *(num(seconds) for seconds, _ in timed)],
-        ["Speedup", *(times(speedup) for _, speedup in timed)],
+        ["Full RT (s)", *(num(full_rt) for _, full_rt, _ in timed)],
+        ["MAI (s)", *(num(seconds) for seconds, _, _ in timed)],
+        ["Speedup", *(speedup for _, _, speedup in timed)],
         _pairs(store, rows),
         provenance,
         ["Full RT run", *(r["full_rt_run_id"] for r in rows)]]
@@ -189,7 +269,8 @@ def _paper_rows_11(store: Store, key: str, label: str, rows: list[SpeedupRow], h
 def table_12(store: Store, section: Section, rows: list[SpeedupRow], speculative: list[SpeculativeRow],
              timings: Timings) -> None:
     """Per large-R run that MAI runs compare with: large R, speculative decoding over it, and each MAI run, with
-    MAI's paired test against large R and the machines and loads each speed-up's two times were measured under."""
+    MAI's paired test against large R, the realised batch sizes, where each speed-up's two times were measured
+    (a timing set, or the stored times when one regime; else why, and the estimate), and the load."""
     runs = {r["run_id"]: r for r in store.all_runs}
     by_reference: dict[str, list[SpeedupRow]] = {}
     for r in rows:
@@ -198,32 +279,30 @@ def table_12(store: Store, section: Section, rows: list[SpeedupRow], speculative
     if not by_reference:
         section.notes.append("No MAI run has a large-R run over the same samples, dtype, backend and budgets: "
                              "<code>mai run --mode single --single-model large --single-prompt R</code> stores one.")
-    columns = ["method", "backend", "batch size", "accept rate", "total s (measured)", "s / sample",
-               "speed-up", "score w/o S2", "score w/ S2", "vs large R w/o S2 (paired)", "run", "measured on"]
+    columns = ["method", "backend", "batch size (realised)", "accept rate", "total s (measured)", "s / sample",
+               "speed-up", "score w/o S2", "score w/ S2", "vs large R w/o S2 (paired)", "run", "measured on",
+               "load (1 min)"]
     for reference, mais in by_reference.items():
-        large_r = runs[reference]
-        n = store.sample_sets[reference].n
-        plain_s = (mais[0]["measured_s"] or 0.0) * (mais[0]["measured_speedup_vs_large_r"] or 0.0)
-        with_s2 = _with_s2(store, large_r)
+        large_r, n = runs[reference], store.sample_sets[reference].n
+        cells = {m["run_id"]: (m, measured(m, "large_r", timings)) for m in mais}
         table = Table(columns, [], f"{store.sample_sets[reference].label}: HF is this store's transformers "
-                      "backend; the times are the runs' stored per-call wall times (model loading excluded); "
-                      "'measured on' names the machines and loads of the runs that computed both times a speed-up "
-                      "divides", group=store.sample_sets[reference].key, scored=("score w/o S2", "score w/ S2"),
-                      wrap=("measured on", "vs large R w/o S2 (paired)"))
+                      "backend; the times are per-call wall times (model loading excluded) of one regime: a timing "
+                      "set of `mai time`, or the runs' stored times when they are one regime (docs/latency.md); "
+                      "'batch size' is what the calls realised, per stage", group=store.sample_sets[reference].key,
+                      scored=("score w/o S2", "score w/ S2"), wrap=("measured on", "speed-up", "load (1 min)"))
         table.runs.append(reference)
-        table.rows.append(_row(store, f"{large_r['large_model']} R", large_r, None, plain_s, n, 1.0, with_s2,
-                               timings.note([reference])))
+        table.rows.append(_row(store, f"{large_r['large_model']} R", large_r, None,
+                               _reference_time(reference, list(cells), timings), n, _with_s2(store, large_r)))
         for spec in (s for s in speculative if s["run_id"] == reference):
             table.rows.append([f"SD ({large_r['large_model']} + {spec['small_model']}, k={spec['draft_tokens']})",
                                large_r["backend"], 1, num(spec["acceptance"]), num(spec["speculative_s"]),
                                num((spec["speculative_s"] or 0.0) / spec["samples"]) if spec["samples"] else None,
-                               times(spec["speedup"]), "-", "-", "-", reference, SPECULATIVE_TIMED])
-        for mai in {m["run_id"]: m for m in mais}.values():
+                               times(spec["speedup"]), "-", "-", "-", reference, SPECULATIVE_TIMED, "-"])
+        for mai, cell in cells.values():
             run = runs[mai["run_id"]]
             table.runs.append(run["run_id"])
-            row = _row(store, f"{mai['setting']} ({run['large_model']} + {run['small_model']})", run, None,
-                       mai["measured_s"], n, mai["measured_speedup_vs_large_r"], None,
-                       timings.note([run["run_id"], reference]))
+            row = _row(store, f"{mai['setting']} ({run['large_model']} + {run['small_model']})", run, None, cell, n,
+                       None)
             if run["s2"]:  # MAI +S2 (not in the paper): its score is a 'w/ S2' score
                 row[7], row[8] = "-", row[7]
             else:
@@ -236,6 +315,21 @@ def table_12(store: Store, section: Section, rows: list[SpeedupRow], speculative
         section.notes.append(f"No speculative-decoding run stored: {SPECULATIVE_COMMAND}.")
 
 
+def _reference_time(reference: str, compared: list[str], timings: Timings) -> Measured:
+    """The large-R row's time: from the timing set its MAI rows use, else its own stored time."""
+    name = next((t for run in compared if (t := timings.timing_set(run, reference))), None)
+    if name is not None:
+        mine = timings.sets[name][reference]
+        return Measured(mine["measured_s"], mine["measured_s"], "1.00x",
+                        f"timing set {name} ({mine['regime']}), identical {mine['identical']} of {mine['outputs']}",
+                        f"{mine['realised_batches']} (limits {mine['batch_limits']})",
+                        load_cell(None, None, mine["load_min"], mine["load_max"], mine["load_band"]))
+    own = timings.rows.get(reference)
+    if own is None:
+        return Measured(None, None, "-", measured_note([timings.runs.get(reference)]), "-", "-")
+    return measured(SpeedupRow(**{**own, "large_r_run_id": reference}), "large_r", timings)
+
+
 def _with_s2(store: Store, run: RunRow) -> RunRow | None:
     """The same single-model run with S2, over the same samples (the paper's 'w/ S2' column)."""
     found = [r for r in store.all_runs if r["mode"] == run["mode"] and r["s2"] and r["single_model"] ==
@@ -244,11 +338,10 @@ def _with_s2(store: Store, run: RunRow) -> RunRow | None:
     return found[-1] if found else None
 
 
-def _row(store: Store, method: str, run: RunRow, accept: float | None, seconds: float | None, n: int,
-         speedup: float | None, with_s2: RunRow | None, measured_on: str) -> list[Cell]:
-    config = json.loads(run["config_json"] or "{}")
+def _row(store: Store, method: str, run: RunRow, accept: float | None, cell: Measured, n: int,
+         with_s2: RunRow | None) -> list[Cell]:
     scored, scored_s2 = store.scored(run["run_id"]), store.scored(with_s2["run_id"]) if with_s2 else None
-    return [method, run["backend"], config.get("batch_size"), num(accept) if accept is not None else "N/A",
-            num(seconds), num(seconds / n) if seconds is not None and n else None, times(speedup),
+    return [method, run["backend"], cell.batches, num(accept) if accept is not None else "N/A", num(cell.run_s),
+            num(cell.run_s / n) if cell.run_s is not None and n else None, cell.speedup,
             score_cell(scored) if scored else "-", score_cell(scored_s2) if scored_s2 else "not stored", "-",
-            run["run_id"], measured_on]
+            run["run_id"], cell.source, cell.load]

@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # the run types only in signatures: `mai sql` and the other s
     from mai.flows.latency import StageTime
     from mai.flows.rescore import Rescored
     from mai.flows.speculative import SpeculativeSummary
+    from mai.flows.timing import TimingSummary
     from mai.storage.maintenance import TableStats, VerificationRecord
     from mai.storage.partitions import Compaction
     from mai.storage.rows import LatencyProfileRow
@@ -402,6 +403,15 @@ def estimate(run_id: str, profiles: dict[str, str] | None = None, small_profile:
     label = name or "+".join(sorted(set(mapping.values())))
     with api:
         return Estimate(label, mai_estimate(run_id, mapping, label, _root(home)))
+
+
+def time_runs(run_ids: list[str], name: str | None = None, batch_sizes: dict[str, int] | None = None,
+              home: str | Path | None = None) -> TimingSummary:
+    """Re-time stored runs in one regime as a timing set (`mai time`; mai/flows/timing.py): their outputs recomputed
+    here, batched as fresh runs batch them, each checked identical to the stored one; stored outputs stay."""
+    from mai.flows.timing import time_runs as timed
+
+    return timed(_store_with_specs(home), run_ids, name, batch_sizes)
 
 
 def _run_models(home: Home, run_id: str) -> tuple[object, ...]:

@@ -121,6 +121,12 @@ class GenResult:
     batch_size: int
     token_ids: tuple[int, ...] = ()  # output token ids without the end-of-sequence token
     cached_prompt_tokens: int | None = None  # prompt tokens served from a prefix cache (None: not reported)
+    # how the time was measured (None where an engine does not say): the device, the engine and its version, and
+    # the machine's 1-minute load average when the call started and when it ended
+    device: str | None = None
+    engine: str | None = None
+    load_start: float | None = None
+    load_end: float | None = None
 
 
 # marks where the upstream reasoning goes in an RT prompt, so a prefill can insert it as token ids

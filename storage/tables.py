@@ -26,6 +26,7 @@ from mai.storage.rows import (
     SCORE_COLUMNS,
     SELECTION_COLUMNS,
     SPECULATIVE_COLUMNS,
+    TIMING_COLUMNS,
     Columns,
 )
 
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 TableName = Literal["samples", "generations", "attention", "selections", "runs", "routes", "metrics",
-                    "scores", "estimates", "speculative", "latency_profiles"]
+                    "scores", "estimates", "speculative", "latency_profiles", "timings"]
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,7 @@ TABLES: tuple[Table, ...] = (
     Table("scores", SCORE_COLUMNS, files="*/*.parquet", per_run=True),  # <run>/<scorer profile>
     Table("estimates", ESTIMATE_COLUMNS, files="*/*.parquet", per_run=True),  # <run>/<estimate name>
     Table("speculative", SPECULATIVE_COLUMNS, files="*/*.parquet", per_run=True),  # <run>/k<draft tokens>[-batch]
+    Table("timings", TIMING_COLUMNS, files="*/*.parquet", per_run=True),  # <timing set>/<run>
     Table("latency_profiles", LATENCY_PROFILE_COLUMNS, files="*.parquet"),  # <profile name>
 )
 

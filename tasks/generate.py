@@ -17,6 +17,8 @@ from mai.tasks.logs import run_logger
 from mai import cascade, progress, stop
 from mai.backends.registry import get_engine
 from mai.evals.registry import get_benchmark
+from mai.host import host_name
+from mai.provenance import hardware
 from mai.stages import build_requests
 from mai.types import GenRequest, GenResult, Sample, StageAnswer, StageName
 
@@ -74,12 +76,14 @@ def _generate(job: StageJob, pending: list[GenRequest]) -> None:
     stop.check()  # no new stage starts after a stop request (the engines check between batches and steps)
     store, model = shared_store(ctx.home), ctx.models[job.stage.role]
     by_id = {r.gen_id: r for r in pending}
+    # the machine each row was timed on (a fanned-out run computes on several): read once per step
+    host, machine = host_name(), hardware()
     progress.stage_started(job.stage.name, len(pending), run_id=ctx.run_id)
 
     def persist(batch: list[GenResult]) -> None:
         store.write(model, job.stage.prompt_kind, by_id, batch,
-                    {"benchmark": ctx.benchmark, "backend": ctx.backends[job.stage.role],
-                     "run_id": ctx.run_id})
+                    {"benchmark": ctx.benchmark, "backend": ctx.backends[job.stage.role], "run_id": ctx.run_id,
+                     "host": host, "hardware": machine})
         # the batch's engine time is its slowest row's (rows of a batch start together)
         progress.count(job.ledger, generations=len(batch), generate_s=max(r.wall_s for r in batch))
         progress.advanced(job.stage.name, len(batch), run_id=ctx.run_id)

@@ -66,8 +66,12 @@ def test_s2_and_speedup_pairs_on_a_store_built_for_it(home: Path) -> None:
         "A": "L12", "B": "L12", "E": "L12", "L12": "L12", "L24": "L24", "C": None, "D": None}
     assert table["A"]["n_samples"] == 12 and table["L24"]["n_samples"] == 24
     assert table["A"]["estimated_speedup_vs_large_r"] == pytest.approx(totals["L12"] / totals["A"])
-    assert table["A"]["measured_speedup_vs_large_r"] == pytest.approx(measured_s(home, ids["L12"])
-                                                                      / measured_s(home, ids["A"]))
+    if table["A"]["large_r_mixed"] is None:  # one regime (docs/latency.md): the ratio of the two stored times
+        assert table["A"]["measured_speedup_vs_large_r"] == pytest.approx(measured_s(home, ids["L12"])
+                                                                          / measured_s(home, ids["A"]))
+    else:  # each computed its own outputs here at batch 8: only the machine's load can part them
+        assert table["A"]["large_r_mixed"].startswith("load ") and table["A"]["measured_speedup_vs_large_r"] is None
+    assert table["B"]["large_r_mixed"].startswith("times reused from other runs")  # B reuses A's outputs
     assert table["L12"]["measured_speedup_vs_large_r"] == pytest.approx(1.0)
     assert table["C"]["measured_speedup_vs_large_r"] is None and table["D"]["estimated_speedup_vs_large_r"] is None
 

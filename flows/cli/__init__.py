@@ -30,7 +30,7 @@ from mai.errors import ConfigError, RunFailed
 # `mai --help` lists the commands in this order (the order they were introduced), across the groups
 ORDER = ("demo", "run", "sql", "sweep", "speculative", "score", "rescore", "profile", "import-profile", "estimate",
          "build-models", "build-shapes", "build-demo", "serve", "regress", "baseline", "catalog", "compare",
-         "policies", "report", "parity", "benchmarks", "benchmark", "worker")
+         "policies", "report", "parity", "benchmarks", "benchmark", "worker", "time")
 
 
 # the commands whose work may run as Prefect flows (each starts or finds its Prefect API only when a flow is about

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mai.dashboards.render import format_rows
 from mai.flows import api
-from mai.flows.cli.options import integers, model_profiles
+from mai.flows.cli.options import batch_sizes_per_kind, integers, model_profiles
 
 PROFILE_COLUMNS = ["image_resolution", "image_tokens", "query_tokens", "input_tokens", "output_tokens",
                    "preprocess_ms", "vision_ms", "ttft_ms", "decode_ms", "tokens_per_s"]
@@ -45,6 +45,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     priced.add_argument("--json", action="store_true")
     priced.set_defaults(handler=_estimate)
 
+    timed = commands.add_parser("time", help="re-time stored runs in one regime (a timing set): recompute the "
+                                "outputs they use here, batched as fresh runs batch them, and check each identical")
+    timed.add_argument("run_ids", nargs="+", metavar="RUN")
+    timed.add_argument("--name", help="timing set name (default: time-<UTC time>)")
+    timed.add_argument("--batch-size", action="append", default=[], metavar="N|KIND=N",
+                       help="batch size of every prompt kind (N) or of one (KIND=N); default: the runs' own")
+    timed.set_defaults(handler=_time)
+
 
 def _profile(args: argparse.Namespace) -> int:
     grid = (integers(args.resolutions, "--resolutions"), integers(args.query_tokens, "--query-tokens"),
@@ -73,3 +81,12 @@ def _estimate(args: argparse.Namespace) -> int:
                                           s["total_s"]) for s in stages], "table"))
     print(f"total: {sum(s['total_s'] for s in stages):.3f} s")
     return 0
+
+
+def _time(args: argparse.Namespace) -> int:
+    summary = api.time_runs(args.run_ids, args.name, batch_sizes_per_kind(args.batch_size), args.home)
+    print(f"timing set {summary['timing_set']} (batch sizes {summary['batch_limits']})")
+    print(format_rows(["run", "outputs", "identical", "measured_s"],
+                      [(r["run_id"], r["outputs"], f"{r['identical']} of {r['outputs']}", r["measured_s"])
+                       for r in summary["runs"]], "table"))
+    return 0 if all(r["identical"] == r["outputs"] for r in summary["runs"]) else 1

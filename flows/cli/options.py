@@ -129,6 +129,13 @@ def _batch_sizes(items: list[str], values: dict[str, Any]) -> dict[str, Any]:
     return update
 
 
+def batch_sizes_per_kind(items: list[str]) -> dict[str, int]:
+    """`--batch-size` of `mai time`: N for every prompt kind, KIND=N for one (as `mai run` reads them)."""
+    update = _batch_sizes(items, {})
+    every = update.get("batch_size")
+    return {**({kind: every for kind in PROMPT_KINDS} if every else {}), **update.get("batch_sizes", {})}
+
+
 def role_urls(items: list[str]) -> dict[str, str]:
     """--vllm-url small=URL / large=URL, repeatable or comma-separated."""
     urls = {}

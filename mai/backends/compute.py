@@ -9,9 +9,11 @@ samples: 2.5 s on one thread, 5.5 s on a second thread after the first had compu
 "Cascade speed"). Two concurrent generations do not gain from the second core either: the Python side of
 every decoding step holds the GIL.
 
-So on the CPU every engine call goes through `on_compute_thread`: one long-lived thread computes, one OpenMP team
-exists, and callers in any thread wait for their result. Calls from two stages interleave batch by batch. On a GPU
-the calls run in the caller's thread as before (the GPU computes, the CPU threads only launch kernels).
+So every engine call goes through `on_compute_thread`: one long-lived thread computes, one OpenMP team exists, and
+callers in any thread wait for their result. Calls from two stages interleave batch by batch. On a GPU too: there
+the CPU only launches kernels, one Python decoding loop per call, and two calls in two task threads took turns on the
+GIL at every step (an 8B decoding step inside `mai run` took 90 ms on an H100, three times a plain `generate`
+step: docs/benchmarks.md, "GPU"); one at a time, each step runs at the pace of a plain `generate`.
 """
 
 from __future__ import annotations
@@ -46,6 +48,6 @@ def on_compute_thread(fn: Callable[[], T]) -> T:
 
 
 def uses_compute_thread(device: str) -> bool:
-    """Whether calls on `device` ("cpu", "cuda", "cuda:0") are serialised on the compute thread.
-    `MAI_COMPUTE_THREAD=off` runs them in the caller's thread (benchmarks/speedup.py measures both)."""
-    return device.split(":")[0] == "cpu" and os.environ.get("MAI_COMPUTE_THREAD", "on") != "off"
+    """Whether calls on `device` ("cpu", "cuda", "cuda:0") are serialised on the compute thread: on every device
+    unless `MAI_COMPUTE_THREAD=off` runs them in the caller's thread (benchmarks/speedup.py measures both)."""
+    return bool(device) and os.environ.get("MAI_COMPUTE_THREAD", "on") != "off"

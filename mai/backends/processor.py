@@ -38,6 +38,12 @@ class ProcessedImages:
         self._items: OrderedDict[tuple[str, int, int, str], tuple[Any, Any]] = OrderedDict()
         self._lock = threading.Lock()
 
+    def clear(self) -> None:
+        """Forget every processed image (`mai time` starts each run it re-times as a fresh process would)."""
+        with self._lock:
+            self._items.clear()
+            self.bytes = 0
+
     def get(self, path: str, processor_key: str, image_processor: Any) -> tuple[Any, Any]:
         key = (*image_file_key(path), processor_key)
         with self._lock:

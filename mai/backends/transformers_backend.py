@@ -33,6 +33,7 @@ from mai.backends.transformers_batching import (
     in_batches,
     prefill_and_generate,
     shared_decoding,
+    with_measurement,
 )
 from mai.backends.transformers_capture import Span, capture_inputs, last_row_attention, layer_captures
 from mai.backends.transformers_inputs import encode_prompts
@@ -45,6 +46,7 @@ from mai.backends.transformers_profiling import (
 )
 from mai.errors import ModelLoadError
 from mai.host import host_name
+from mai.provenance import one_minute_load
 from mai.types import CaptureRequest, Decoding, GenRequest, GenResult, LayerCapture, ModelSpec
 
 if TYPE_CHECKING:
@@ -96,10 +98,11 @@ class TransformersEngine:
     def _generate_batch(self, batch: list[GenRequest]) -> list[GenResult]:
         _injected_cuda_oom()
         decoding = shared_decoding(batch)
+        load_start = one_minute_load()
         model, runs = on_model_thread(lambda: self._generate_on_device(batch, decoding))
         for run in runs:
             self.counters.add(len(run.rows))
-        return batch_results(batch, runs, model.tokenizer)
+        return with_measurement(batch_results(batch, runs, model.tokenizer), model.device, load_start)
 
     def _generate_on_device(self, batch: list[GenRequest], decoding: Decoding) -> tuple[LoadedModel, list[BatchRun]]:
         """The batch's generations: rows whose image + question prefix this model has cached continue from it

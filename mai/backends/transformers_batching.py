@@ -7,42 +7,56 @@ so they share the TTFT; each row's decode time ends at the step where that row f
 
 from __future__ import annotations
 
+import functools
+import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any, TypedDict, TypeVar
+from dataclasses import dataclass, replace
+from typing import Any, NotRequired, TypedDict, TypeVar
 
 from mai import stop
 from mai.backends.model_family import ModelInputs
 from mai.backends.transformers_loading import LoadedModel
+from mai.errors import ConfigError
+from mai.provenance import one_minute_load
 from mai.types import Decoding, FinishReason, GenRequest, GenResult
 
 T = TypeVar("T")
 
 
 class StepClock:
-    """A stopping criterion that never stops: it timestamps each decoding step and each row's finish."""
+    """A stopping criterion that never stops: it timestamps each decoding step. A step costs one clock read and a
+    stop check: which step finished a row is read from the row's tokens after the call (`finished_at`), so the
+    decode loop never copies tokens to the host or loops over rows in Python (on a GPU, `.tolist()` on each step
+    was a device synchronisation more per step), and it returns one all-False tensor per call, not a new one."""
 
     def __init__(self, eos_ids: set[int], batch: int, start: float) -> None:
         self.eos_ids = eos_ids
         self.start = start
-        self.first_token_at: float | None = None
-        self.last_step_at: float | None = None
-        self.finished_at: list[float | None] = [None] * batch
+        self.steps: list[float] = []  # when each new token (the first included) was there
+        self._never: Any = None
+
+    @property
+    def first_token_at(self) -> float | None:
+        return self.steps[0] if self.steps else None
+
+    @property
+    def last_step_at(self) -> float | None:
+        return self.steps[-1] if self.steps else None
+
+    def finished_at(self, new_tokens: list[int]) -> float | None:
+        """When the row with these new tokens produced its first end-of-sequence token (None: it never did)."""
+        stop_at = next((i for i, t in enumerate(new_tokens) if t in self.eos_ids), None)
+        return None if stop_at is None or stop_at >= len(self.steps) else self.steps[stop_at]
 
     def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
-        import torch
-
         stop.check()  # a stop request abandons the batch in flight at the next decoding step (nothing is stored)
-        now = time.perf_counter()
-        self.last_step_at = now
-        if self.first_token_at is None:
-            self.first_token_at = now
-        last = input_ids[:, -1].tolist()
-        for row, token in enumerate(last):
-            if self.finished_at[row] is None and token in self.eos_ids:
-                self.finished_at[row] = now
-        return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        self.steps.append(time.perf_counter())
+        if self._never is None:
+            import torch
+
+            self._never = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        return self._never
 
 
 @dataclass
@@ -66,13 +80,28 @@ class GreedySettings(TypedDict):
     num_beams: int
     pad_token_id: int
     return_dict_in_generate: bool
+    cache_implementation: NotRequired[str]
+
+
+# `MAI_DECODE=static`: decode with a static KV cache (preallocated to the call's length), with which transformers
+# compiles the decoding step on CUDA (torch.compile, CUDA graphs: one launch per step instead of hundreds of
+# kernels launched from Python). `eager` (the default): the dynamic cache, which prefix reuse continues from.
+DECODE_ENV = "MAI_DECODE"
+DECODE_MODES = ("eager", "static")
+
+
+def static_decode() -> bool:
+    mode = os.environ.get(DECODE_ENV) or "eager"
+    if mode not in DECODE_MODES:
+        raise ConfigError(f"{DECODE_ENV}={mode!r}: choose one of {list(DECODE_MODES)}")
+    return mode == "static"
 
 
 def greedy_settings(decoding: Decoding, network: Any, with_cache: bool = False) -> GreedySettings:
     """`with_cache`: generate returns its output with the KV cache (for prefix reuse), not just the sequences."""
     if not decoding.greedy:
         raise ValueError("only greedy decoding is supported (the paper's setting)")
-    return {
+    settings: GreedySettings = {
         "max_new_tokens": decoding.max_new_tokens,
         "min_new_tokens": decoding.min_new_tokens or None,
         "do_sample": False,
@@ -80,6 +109,9 @@ def greedy_settings(decoding: Decoding, network: Any, with_cache: bool = False) 
         "pad_token_id": network.generation_config.pad_token_id,
         "return_dict_in_generate": with_cache,
     }
+    if static_decode():
+        settings["cache_implementation"] = "static"
+    return settings
 
 
 def eos_ids(network: Any) -> set[int]:
@@ -129,6 +161,37 @@ def batch_results(batch: list[GenRequest], runs: list[BatchRun], tokenizer: Any)
     return [results[row] for row in range(len(batch))]
 
 
+def device_name(device: Any) -> str:
+    """'cpu', or 'cuda:0 (NVIDIA H100 80GB HBM3)': what a stored time was measured on."""
+    if device.type == "cuda":
+        import torch
+
+        return f"{device} ({torch.cuda.get_device_name(device)})"
+    return str(device)
+
+
+def engine_version(device: Any) -> str:
+    """The engine a stored time was measured with: the libraries that run the decode loop, and how it decodes."""
+    decode = ("static KV cache, compiled step" if device.type == "cuda" else "static KV cache") if static_decode() \
+        else "dynamic KV cache"
+    return f"{_libraries()}, {decode}"
+
+
+@functools.cache
+def _libraries() -> str:
+    import torch
+    import transformers
+
+    return f"transformers {transformers.__version__}, torch {torch.__version__}"
+
+
+def with_measurement(results: list[GenResult], device: Any, load_start: float | None) -> list[GenResult]:
+    """`results` saying how their times were measured: device, engine, the load at the call's start and now."""
+    load_end = one_minute_load()
+    return [replace(r, device=device_name(device), engine=engine_version(device), load_start=load_start, load_end=load_end)
+            for r in results]
+
+
 def _result(request: GenRequest, run: BatchRun, position: int, tokenizer: Any) -> GenResult:
     """Output tokens count up to and including the first end-of-sequence token (as vLLM counts them)."""
     tokens, clock = run.new_tokens[position], run.clock
@@ -136,7 +199,7 @@ def _result(request: GenRequest, run: BatchRun, position: int, tokenizer: Any) -
     kept = tokens if stop_at is None else tokens[: stop_at + 1]
     finish: FinishReason = "length" if stop_at is None else "stop"
     first = clock.first_token_at or run.ended
-    finished = clock.finished_at[position] or run.ended
+    finished = clock.finished_at(tokens) or clock.last_step_at or run.ended
     return GenResult(
         token_ids=tuple(kept[:-1] if finish == "stop" else kept),
         gen_id=request.gen_id,

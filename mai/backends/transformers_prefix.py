@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from mai.backends.model_family import ModelInputs
 from mai.backends.prefix_kv import CachedPrefix, PrefixHit, PrefixStore
-from mai.backends.transformers_batching import BatchRun, StepClock, eos_ids, greedy_settings
+from mai.backends.transformers_batching import BatchRun, StepClock, eos_ids, greedy_settings, static_decode
 from mai.backends.transformers_loading import LoadedModel
 from mai.types import Decoding, GenRequest
 
@@ -19,8 +19,9 @@ if TYPE_CHECKING:
 
 
 def reuses_prefixes(store: PrefixStore, model: LoadedModel, inputs: ModelInputs) -> bool:
-    """Prefix reuse is on, and the model and inputs are of a family it is implemented for."""
-    return store.enabled and model.family.continues_prefixes(model.network, inputs)
+    """Prefix reuse is on, and the model and inputs are of a family it is implemented for (it continues from a
+    dynamic cache: not with `MAI_DECODE=static`)."""
+    return store.enabled and not static_decode() and model.family.continues_prefixes(model.network, inputs)
 
 
 def prefix_hits(store: PrefixStore, model: LoadedModel, batch: list[GenRequest], inputs: ModelInputs

@@ -33,6 +33,7 @@ from mai.errors import ConfigError
 from mai.host import host_name
 from mai.identity import BackendIdentity
 from mai.manifest import ServerEvent, ServerEventKind
+from mai.provenance import one_minute_load
 from mai.types import FinishReason, GenRequest, GenResult, ModelSpec, Role
 
 # tests and benchmarks skip models whose head size vLLM's CPU build cannot serve
@@ -184,6 +185,7 @@ class VllmEngine:
         stop.check()  # queued requests are never sent after a stop request
         body = request_body(self._served_name, request, self._stop_ids)
         completion = StreamedCompletion(started=time.perf_counter())
+        load_start = one_minute_load()
         try:
             with self._client.stream("POST", f"{url}/v1/chat/completions", json=body) as response:
                 if response.status_code >= 500:
@@ -198,7 +200,8 @@ class VllmEngine:
             raise ServerGone(str(error)) from error
         if not completion.complete:
             raise ServerGone("stream ended without a finish reason")  # cut off mid-stream
-        result = _result(request, completion, concurrency)
+        result = replace(_result(request, completion, concurrency), device=f"vLLM server {url}", engine="vllm",
+                         load_start=load_start, load_end=one_minute_load())  # the load of the machine that waits
         if self._detokenizer is not None:  # the text from the ids, as transformers decodes them
             result = replace(result, text=self._detokenizer.decode(list(result.token_ids), skip_special_tokens=True))
         return result

@@ -1,0 +1,98 @@
+"""A measured speed-up divides only times taken in one regime (docs/latency.md). On a store where MAI's small-R
+outputs were computed by the MAI run at batch 8 and the rest of Full RT's by a small-R run at batch 2, Full RT's
+stored time mixes two batch regimes: tables 11 and 12 show no measured speed-up that mixes them, but the reason and
+the estimate (equation 27); table 12 shows the realised batch sizes and the load (start, end, max). After `mai time`
+over both runs, the speed-up comes from the timing set, with "identical n of n"."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from mai.dashboards.charts import Section, Table
+from mai.dashboards.latency_section import latency
+from mai.dashboards.saved import load_saved
+from mai.dashboards.sections import read_store
+from mai.flows import api
+from mai.storage.catalog import query
+from mai.storage.paths import Home
+
+from mai.errors import ConfigError
+from tests.helpers import run
+
+pytestmark = pytest.mark.prefect
+REPO = Path(__file__).resolve().parents[1]
+
+
+def child(home: Path, key: str) -> Section:
+    (found,) = [c for c in latency(read_store(Home.at(home), None)).children if c.key == key]
+    return found
+
+
+def measured_table_11(home: Path) -> Table:
+    (table,) = [t for t in child(home, "table-11").tables if t.columns[0] == "measured (wall time)"]
+    return table
+
+
+def cell(table: Table, row: str, column: str) -> str:
+    (found,) = [r for r in table.rows if r[0] == row]
+    return str(found[table.columns.index(column)])
+
+
+def test_a_speedup_over_outputs_timed_in_two_batch_regimes_is_an_estimate_until_mai_time(home: Path) -> None:
+    mai = run(home)["run_id"]  # computes its small-R outputs at batch 8
+    small_r = run(home, mode="single", single_model="small", single_prompt="R", batch_size=2)["run_id"]
+    full_rt = run(home, mode="full_rt")["run_id"]  # reuses both runs' small-R outputs
+    large_r = run(home, mode="single", single_model="large", single_prompt="R")["run_id"]
+    csv = REPO / "docs" / "paper_latency_h100.csv"
+    api.import_profile(csv, "h100-2b", model="Qwen3-VL-2B", home=home)
+    api.import_profile(csv, "h100-8b", model="Qwen3-VL-8B", home=home)
+    for run_id in (mai, full_rt, large_r):
+        api.estimate(run_id, small_profile="h100-2b", large_profile="h100-8b", home=home)
+    _, batches = query(Home.at(home), f"SELECT DISTINCT g.run_id, g.batch_size FROM routes r JOIN generations g "
+                                      f"ON g.gen_id = r.gen_r_small WHERE r.run_id = '{full_rt}'")
+    assert {run_id for run_id, _ in batches} == {mai, small_r}  # Full RT's small-R outputs: two runs' times
+    assert {size for run_id, size in batches if run_id == small_r} <= {1, 2}
+
+    column = f"MAI ({mai[-6:]})"
+    table = measured_table_11(home)
+    speedup = cell(table, "Speedup", column)
+    (row,) = [r for r in _speedup_rows(home) if r["run_id"] == mai]
+    assert row["measured_speedup_vs_full_rt"] is None and row["full_rt_mixed"].startswith("times reused from other")
+    assert speedup.startswith("not one regime (times reused from other runs (")
+    assert f"estimate {row['estimated_speedup_vs_full_rt']:.2f}x (h100-2b+h100-8b)" in speedup
+    assert f"`mai time {mai} {full_rt}` re-times both" in speedup
+    assert cell(table, "Full RT (s)", column) == "-" and cell(table, "MAI (s)", column) == "-"  # no mixed number
+
+    (table_12,) = [t for t in child(home, "table-12").tables if "batch size (realised)" in t.columns]
+    mai_row = next(r for r in table_12.rows if r[table_12.columns.index("run")] == mai)
+    assert re.fullmatch(r"r_small [\d/]+, rt_large [\d/]+, s_large [\d/]+, s_small [\d/]+ \(limits S=8 R=8 S2=8 RT=8\)",
+                        str(mai_row[table_12.columns.index("batch size (realised)")]))
+    assert re.match(r"start [\d.]+, end [\d.]+, max [\d.]+", str(mai_row[table_12.columns.index("load (1 min)")]))
+    stored = query(Home.at(home), f"SELECT count(*) FROM generations WHERE host IS NOT NULL AND device = 'cpu' AND "
+                                  f"engine LIKE 'transformers %' AND load_start IS NOT NULL AND run_id = '{mai}'")
+    assert stored[1][0][0] > 0  # every new row says how its time was measured
+
+    with pytest.raises(ConfigError, match="batch R prompts by \\[2, 8\\]"):
+        api.time_runs([mai, small_r], home=home)  # one timing set batches alike
+    summary = api.time_runs([mai, full_rt], name="both", home=home)
+    assert [r["run_id"] for r in summary["runs"]] == [mai, full_rt]
+    assert all(r["identical"] == r["outputs"] > 0 for r in summary["runs"])
+    outputs = sum(r["outputs"] for r in summary["runs"])
+    speedup = cell(measured_table_11(home), "Speedup", column)
+    timed = {r["run_id"]: r["measured_s"] for r in summary["runs"]}
+    assert speedup == f"{timed[full_rt] / timed[mai]:.2f}x"
+    source = cell(measured_table_11(home), "measured on", column)
+    assert source.startswith("timing set both (") and source.endswith(f"identical {outputs} of {outputs}")
+    _, regimes = query(Home.at(home), "SELECT count(DISTINCT batch_limits), count(DISTINCT host), min(identical) "
+                                      "FROM timings WHERE timing_set = 'both'")
+    assert regimes == [(1, 1, True)]
+    _, kept = query(Home.at(home), f"SELECT count(*) FROM generations WHERE run_id = '{small_r}'")
+    assert kept[0][0] > 0  # the stored outputs and their times stay as they were
+
+
+def _speedup_rows(home: Path) -> list[dict[str, object]]:
+    columns, rows = query(Home.at(home), load_saved("speedup"))
+    return [dict(zip(columns, r)) for r in rows if dict(zip(columns, r))["estimate_name"] == "h100-2b+h100-8b"
+            or dict(zip(columns, r))["setting"] == "large R"]
