@@ -297,13 +297,21 @@ def catalog_file(scan: StoreScan) -> list[Finding]:
     try:
         with catalog.open("rb") as handle:
             header = handle.read(12)
+        size = catalog.stat().st_size
     except OSError as error:
         return [Finding("catalog", f"{catalog}: unreadable ({error.strerror or error}); `mai catalog` rebuilds it",
                         remedy="rebuild-catalog")]
     if header[8:12] != b"DUCK":
         return [Finding("catalog", f"{catalog}: not a DuckDB database; `mai catalog` rebuilds it",
                         remedy="rebuild-catalog")]
+    if size < DUCKDB_HEADERS_BYTES:
+        return [Finding("catalog", f"{catalog}: truncated ({size} bytes); `mai catalog` rebuilds it",
+                        remedy="rebuild-catalog")]
     return []
+
+
+# a DuckDB database file starts with its main header and two database headers of 4 KiB each
+DUCKDB_HEADERS_BYTES = 3 * 4096
 
 
 def live_claims(scan: StoreScan) -> list[Finding]:

@@ -37,7 +37,7 @@ ORDER = ("demo", "run", "sql", "sweep", "speculative", "score", "rescore", "prof
 FLOW_COMMANDS = frozenset({"demo", "run", "sweep", "speculative", "regress", "profile", "estimate"})
 
 # the commands that read the store's tables: after one succeeds, each file of the store that cannot be read (left out
-# of every listing, so the command worked over the rest: mai/storage/damage.py) is named once, with what to run
+# of every listing, so the command worked over the rest: storage/damage.py) is named once, with what to run
 READS_STORE = frozenset({"demo", "run", "sql", "sweep", "speculative", "rescore", "estimate", "regress", "baseline",
                          "catalog", "compare", "policies", "report", "parity", "store"})
 
