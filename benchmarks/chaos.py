@@ -109,8 +109,8 @@ def outcome(home: Path, manifest: RunManifest) -> Outcome:
 def store_health(home: Path) -> tuple[int, list[str]]:
     """(identities stored twice, problems `mai store verify` finds)."""
     import pyarrow.parquet as pq
-    from mai.storage.maintenance import verify_store
     from mai.storage.paths import Home
+    from mai.storage.verify import verify_store
 
     store = Home.at(home)
     ids = [g for f in store.generations.glob("*/*/*.parquet") for g in pq.read_table(f, columns=["gen_id"])

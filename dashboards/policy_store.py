@@ -198,7 +198,7 @@ def read_outputs(home: Home, group: Group, samples: Sequence[Sample], pricing: P
     by_id = {s.sample_id: s for s in samples}
     order = {run_id: i for i, run_id in enumerate(ids)}
     outputs: dict[str, dict[str, Output]] = {}
-    conflicts = 0
+    conflicts, lost = 0, set[str]()
     for row in sorted(fetch(home, UsedRow, USED, [ids]), key=lambda r: order[r["run_id"]]):
         kind = kinds[row["run_id"]].get(row["stage"].removeprefix("gen_"))
         sample = by_id.get(row["sample_id"])
@@ -207,9 +207,11 @@ def read_outputs(home: Home, group: Group, samples: Sequence[Sample], pricing: P
         held = outputs.setdefault(sample.sample_id, {})
         if kind in held:
             conflicts += held[kind].gen_id != row["gen_id"]
-            continue
-        held[kind] = _output(kind, generations[row["gen_id"]], sample, pricing)
-    return outputs, conflicts
+        elif row["gen_id"] not in generations:  # lost with a damaged file (storage/damage.py): not in the lab
+            lost.add(sample.sample_id)
+        else:
+            held[kind] = _output(kind, generations[row["gen_id"]], sample, pricing)
+    return {sid: held for sid, held in outputs.items() if sid not in lost}, conflicts
 
 
 def _output(kind: str, generation: GenerationRow, sample: Sample, pricing: Pricing) -> Output:

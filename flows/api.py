@@ -34,9 +34,10 @@ if TYPE_CHECKING:  # the run types only in signatures: `mai sql` and the other s
     from mai.flows.rescore import Rescored
     from mai.flows.speculative import SpeculativeSummary
     from mai.flows.timing import TimingSummary
-    from mai.storage.maintenance import TableStats, VerificationRecord
+    from mai.storage.maintenance import TableStats
     from mai.storage.partitions import Compaction
     from mai.storage.rows import LatencyProfileRow
+    from mai.storage.verify import VerificationRecord
 
     from mai.config import RunConfig
     from mai.evals.base import ScoredSample
@@ -514,16 +515,21 @@ def store_stats(home: str | Path | None = None) -> list[TableStats]:
     return stats(Home.at(home))
 
 
-def store_verify(home: str | Path | None = None, repair: bool = False) -> VerificationRecord:
-    """Schemas, unique identities, manifests consistent with files, no orphan temp files or versions; `repair`
-    first removes the orphan temp files (a note says how many)."""
-    from mai.storage.maintenance import remove_orphan_temp_files, verify_store
+def store_damage(home: str | Path | None = None) -> list[str]:
+    """One line per file of the store that cannot be read (left out of every listing) or that a completed run has
+    lost, naming it and what to run (storage/health.py)."""
+    from mai.storage.health import store_damage as found
 
-    removed = remove_orphan_temp_files(Home.at(home)) if repair else []
-    report = verify_store(Home.at(home))
-    if removed:
-        report["notes"].append(f"removed {len(removed)} orphan temp files")
-    return report
+    return [damage.line() for damage in found(Home.at(home))]
+
+
+def store_verify(home: str | Path | None = None, repair: bool = False) -> VerificationRecord:
+    """Unreadable files, schemas, unique identities, references that point at nothing, manifests consistent with
+    files, no orphan temp files or versions (storage/verify.py); `repair` moves damaged files into the store's
+    quarantine folder, removes orphan temp files, rebuilds the catalog and says what the next run computes again."""
+    from mai.storage.verify import verify_store
+
+    return verify_store(Home.at(home), repair=repair)
 
 
 # --- reading results: compare, policy lab, report ------------------------------------------------------------

@@ -190,9 +190,18 @@ def connect(home: Home, limits: QueryLimits = QueryLimits()) -> duckdb.DuckDBPyC
     # views it names again (a quarter of `mai sql`'s view creation; the store's files are immutable)
     connection.execute("SET parquet_metadata_cache = true")
     store = _plain_alias(home.store)
-    _create_views(connection, home, store)
+    try:
+        _create_views(connection, home, store)
+    except duckdb.Error as error:  # a file that looked whole (storage/damage.py) but whose footer DuckDB cannot read
+        connection.close()
+        raise ConfigError(f"the store's views cannot be made: {_first_line(error)}; run `mai store verify` to find "
+                          "the damaged file and `mai store verify --repair` to move it aside") from error
     _restrict(connection, store, limits)
     return connection
+
+
+def _first_line(error: BaseException) -> str:
+    return " ".join(str(error).split())
 
 
 def _restrict(connection: duckdb.DuckDBPyConnection, store: Path, limits: QueryLimits) -> None:
@@ -334,6 +343,8 @@ def _worker(home: Home, statements: list[duckdb.Statement], limits: QueryLimits,
         answer: tuple[str, object] = ("rows", _answer(home, statements, limits))
     except ConfigError as error:
         answer = ("error", str(error))
+    except Exception as error:  # noqa: BLE001 (any failure: the caller says it in one line, never a traceback)
+        answer = ("error", f"the query failed: {type(error).__name__}: {_first_line(error)}")
     try:
         answers.send(answer)
     except (pickle.PicklingError, TypeError, AttributeError) as error:  # a value pickle cannot carry

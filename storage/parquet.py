@@ -5,13 +5,15 @@ from __future__ import annotations
 import array
 import itertools
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from mai.storage.damage import checked, read_error
 from mai.storage.tables import TableName, table_named
 
 from mai.files import atomic_path
@@ -42,8 +44,19 @@ def read_rows(paths: list[Path], columns: list[str] | None = None) -> list[dict[
     with the Parquet reader alone, as `read_columns` (`pq.read_table` goes through pyarrow.dataset: pandas)."""
     rows: list[dict[str, object]] = []
     for path in paths:
-        rows.extend(pq.ParquetFile(path).read(columns=columns).to_pylist())
+        with reading(path) as parquet:
+            rows.extend(parquet.read(columns=columns).to_pylist())
     return rows
+
+
+@contextmanager
+def reading(path: Path) -> Iterator[pq.ParquetFile]:
+    """The file opened with the Parquet reader; a missing or damaged file (or one pyarrow fails on while it is read
+    inside the block) is a DamagedFileError naming it (storage/damage.py), not a traceback."""
+    try:
+        yield pq.ParquetFile(checked(path))
+    except (OSError, pa.ArrowException) as error:
+        raise read_error(path, error) from error
 
 
 def read_columns(paths: Sequence[Path], columns: list[str], key: str | None = None,
@@ -55,9 +68,9 @@ def read_columns(paths: Sequence[Path], columns: list[str], key: str | None = No
 
     tables = []
     for path in paths:
-        parquet = pq.ParquetFile(path)
-        present = set(parquet.schema_arrow.names)
-        table = parquet.read(columns=[c for c in columns if c in present])
+        with reading(path) as parquet:
+            present = set(parquet.schema_arrow.names)
+            table = parquet.read(columns=[c for c in columns if c in present])
         if key is not None and wanted is not None:
             table = table.filter(pc.is_in(table[key].cast(pa.string()), value_set=arrow_array(wanted, pa.string())))
         tables.append(table)

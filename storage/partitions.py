@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mai.storage.damage import readable_files, split_readable
 from mai.storage.paths import Home
 from mai.storage.tables import Table, TableName
 
@@ -84,8 +85,13 @@ class Partition:
         return self.path if self.path.is_dir() else None
 
     def files(self) -> list[Path]:
-        """The files of the published version, by their version paths: a compaction that publishes the next
-        version meanwhile leaves these in place (for GRACE_S), so a reader that listed them can read them."""
+        """The readable files of the published version, by their version paths: a compaction that publishes the
+        next version meanwhile leaves these in place (for GRACE_S), so a reader that listed them can read them. A
+        damaged file is left out (storage/damage.py): it costs its rows, which a run then computes again."""
+        return readable_files(self.listed())
+
+    def listed(self) -> list[Path]:
+        """Every file of the published version, damaged ones included (for verification and compaction)."""
         current = self.current()
         return sorted(current.glob("*.parquet")) if current else []
 
@@ -117,9 +123,15 @@ def write_part(home: Home, directory: Path, rows: Sequence[Mapping[str, object]]
 
 
 def table_files(home: Home, table: Table) -> list[Path]:
-    """Every published file of a table: a content-addressed one's through its partitions' current versions."""
+    """Every readable published file of a table (a damaged one is left out: storage/damage.py)."""
+    return readable_files(listed_files(home, table))
+
+
+def listed_files(home: Home, table: Table) -> list[Path]:
+    """Every published file of a table, damaged ones included: a content-addressed one's through its partitions'
+    current versions."""
     if table.content_addressed:
-        return [f for p in partitions(home, table) for f in p.files()]
+        return [f for p in partitions(home, table) for f in p.listed()]
     return sorted(home.table_dir(table.name).glob(table.files))
 
 
@@ -159,7 +171,10 @@ def compact(partition: Partition, table: Table, min_small_files: int = 2,
             return report
         _adopt_legacy_directory(partition)
         report.removed_versions = _remove_old_versions(partition, grace_s)
-        files = partition.files()
+        files, damaged = split_readable(partition.listed())
+        if damaged:  # a new version would drop the file: it is quarantined first, never lost
+            report.skipped = damaged[0].line()
+            return report
         rows = {f: pq.ParquetFile(f).metadata.num_rows for f in files}
         small = [f for f in files if rows[f] < target_rows]
         small = _tiered_choice(small, rows) if tiered else small

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Mapping
@@ -9,10 +10,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import cast
 
-import pyarrow.parquet as pq
-from mai.storage.parquet import write_rows
+from mai.storage.damage import DamagedFileError, Unreadable
+from mai.storage.parquet import arrow_table, reading, write_table
 from mai.storage.paths import Home
 from mai.storage.rows import SampleRow
+from mai.storage.tables import table_named
 
 from mai.evals.loading import DEFAULT_MAX_IMAGE_PIXELS, LOADER_VERSION, DataSource
 from mai.files import write_atomically
@@ -44,20 +46,50 @@ def loader_tag(max_image_pixels: int) -> str:
 
 def materialized_shards(home: Home, directory: Path) -> list[str] | None:
     """The shard files of a materialisation, relative to the store root, as `materialize_samples` returns them;
-    None when there is none (its directory is renamed into place whole: one that exists is complete)."""
+    None when there is none (its directory is renamed into place whole: one that exists is complete). A shard file
+    lost since (deleted) stops the run with one line naming it (a run over the others would report on part of its
+    samples): `mai store verify --repair` moves the set aside, and the next run materialises it again."""
     if not directory.is_dir():
         return None
+    missing = missing_shards(directory)
+    if missing:
+        raise DamagedFileError(Unreadable(directory / missing[0], "missing: a shard of a materialised set",
+                                          "run `mai store verify --repair` (it moves the set aside), then run again: "
+                                          "the set is materialised again"))
     return sorted(str(p.relative_to(home.root)) for p in directory.glob("shard-*.parquet"))
+
+
+# the number of shard files of the set, in each shard file's Parquet metadata (sets written before it: gaps only)
+SHARD_COUNT_KEY = b"mai.shard_count"
+
+
+def missing_shards(directory: Path) -> list[str]:
+    """The names of the shard files a materialised set should hold and does not: its shards are numbered from 0, and
+    each records how many there are. Reads one footer (a damaged one is left to its reader)."""
+    present = sorted(directory.glob("shard-*.parquet"))
+    count = len(present)
+    for path in present:
+        with contextlib.suppress(DamagedFileError):
+            with reading(path) as parquet:
+                recorded = (parquet.schema_arrow.metadata or {}).get(SHARD_COUNT_KEY)
+            count = int(recorded) if recorded else count
+            break
+    names = {p.name for p in present}
+    last = max([count - 1, *(int(n[6:11]) for n in names if n[6:11].isdigit())])
+    return [shard_path(directory, n).name for n in range(last + 1) if shard_path(directory, n).name not in names]
 
 
 def shard_path(directory: Path, shard: int) -> Path:
     return directory / f"shard-{shard:05d}.parquet"
 
 
-def write_shard(path: Path, samples: list[Sample], source: DataSource) -> Path:
+def write_shard(path: Path, samples: list[Sample], source: DataSource, shard_count: int | None = None) -> Path:
     """The samples as a shard file, each row naming the data it was read from (`source`: its fingerprint, split and
-    config)."""
-    return write_rows(path, [_sample_row(s, source) for s in samples], "samples")
+    config). `shard_count`: how many shard files the set holds, recorded in the file (`missing_shards`)."""
+    table = arrow_table([_sample_row(s, source) for s in samples], table_named("samples").schema)
+    if shard_count is not None:
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), SHARD_COUNT_KEY: str(shard_count)})
+    return write_table(path, table)
 
 
 def image_file(images: Path, digest: str) -> Path:
@@ -69,7 +101,8 @@ def read_shard(path: Path, images: Path | None = None) -> list[Sample]:
     path is its content-addressed file there, found by its hash: the file names the paths of the host that
     materialised it, which another host may mount elsewhere (docs/cluster.md)."""
     # the Parquet reader alone (`pq.read_table` goes through pyarrow.dataset, which imports pandas)
-    rows: list[SampleRow] = pq.ParquetFile(path).read().to_pylist()  # a shard file has the samples table's columns
+    with reading(path) as parquet:  # a missing or damaged shard: one line naming it (storage/damage.py)
+        rows: list[SampleRow] = parquet.read().to_pylist()  # a shard file has the samples table's columns
     samples = [_row_sample(row) for row in rows]
     return samples if images is None else [_with_images_in(sample, images) for sample in samples]
 

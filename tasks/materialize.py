@@ -68,8 +68,9 @@ def _materialize(root: Home, bench: Benchmark, source: DataSource, n_shards: int
     partial = directory.with_name(f".tmp-{uuid.uuid4().hex}-{directory.name}")
     try:
         partial.mkdir(parents=True)
-        for shard in range(max(s.shard for s in samples) + 1 if samples else 0):
-            write_shard(shard_path(partial, shard), [s for s in samples if s.shard == shard], source)
+        count = max(s.shard for s in samples) + 1 if samples else 0
+        for shard in range(count):  # each file records the count: a shard deleted later is found (storage/samples.py)
+            write_shard(shard_path(partial, shard), [s for s in samples if s.shard == shard], source, count)
         try:
             partial.rename(directory)
         except OSError:

@@ -13,9 +13,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from mai.flows.cli import EXIT_STOPPED
-from mai.storage.maintenance import verify_store
 from mai.storage.paths import Home
 from mai.storage.runs import read_routes
+from mai.storage.verify import verify_store
 
 from tests.helpers import BUDGET, run
 

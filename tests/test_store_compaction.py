@@ -17,10 +17,11 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 from mai.storage.catalog import query
-from mai.storage.maintenance import compact_store, store_stats, verify_store
+from mai.storage.maintenance import compact_store, store_stats
 from mai.storage.partitions import Partition, compact, partitions, write_part
 from mai.storage.paths import Home
 from mai.storage.tables import CONTENT_ADDRESSED
+from mai.storage.verify import verify_store
 
 from tests.helpers import BUDGET, run
 

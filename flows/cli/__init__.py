@@ -23,6 +23,7 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
 from mai.flows.cli import assets, benchmarks, latency, parity, report, runs, store, worker
 from mai.flows.cli.expected_failures import quiet_expected_failures
+from mai.storage.damage import DamagedFileError
 
 from mai import stop
 from mai.errors import ConfigError, RunFailed
@@ -37,6 +38,11 @@ ORDER = ("demo", "run", "sql", "sweep", "speculative", "score", "rescore", "prof
 # to run: mai/flows/prefect_api.py; the others read the store, or serve)
 FLOW_COMMANDS = frozenset({"demo", "run", "sweep", "speculative", "regress", "profile", "estimate"})
 
+# the commands that read the store's tables: after one succeeds, each file of the store that cannot be read (left out
+# of every listing, so the command worked over the rest: storage/damage.py) is named once, with what to run
+READS_STORE = frozenset({"demo", "run", "sql", "sweep", "speculative", "rescore", "estimate", "regress", "baseline",
+                         "catalog", "compare", "policies", "report", "parity", "store"})
+
 # the exit status of a command stopped by SIGTERM (128 + the signal's number, as a shell reports it)
 EXIT_STOPPED = 128 + signal.SIGTERM
 
@@ -49,9 +55,10 @@ def main(argv: list[str] | None = None) -> int:
         with stop.on_sigterm(then_raise=True):
             result: int = args.handler(args)
             sys.stdout.flush()  # here, where a closed pipe is caught, not at the interpreter's exit
+            _note_unreadable(args)
         return result
     except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {_error_line(args, error)}", file=sys.stderr)
         return 2
     except RunFailed as error:
         print(f"error: {error}", file=sys.stderr)
@@ -94,6 +101,28 @@ def _interrupted(command: str) -> int:
     kept = ": what the command stored is kept; run it again to complete it" if command in FLOW_COMMANDS else ""
     print(f"error: interrupted (Ctrl-C){kept}", file=sys.stderr)
     return EXIT_INTERRUPTED
+
+
+def _note_unreadable(args: argparse.Namespace) -> None:
+    for line in _store_damage(args):
+        print(f"note: {line}; this command went on without it", file=sys.stderr)
+
+
+def _store_damage(args: argparse.Namespace) -> list[str]:
+    if args.command not in READS_STORE or not getattr(args, "notes_unreadable", True):
+        return []
+    from mai.flows.api import store_damage
+
+    return store_damage(args.home)
+
+
+def _error_line(args: argparse.Namespace, error: ConfigError) -> str:
+    """A failure of a command that reads a damaged store names the first damaged file on the same line: it may be
+    the cause (a comparison of a run whose scores are lost)."""
+    if isinstance(error, DamagedFileError):
+        return str(error)
+    damage = _store_damage(args)
+    return f"{error} (the store is damaged, which may be why: {damage[0]})" if damage else str(error)
 
 
 # what to do about the expected failures of the file system, by errno

@@ -60,11 +60,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     stats = actions.add_parser("stats", help="rows, files and bytes per table")
     stats.add_argument("--json", action="store_true")
     stats.set_defaults(handler=_store_stats)
-    verify = actions.add_parser("verify", help="check schemas, identities, manifests, temp files (exit 1 on a problem)")
+    verify = actions.add_parser("verify", help="check that every file reads, schemas, identities, references, "
+                                               "manifests, temp files (exit 1 on a problem)")
     verify.add_argument("--json", action="store_true")
     verify.add_argument("--repair", action="store_true",
-                        help="first remove the orphan temp files that killed writers or a full disk left")
-    verify.set_defaults(handler=_store_verify)
+                        help="move damaged files into the store's quarantine folder (never deletes one), remove the "
+                             "orphan temp files that killed writers or a full disk left, rebuild the catalog, and say "
+                             "what the next run computes again")
+    verify.set_defaults(handler=_store_verify, notes_unreadable=False)
     check = actions.add_parser("check", help="test on this host what the store needs from its filesystem: locks "
                                              "across processes, lock mount options, atomic rename, symlinks, fsync, "
                                              "free space (exit 1 on a failure)")
@@ -77,7 +80,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
                             "server of PREFECT_API_URL) holds a lock in the store while the others try it")
     check.add_argument("--probe-deployment", default="mai-store-probe/probe", metavar="NAME",
                        help="the probe's deployment on POOL (default mai-store-probe/probe, from prefect.yaml)")
-    check.set_defaults(handler=_store_check)
+    check.set_defaults(handler=_store_check, notes_unreadable=False)
 
 
 def _sql(args: argparse.Namespace) -> int:
@@ -160,11 +163,15 @@ def _store_verify(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
     else:
+        for line in report["repaired"]:
+            print(f"  repaired: {line}")
         print(f"checked {report['checked_files']} files: {len(report['problems'])} problems")
         for line in report["problems"]:
             print(f"  problem: {line}")
         for line in report["notes"]:
             print(f"  note: {line}")
+        for line in report["next_run"]:
+            print(f"  next run: {line}")
     return 1 if report["problems"] else 0
 
 
