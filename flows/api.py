@@ -90,10 +90,11 @@ class Estimate(NamedTuple):
 
 
 def run(config: RunConfig, progress: bool = True) -> RunManifest:
-    """Validate and resolve the configuration once (before any model loads), run the flow with that plan (with a
-    progress bar on the terminal), and return its manifest with the store's `home` and `catalog` paths added. A
-    run whose every output is stored is a store lookup instead: no Prefect, no server (flows/stored_run.py)."""
-    plan, stored = _from_store(config)
+    """Validate and resolve the configuration once (before any model loads), run the pipeline with that plan (with
+    a progress bar on the terminal), and return its manifest with the store's `home` and `catalog` paths added. A
+    run with nothing to compute, any slice of stored outputs, runs in this process: a store lookup, no Prefect, no
+    server (mai/pipeline.py); one that computes runs as the `mai-run` flow."""
+    plan, stored = _resolved(config)
     if stored is not None:
         return _with_store_paths(stored, plan)
     try:
@@ -120,18 +121,26 @@ def _completed_in_store(error: Exception, plan: RunPlan) -> RunManifest:
     return read_manifest(home, plan.run_id)
 
 
-def _from_store(config: RunConfig) -> tuple[RunPlan, RunManifest | None]:
-    """The one place a command decides whether its run computes: the run's plan, and its manifest when every
-    output is stored (the run is then a store lookup: no lock, no Prefect, no worker: flows/stored_run.py). When
-    something is missing, what computing needs is checked first (a store whose locks work, the workers)."""
+def _resolved(config: RunConfig) -> tuple[RunPlan, RunManifest | None]:
+    """The one place a command decides on its executor: the run's plan, and its manifest when it has nothing to
+    compute (the pipeline on the in-process executor, with an empty to-do list: no lock, no Prefect, no worker).
+    When something is missing, nothing is written beyond the samples, and what computing needs is checked (a store
+    whose locks work, the workers); the command then runs the `mai-run` flow."""
+    import logging
+
     from mai.flows.plan import check_can_compute, prepare_run
-    from mai.flows.stored_run import run_from_store
+    from mai.flows.run_steps import StoreSteps
+
+    from mai.pipeline import NothingToCompute, complete, resolve
 
     plan = prepare_run(config, _assets_for(config), check_store=False)
-    stored = run_from_store(plan)
-    if stored is None:
-        check_can_compute(plan)
-    return plan, stored
+    log = logging.getLogger("mai")
+    steps = StoreSteps(log)
+    resolved = resolve(plan, steps)
+    if not resolved.todo:
+        return plan, complete(plan, resolved, steps, NothingToCompute(), log)
+    check_can_compute(plan)
+    return plan, None
 
 
 def _with_store_paths(manifest: RunManifest, plan: RunPlan) -> RunManifest:
@@ -194,12 +203,12 @@ def regress(config: RunConfig, baseline: str | None = None, min_drop: float = 1.
     baseline) over the samples both scored. Raises `mai.flows.baseline.RegressionDetected` (its message is the
     report) on a significant drop of at least `min_drop` points, on a baseline sample that is an error in the run,
     and, with `require_all`, on a baseline sample the run does not hold (else a warning: `result["warning"]`).
-    A run whose every output is stored is compared without Prefect (as `run`)."""
+    A run with nothing to compute is compared without Prefect (as `run`)."""
     from mai.flows.baseline import default_baseline, judge, load_baseline
 
     home = Home.at(config.home)
     chosen = load_baseline(home, baseline or str(default_baseline()))  # fails fast on a missing baseline
-    plan, stored = _from_store(config)
+    plan, stored = _resolved(config)
     if stored is not None:
         return judge(home, stored["run_id"], chosen, min_drop, alpha, require_all)
     with _prefect_api():

@@ -24,8 +24,7 @@ from mai.flows.shard import mai_shard
 from mai.storage.claims import Lease
 from mai.storage.paths import Home, plan_on_this_host
 from mai.storage.runs import shard_lease_path, shard_outcome_path
-from mai.tasks.logs import run_logger
-from prefect import flow, tags
+from prefect import flow, get_run_logger, tags
 from prefect.client.schemas.objects import State
 
 from mai import stop
@@ -53,12 +52,12 @@ def mai_drain(plan: RunPlan, shard_paths: list[str]) -> list[str] | State:
     except ConfigError as error:
         # the shard lease was let go on the way out (`_run_if_free`): another drain takes that shard
         state = taken_out(host_name(), str(error))
-        run_logger().error("%s", state.message)
+        get_run_logger().error("%s", state.message)
         return state
     except ParentEnded as ended:
         from prefect.states import Cancelled
 
-        run_logger().warning("%s", ended)
+        get_run_logger().warning("%s", ended)
         return Cancelled(message=str(ended))
 
 
@@ -86,7 +85,7 @@ def _check_parent() -> None:
 
 
 def _drain(plan: RunPlan, shard_paths: list[str], home: Home) -> list[str]:
-    log = run_logger()
+    log = get_run_logger()
     ran: list[str] = []
     waiting_for: int | None = None
     while True:
@@ -118,7 +117,7 @@ def _run_if_free(plan: RunPlan, shard: str, home: Home) -> bool:
         if shard_outcome_path(home, plan.run_id, shard).exists():
             return False  # finished by another drain between the look and the lease
         if lease.previous_holder:
-            run_logger().warning("shard %s: its last holder %s left it unfinished: running it here", shard,
+            get_run_logger().warning("shard %s: its last holder %s left it unfinished: running it here", shard,
                                  lease.previous_holder)
         _run_shard_subflow(plan, shard)
     return True

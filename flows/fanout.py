@@ -34,12 +34,13 @@ from mai.flows.prefect_sync import synchronous
 from mai.storage.claims import lease_holder, lease_is_held
 from mai.storage.paths import Home
 from mai.storage.runs import read_shard_outcome
-from mai.tasks.logs import run_logger
+from prefect import get_run_logger
 from prefect.exceptions import TerminationSignal
 
 from mai import stop
 from mai.errors import ConfigError
 from mai.manifest import ShardOutcome
+from mai.pipeline import ShardsDone
 from mai.plan import RunPlan
 
 if TYPE_CHECKING:
@@ -61,14 +62,6 @@ NO_WORKER_RECHECK_S = 10.0
 
 
 TAKEN_OUT = "TakenOut"  # the name of the Failed state a drain ends in when its host cannot serve the run
-
-
-@dataclass(frozen=True)
-class ShardsDone:
-    """Every shard's outcome, and the hosts taken out of the run: host -> why, with the fix (one line)."""
-
-    outcomes: dict[str, ShardOutcome]
-    hosts_taken_out: dict[str, str]
 
 
 def taken_out(host: str, reason: str) -> State:
@@ -104,7 +97,7 @@ def _progress(message: str, *args: object) -> None:
     """A fan-out step an operator watches for (drains submitted, waiting for workers, a shard done on a host): at
     WARNING, the level `mai` shows on the terminal and sends to the UI by default (flows/cli sets it), where INFO
     reaches neither. Each line starts with `fan-out`."""
-    run_logger().warning("fan-out " + message, *args)
+    get_run_logger().warning("fan-out " + message, *args)
 
 
 def shard_run_name(shard_path: str) -> str:
@@ -208,7 +201,7 @@ def _run_on_workers(plan: RunPlan, shard_paths: list[str], workers: int, on_done
             # their shards within a decoding step; what the shards stored is kept
             stop.request_stop("interrupted (Ctrl-C)")  # a SIGTERM's own reason, when it came first, is kept
             # INFO: the terminal's one line is the command line's; the UI shows the Cancelled states' messages
-            run_logger().info("run %s stopped: cancelling its drains; %d of %d shards had finished",
+            get_run_logger().info("run %s stopped: cancelling its drains; %d of %d shards had finished",
                               plan.run_id, len(outcomes), len(shard_paths))
             _cancel_drains(client, drains, "the run that submitted this drain was stopped")
             raise
@@ -217,7 +210,7 @@ def _run_on_workers(plan: RunPlan, shard_paths: list[str], workers: int, on_done
             raise
         _end_drains(client, home, plan.run_id, drains)
     if hosts_taken_out:
-        run_logger().warning("run %s completed without the hosts taken out: %s", plan.run_id,
+        get_run_logger().warning("run %s completed without the hosts taken out: %s", plan.run_id,
                              "; ".join(hosts_taken_out.values()))
     return ShardsDone({shard: outcomes[shard] for shard in shard_paths}, hosts_taken_out)
 
@@ -243,7 +236,7 @@ def _submit_drain(plan: RunPlan, shard_paths: list[str], slot: int, attempt: int
     parameters = {"plan": plan.model_dump(mode="json"), "shard_paths": shard_paths}
     flow_run = synchronous(run_deployment(drain_deployment(), parameters=parameters, flow_run_name=name, timeout=0,
                                           tags=plan.tags))
-    run_logger().info("drain %d submitted to work pool %s as flow run '%s' (%s): it takes the run's shards until "
+    get_run_logger().info("drain %d submitted to work pool %s as flow run '%s' (%s): it takes the run's shards until "
                       "none is left", slot, flow_run.work_pool_name, name, flow_run.id)
     return _Drain(slot=slot, attempt=attempt, flow_run_id=flow_run.id, name=name, pool=flow_run.work_pool_name)
 
@@ -277,10 +270,10 @@ def _watch_drains(client: SyncPrefectClient, home: Home, run_id: str, drains: li
             if state.is_failed() and state.name == TAKEN_OUT:
                 drain.taken_out = _taken_out_host(state.message or "")
                 if drain.taken_out not in hosts_taken_out:
-                    run_logger().warning("%s; the other hosts take its shards", state.message)
+                    get_run_logger().warning("%s; the other hosts take its shards", state.message)
                 hosts_taken_out[drain.taken_out] = state.message or ""
             elif state.is_failed() or state.is_cancelled():
-                run_logger().error("drain '%s' ended %s: %s", drain.name, state.type.value, state.message)
+                get_run_logger().error("drain '%s' ended %s: %s", drain.name, state.type.value, state.message)
                 raise ShardFailed(f"drain '{drain.name}' of run {run_id} ended {state.type.value}: {state.message} "
                                   "(see it in the Prefect UI; what the shards stored is kept)")
             if state.is_crashed():
@@ -341,14 +334,14 @@ def _replace(plan: RunPlan, shard_paths: list[str], drains: list[_Drain], ended:
     out = [drain for drain in ended if drain.taken_out is not None and drain.attempt < MAX_ATTEMPTS]
     if not live and out and not any(drain.lost for drain in ended):
         drain = out[0]
-        run_logger().warning("no drain of run %s is left after hosts %s were taken out: submitting drain %d again "
+        get_run_logger().warning("no drain of run %s is left after hosts %s were taken out: submitting drain %d again "
                              "for another worker", plan.run_id, sorted(hosts_taken_out), drain.slot)
         return [_submit_drain(plan, shard_paths, drain.slot, drain.attempt + 1)]
     for drain in ended:
         if drain.lost is None:
             continue  # it completed (there was nothing left for it to take), or its host was taken out
         again = drain.attempt < MAX_ATTEMPTS
-        run_logger().warning("drain '%s' lost its worker (%s): marked Crashed; %s; the shard it ran is taken by the "
+        get_run_logger().warning("drain '%s' lost its worker (%s): marked Crashed; %s; the shard it ran is taken by the "
                              "next drain to look", drain.name, drain.lost,
                              "submitting it again" if again else "giving its slot up")
         if again:
@@ -379,7 +372,7 @@ def _end_drains(client: SyncPrefectClient, home: Home, run_id: str, drains: list
             if state.is_scheduled() or state.is_pending():
                 _cancel(client, drain.flow_run_id, running=False, message="every shard of its run was done")
             elif _lost_its_worker(client, drain, flow_run, drain_lease_path(home, run_id, str(drain.flow_run_id))):
-                run_logger().warning("drain '%s' lost its worker (%s): marked Crashed; every shard was done",
+                get_run_logger().warning("drain '%s' lost its worker (%s): marked Crashed; every shard was done",
                                      drain.name, drain.lost)
             else:
                 still.append(drain)
@@ -387,7 +380,7 @@ def _end_drains(client: SyncPrefectClient, home: Home, run_id: str, drains: list
         if waiting:
             time.sleep(POLL_S / 4)
     if waiting:
-        run_logger().warning("drains %s still run %.0f s after the run's last shard", [d.name for d in waiting],
+        get_run_logger().warning("drains %s still run %.0f s after the run's last shard", [d.name for d in waiting],
                              DRAIN_END_WAIT_S)
 
 

@@ -1,5 +1,5 @@
 """Where a `mai` flow's Prefect API comes from, asked only when a flow is about to run (a run whose outputs are all
-stored is a store lookup and needs none: flows/stored_run.py).
+stored is a store lookup and needs none: mai/pipeline.py).
 
 1. A configured server (`PREFECT_API_URL` in the environment or the active Prefect profile, e.g. a team's server,
    or the one `prefect server start --background` keeps on this machine): used as it is.

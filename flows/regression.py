@@ -8,6 +8,7 @@ test split; its default baseline is the shipped baseline file of that configurat
 
 from __future__ import annotations
 
+from mai.flows.artifacts import publish_regression
 from mai.flows.baseline import RegressionResult, default_baseline, judge, load_baseline
 from mai.flows.run import mai_run
 from mai.storage.paths import Home
@@ -28,4 +29,4 @@ def mai_regression(config: RunConfig | None = None, baseline: str | None = None,
     home = Home.at(config.home)
     chosen = load_baseline(home, baseline or str(default_baseline()))  # before the run: a missing one fails fast
     manifest = mai_run(config, plan)
-    return judge(home, manifest["run_id"], chosen, min_drop_points, alpha, require_all)
+    return judge(home, manifest["run_id"], chosen, min_drop_points, alpha, require_all, publish_regression)

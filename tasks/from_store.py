@@ -1,4 +1,5 @@
-"""Answering whole shards from the store, before any Prefect task run or subflow is created for them.
+"""The pipeline's "resolve identities" step (mai/pipeline.py): which shards the store answers whole, before any
+Prefect task run or subflow is created for them.
 
 A step's outputs are identities computed from the plan, the shard's samples and the earlier steps' stored answers
 (mai.identity): the same values `run_step` returns (tasks/generate.py, tasks/transfer.py), without a model. So the
@@ -17,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from mai.storage.generations import shared_store
 from mai.storage.paths import Home
 from mai.storage.samples import read_shard
+from mai.storage.stored import stored_among
 from mai.tasks.answers import load_stage_answers
 
 from mai import cascade
@@ -34,7 +36,7 @@ from mai.types import Sample, StageAnswer, StageName, StageSpec
 Answers = dict[StageName, dict[str, StageAnswer]]
 
 
-def shards_answered_by_store(plan: RunPlan, shard_paths: Sequence[str]) -> dict[str, ShardOutcome]:
+def resolve_identities(plan: RunPlan, shard_paths: Sequence[str]) -> dict[str, ShardOutcome]:
     """shard path -> its outcome, for the shards whose every step's outputs the store holds (stage maps equal to
     what their `mai-shard` flow would return; an empty tally: no engine ran). The other shards are left out."""
     started = time.perf_counter()
@@ -71,16 +73,14 @@ def _stage_outputs(plan: RunPlan, benchmark: Benchmark, stage: StageSpec, pool: 
     outputs the store holds (one lookup for every shard)."""
     todo = cascade.samples_needing(stage, plan.mode, pool, answers, benchmark)
     model = plan.models[stage.role]
-    if not stage.generates:  # sparse RT's token selection (its reader imports pyarrow.dataset: only here)
-        from mai.storage.attention import read_selections
-
+    if not stage.generates:  # sparse RT's token selection
         outputs = selection_ids_of(plan, benchmark, todo, answers)
-        return outputs, set(read_selections(Home.at(plan.home), model, outputs.values()))
+        return outputs, stored_among(plan.home, model, "selection", outputs.values())
     upstream = answers.get(stage.upstream, {}) if stage.upstream else {}
     requests = build_requests(stage, todo, benchmark, model, plan.decodings[stage.prompt_kind], upstream,
                               plan.backend_ids.get(stage.role))
     outputs = {r.sample_id: r.gen_id for r in requests}
-    return outputs, shared_store(plan.home).stored_among(model, stage.prompt_kind, outputs.values())
+    return outputs, stored_among(plan.home, model, stage.prompt_kind, outputs.values())
 
 
 def _maps_of(shard: str, outputs_by_stage: dict[StageName, dict[str, str]], shard_of: dict[str, str]) -> StageMaps:

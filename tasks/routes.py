@@ -1,6 +1,6 @@
 """The decision per sample, its score and the run's metrics, written to the store: the work of the
-`route-and-score` task (tasks/materialize.py), importable without Prefect (a run answered wholly from the store
-routes and scores without a flow engine, flows/stored_run.py)."""
+`route-and-score` task (tasks/materialize.py), importable without Prefect (a run with nothing to compute routes and
+scores without a flow engine, mai/pipeline.py)."""
 
 from __future__ import annotations
 

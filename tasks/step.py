@@ -8,7 +8,7 @@ from __future__ import annotations
 from mai.tasks.generate import StepResult, generate_outputs
 from mai.tasks.jobs import StageJob
 from mai.tasks.transfer import select_outputs
-from prefect import State, task
+from prefect import State, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.states import Completed
 
@@ -17,7 +17,7 @@ from prefect.states import Completed
 def run_step(job: StageJob) -> dict[str, str] | State[dict[str, str]]:
     """Sample_id -> output id (gen_id, or selection_id) for every sample of the shard the step answers; in a
     `Cached` state when every one of them was stored already."""
-    result: StepResult = (generate_outputs if job.stage.generates else select_outputs)(job)
+    result: StepResult = generate_outputs(job, get_run_logger()) if job.stage.generates else select_outputs(job)
     if result.computed:
         return result.outputs
     return Completed(name="Cached", data=result.outputs, message="every output is stored: nothing computed")

@@ -164,7 +164,7 @@ def test_with_vllm_the_servers_max_model_len_is_the_context(home: Path, monkeypa
 
 @pytest.mark.prefect
 def test_a_rerun_answered_from_the_store_refuses_the_same_prompts(home: Path) -> None:
-    """A run whose every output is stored is a store lookup without Prefect (flows/stored_run.py): that path reads
+    """A run whose every output is stored is a store lookup without Prefect (mai/pipeline.py): that path reads
     the same prompt-length decisions, so a limit that refuses a sample whose outputs another run stored still makes
     it an error."""
     from mai.flows import api

@@ -177,3 +177,21 @@ def test_the_checks_catch_a_core_module_importing_the_shell_and_a_cycle() -> Non
     assert any("mai.flows.run" in line for line in upward_imports(graph))
     graph["mai.types"] = {**graph["mai.types"], "mai.cascade": 1}
     assert any({"mai.cascade", "mai.types"} <= set(cycle) for cycle in cycles(graph))
+
+
+def modules_asking_what_is_imported(files: dict[str, Path]) -> list[str]:
+    """`"prefect" in sys.modules` (or any `in sys.modules` test naming Prefect) outside the one module that finds
+    where a flow's Prefect API comes from (flows/prefect_api.py: Prefect reads its settings once per process)."""
+    found = []
+    for module, path in files.items():
+        if module == "mai.flows.prefect_api":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (isinstance(node, ast.Compare) and isinstance(node.left, ast.Constant)
+                    and str(node.left.value).startswith("prefect") and "sys.modules" in ast.unparse(node)):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    return found
+
+
+def test_what_a_run_logs_and_publishes_is_passed_in_never_guessed_from_sys_modules() -> None:
+    assert modules_asking_what_is_imported(module_files()) == []

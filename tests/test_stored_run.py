@@ -1,4 +1,4 @@
-"""The store is the one cache. A run whose every output is stored is a store lookup (flows/stored_run.py): the same
+"""The store is the one cache. A run whose every output is stored is a store lookup (mai/pipeline.py): the same
 run as the flow gives (routes, metrics, stage statistics, counts, the runs row), and no Prefect flow run. A run that
 lacks an output goes through the `mai-run` flow, where a step whose outputs the store holds ends `Cached` and a step
 whose output file was deleted from the store computes exactly what the file held, and nothing else."""
