@@ -98,7 +98,7 @@ def run(config: RunConfig, progress: bool = True) -> RunManifest:
     if stored is not None:
         return _with_store_paths(stored, plan)
     try:
-        with _prefect_api():
+        with _prefect_api(plan.home):
             from mai.flows.run import mai_run
 
             with _progress_bar(progress):  # named after the run from its start (the flow names runs it plans itself)
@@ -149,15 +149,15 @@ def _with_store_paths(manifest: RunManifest, plan: RunPlan) -> RunManifest:
     return manifest
 
 
-def _prefect_api() -> AbstractContextManager[object]:
+def _prefect_api(home: str | Path | None) -> AbstractContextManager[object]:
     """Before a flow runs, and before its module imports Prefect (Prefect reads its settings once per process): a
-    Prefect API (the configured one, else a temporary server of this process: flows/prefect_api.py). On a
+    Prefect API (the configured one, else a temporary server of this process, on the database of the store at `home`: flows/prefect_api.py). On a
     temporary server, no flow-run heartbeats: nothing reads them there, and the end of
     every flow run waits up to 1 s for its heartbeat thread (prefect 3.9). A configured server (where an automation
     may mark silent runs Crashed) keeps Prefect's setting."""
     from mai.flows.prefect_api import ensure_api, started_here
 
-    ensure_api()
+    ensure_api(Home.at(home))
     if not started_here():
         return nullcontext()
     from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
@@ -175,7 +175,7 @@ def plan_run(config: RunConfig) -> RunPlan:
 
 def sweep(config: RunConfig, layers: list[int], deltas: list[float] | None = None) -> list[RunManifest]:
     """One sparse-RT run per transfer layer (and delta); every variant is validated before anything loads."""
-    api = _prefect_api()
+    api = _prefect_api(config.home)
     from mai.flows.plan import prepare_run
     from mai.flows.sweep import mai_sweep, sweep_variants
 
@@ -188,7 +188,7 @@ def sweep(config: RunConfig, layers: list[int], deltas: list[float] | None = Non
 def speculative(config: RunConfig, draft_tokens: int = 4, progress: bool = True) -> SpeculativeSummary:
     """The speculative-decoding baseline against the configuration's cascade run (small drafts, large
     verifies)."""
-    api = _prefect_api()
+    api = _prefect_api(config.home)
     from mai.flows.plan import prepare_run
     from mai.flows.speculative import mai_speculative, pair_config
 
@@ -211,7 +211,7 @@ def regress(config: RunConfig, baseline: str | None = None, min_drop: float = 1.
     plan, stored = _resolved(config)
     if stored is not None:
         return judge(home, stored["run_id"], chosen, min_drop, alpha, require_all)
-    with _prefect_api():
+    with _prefect_api(config.home):
         from mai.flows.regression import mai_regression
 
         with _progress_bar(True):
@@ -364,7 +364,7 @@ def profile(model: str, name: str, resolutions: list[int], query_tokens: list[in
             replace: bool = False, progress: bool = True) -> list[LatencyProfileRow]:
     """Measure a model on simulated inputs into the latency profile `name`; returns its rows. A `profile` bar on
     the terminal counts the timed model calls."""
-    api = _prefect_api()
+    api = _prefect_api(home)
     from mai.flows.latency import mai_profile
 
     quiet_library_progress_bars()
@@ -393,7 +393,7 @@ def estimate(run_id: str, profiles: dict[str, str] | None = None, small_profile:
              large_profile: str | None = None, name: str | None = None, home: str | Path | None = None) -> Estimate:
     """Price a stored run under latency profiles (equation 27): `profiles` maps model names to profiles;
     `small_profile` / `large_profile` name the profiles of the run's own small and large model."""
-    api = _prefect_api()
+    api = _prefect_api(home)
     from mai.flows.latency import mai_estimate
     mapping = dict(profiles or {})
     if small_profile or large_profile:
