@@ -1,9 +1,11 @@
 """The layers point down, read from the code itself (`ast`, every import, function-level ones included).
 
-Packages, lowest first: the core (`mai/`: types, prompts, cascade, the plan, mai.evals, mai.backends), then
-storage and the Prefect tasks, the dashboards, the flows (with the library API `mai.flows.api`), and the command
-line (`mai.flows.cli`) on top. A package may import only packages below it; the core imports no Prefect or
-DuckDB at all; and no module imports itself back through others (no cycle, however deep).
+Packages, lowest first: the core (`mai/`: types, prompts, cascade, the plan, the pipeline, mai.evals,
+mai.backends), then storage, the run's steps over the store (`mai/run/`), the Prefect tasks, the dashboards, the
+flows, and the command line (`mai.flows.cli`) and the library API (`mai.api`) on top. A package may import only
+packages below it; the core imports no Prefect or DuckDB at all; and no module imports itself back through others
+(no cycle, however deep). The folders say what lives in them: every module of `flows/` and `tasks/` imports Prefect,
+and nothing in `mai/` does.
 
 The top-level folders are installed as subpackages of `mai` (pyproject's package-dir), so the graph is built from
 the folders with that same mapping, read from pyproject.toml.
@@ -20,10 +22,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 # lowest first; a package may import itself and anything before it
-LAYERS = ("core", "storage", "tasks", "dashboards", "flows", "cli")
-ALLOWED_BELOW = {"storage": {"core"}, "tasks": {"core", "storage"}, "dashboards": {"core", "storage"},
-                 "flows": {"core", "storage", "tasks", "dashboards"},
-                 "cli": {"core", "storage", "tasks", "dashboards", "flows"}}
+LAYERS = ("core", "storage", "run", "tasks", "dashboards", "flows", "cli")
+ALLOWED_BELOW = {"storage": {"core"}, "run": {"core", "storage"}, "tasks": {"core", "storage", "run"},
+                 "dashboards": {"core", "storage"}, "flows": {"core", "storage", "run", "tasks", "dashboards"},
+                 "cli": {"core", "storage", "run", "tasks", "dashboards", "flows"}}
 CORE_FORBIDDEN_LIBRARIES = ("prefect", "duckdb", "vllm")
 
 
@@ -47,8 +49,10 @@ def module_files() -> dict[str, Path]:
 
 
 def layer_of(module: str) -> str:
-    if module.startswith("mai.flows.cli"):
+    if module.startswith("mai.flows.cli") or module == "mai.api":
         return "cli"
+    if module == "mai.run" or module.startswith("mai.run."):
+        return "run"
     for layer in ("flows", "tasks", "storage", "dashboards"):
         if module == f"mai.{layer}" or module.startswith(f"mai.{layer}."):
             return layer
@@ -195,3 +199,18 @@ def modules_asking_what_is_imported(files: dict[str, Path]) -> list[str]:
 
 def test_what_a_run_logs_and_publishes_is_passed_in_never_guessed_from_sys_modules() -> None:
     assert modules_asking_what_is_imported(module_files()) == []
+
+
+def imports_prefect(path: Path) -> bool:
+    return any(name.split(".")[0] == "prefect" for name, _ in imported_names("", path))
+
+
+def test_every_module_of_flows_and_tasks_imports_prefect_and_none_of_mai_does() -> None:
+    """`flows/` holds Prefect flows, `tasks/` Prefect tasks; whatever imports no Prefect lives in `mai/` (or
+    storage/, dashboards/), and nothing in `mai/` imports Prefect (its library API reaches flows lazily)."""
+    files = module_files()
+    shell = [m for m, path in files.items() if layer_of(m) in ("flows", "tasks") and path.name != "__init__.py"
+             and not imports_prefect(path)]
+    core = [m for m, path in files.items() if m.split(".")[1:2] not in (["flows"], ["tasks"], ["storage"],
+                                                                        ["dashboards"]) and imports_prefect(path)]
+    assert shell == [] and core == [], (shell, core)
