@@ -19,7 +19,6 @@ from mai.storage.generations import shared_store
 from mai.storage.paths import Home
 from mai.storage.samples import read_shard
 from mai.storage.stored import stored_among
-from mai.tasks.answers import load_stage_answers
 
 from mai import cascade
 from mai.evals.base import Benchmark
@@ -29,6 +28,7 @@ from mai.manifest import ShardOutcome, StageMaps
 from mai.plan import RunPlan
 from mai.progress import Tally
 from mai.prompts import template_id
+from mai.run.answers import load_stage_answers
 from mai.stages import build_requests
 from mai.transfer import capture_id, selection_id
 from mai.types import Sample, StageAnswer, StageName, StageSpec

@@ -12,13 +12,13 @@ from mai.storage.paths import Home
 from mai.storage.rows import MetricRecord, ScoreRecord
 from mai.storage.runs import write_metrics, write_routes, write_scores
 from mai.storage.samples import read_shard
-from mai.tasks.answers import load_stage_answers
 
 from mai import cascade
 from mai.evals.base import Benchmark, Metric, ScoredSample
 from mai.evals.registry import get_benchmark
 from mai.manifest import ROUTE_LABELS, RouteCounts, RunScores, StageMaps
 from mai.plan import RunPlan
+from mai.run.answers import load_stage_answers
 from mai.types import STAGE_NAMES, RouteDecision, Sample, StageName
 
 
