@@ -106,12 +106,12 @@ def test_a_stored_step_run_by_its_task_loads_no_model(home: Path) -> None:
     take the large model's engine before looking."""
     from mai.flows.plan import prepare_run
     from mai.storage.paths import Home
-    from mai.tasks.jobs import StageJob
     from mai.tasks.step import run_step
     from prefect import State
 
     from mai import cascade
     from mai.backends.registry import clear_engines, loaded_engines
+    from mai.run.jobs import StageJob
 
     sparse: dict[str, Any] = {"limit": 4, "shards": 1, "mode": "full_rt", "transfer": "sparse", "transfer_layer": 1}
     manifest, _ = _run(home, **sparse)

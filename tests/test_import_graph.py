@@ -155,7 +155,7 @@ def test_the_mapping_is_read_from_pyproject() -> None:
     folders = package_folders()
     assert folders["mai.flows"] == ROOT / "flows" and folders["mai.storage"] == ROOT / "storage"
     graph = import_graph()
-    assert "mai.flows.run" in graph and "mai.plan" in graph["mai.tasks.jobs"], "the graph misses known imports"
+    assert "mai.flows.run" in graph and "mai.plan" in graph["mai.run.jobs"], "the graph misses known imports"
 
 
 def test_layers_import_only_layers_below() -> None:
