@@ -1,5 +1,5 @@
 """A shard whose every step is stored is answered from the store by the parent, before any Prefect run is made for
-it (tasks/from_store.py): a cached re-run makes no `mai-shard` flow run and no `step` task run, and gives the same
+it (mai/run/identities.py): a cached re-run makes no `mai-shard` flow run and no `step` task run, and gives the same
 routes, metrics and counts as the run that computed them; a stage with nothing to compute loads no model; the run's
 HTML report is built only when asked."""
 

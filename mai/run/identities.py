@@ -15,11 +15,6 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 
-from mai.storage.generations import shared_store
-from mai.storage.paths import Home
-from mai.storage.samples import read_shard
-from mai.storage.stored import stored_among
-
 from mai import cascade
 from mai.evals.base import Benchmark
 from mai.evals.registry import get_benchmark
@@ -30,6 +25,10 @@ from mai.progress import Tally
 from mai.prompts import template_id
 from mai.run.answers import load_stage_answers
 from mai.stages import build_requests
+from mai.storage.generations import shared_store
+from mai.storage.paths import Home
+from mai.storage.samples import read_shard
+from mai.storage.stored import stored_among
 from mai.transfer import capture_id, selection_id
 from mai.types import Sample, StageAnswer, StageName, StageSpec
 
@@ -104,7 +103,7 @@ def capture_ids_of(plan: RunPlan, benchmark: Benchmark, todo: Sequence[Sample], 
 def selection_ids_of(plan: RunPlan, benchmark: Benchmark, todo: Sequence[Sample],
                      answers: Mapping[StageName, Mapping[str, StageAnswer]]) -> dict[str, str]:
     """sample_id -> the step's selection id for `todo`: identities only, nothing is read or computed (what
-    `select_outputs` returns, for the parent's lookup of stored shards, tasks/from_store.py)."""
+    `select_outputs` returns, for the parent's lookup of stored shards, mai/run/identities.py)."""
     assert plan.transfer_layer is not None  # validated in the plan
     reasoning = {s.sample_id: answers["r_small"][s.sample_id].gen_id for s in todo}
     return {sid: selection_id(cid, plan.transfer_layer, plan.transfer_delta)
