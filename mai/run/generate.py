@@ -6,12 +6,6 @@ from __future__ import annotations
 import time
 from typing import NamedTuple
 
-from mai.storage.claims import ClaimBoard, compute_once
-from mai.storage.generations import shared_store
-from mai.storage.paths import Home
-from mai.storage.samples import read_shard
-from mai.storage.stored import stored_among
-
 from mai import cascade, progress, stop
 from mai.backends.registry import get_engine
 from mai.evals.registry import get_benchmark
@@ -19,6 +13,11 @@ from mai.pipeline import Log
 from mai.run.answers import load_stage_answers
 from mai.run.jobs import StageJob
 from mai.stages import build_requests
+from mai.storage.claims import ClaimBoard, compute_once
+from mai.storage.generations import shared_store
+from mai.storage.paths import Home
+from mai.storage.samples import read_shard
+from mai.storage.stored import stored_among
 from mai.types import GenRequest, GenResult, Sample, StageAnswer, StageName
 
 
