@@ -1,6 +1,6 @@
 """Which of these output identities does the store hold? Asked in one place, for every kind of output: a run's
 lookup of its shards (the pipeline's "resolve identities" step, mai/run/identities.py) and each step before it
-computes (mai/run/generate.py, tasks/transfer.py, through storage/claims.py `compute_once`). A test
+computes (mai/run/generate.py, mai/run/transfer.py, through storage/claims.py `compute_once`). A test
 (tests/test_one_stored_lookup.py) fails if a second function answers it."""
 
 from __future__ import annotations

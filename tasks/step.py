@@ -5,13 +5,13 @@ shows a stored step as cached. Prefect keeps no cache of its own for it (no cach
 
 from __future__ import annotations
 
-from mai.tasks.transfer import select_outputs
 from prefect import State, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.states import Completed
 
 from mai.run.generate import StepResult, generate_outputs
 from mai.run.jobs import StageJob
+from mai.run.transfer import select_outputs
 
 
 @task(name="step", task_run_name="{job.label}", cache_policy=NO_CACHE, persist_result=False)

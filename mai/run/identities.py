@@ -2,7 +2,7 @@
 Prefect task run or subflow is created for them.
 
 A step's outputs are identities computed from the plan, the shard's samples and the earlier steps' stored answers
-(mai.identity): the same values `run_step` returns (mai/run/generate.py, tasks/transfer.py), without a model. So the
+(mai.identity): the same values `run_step` returns (mai/run/generate.py, mai/run/transfer.py), without a model. So the
 parent asks the store, stage by stage over ALL shards at once (one id lookup and one answer read per stage, not
 per shard and step), which shards have every step stored; those shards need no `mai-shard` flow run, no `step`
 task runs and none of their round trips to the Prefect API. A shard with any output missing goes through Prefect

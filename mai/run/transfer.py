@@ -6,6 +6,16 @@ from __future__ import annotations
 
 import time
 
+from mai import progress
+from mai.backends.registry import get_engine
+from mai.backends.transformers_backend import TransformersEngine
+from mai.evals.base import Benchmark
+from mai.evals.registry import get_benchmark
+from mai.plan import RunPlan
+from mai.prompts import build_prompt
+from mai.run.generate import StepResult, step_inputs
+from mai.run.identities import capture_ids_of
+from mai.run.jobs import StageJob
 from mai.storage.attention import (
     captured_layers,
     read_captures,
@@ -17,17 +27,6 @@ from mai.storage.generations import shared_store
 from mai.storage.paths import Home
 from mai.storage.rows import CaptureRow, GenerationRow, SelectionRow
 from mai.storage.stored import stored_among
-
-from mai import progress
-from mai.backends.registry import get_engine
-from mai.backends.transformers_backend import TransformersEngine
-from mai.evals.base import Benchmark
-from mai.evals.registry import get_benchmark
-from mai.plan import RunPlan
-from mai.prompts import build_prompt
-from mai.run.generate import StepResult, step_inputs
-from mai.run.identities import capture_ids_of
-from mai.run.jobs import StageJob
 from mai.transfer import select_indices, selection_id
 from mai.types import REASONING_MARK, CaptureRequest, LayerCapture, Sample
 
