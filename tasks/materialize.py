@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from mai.storage.materialise import materialise_samples
 from mai.storage.paths import Home
-from mai.tasks.prompt_limits import checked_shards
 from mai.tasks.routes import score_run
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
@@ -14,6 +13,7 @@ from prefect.cache_policies import NO_CACHE
 from mai.evals.loading import DEFAULT_MAX_IMAGE_PIXELS, DataSource
 from mai.manifest import RunScores, StageMaps
 from mai.plan import RunPlan
+from mai.run.prompt_limits import checked_shards
 
 
 @task(name="materialize-samples", cache_policy=NO_CACHE)
@@ -27,7 +27,7 @@ def materialize_samples(home: str, benchmark: str, source: DataSource, n_shards:
 @task(name="limit-prompts", cache_policy=NO_CACHE)
 def limit_prompts(plan: RunPlan, shard_paths: list[str]) -> list[str]:
     """The materialised shards with every sample whose prompt does not fit a model of the run made an error sample
-    (tasks/prompt_limits.py): what the run's shards then read. Its decisions are stored; a re-run reads them."""
+    (mai/run/prompt_limits.py): what the run's shards then read. Its decisions are stored; a re-run reads them."""
     return checked_shards(plan, shard_paths, get_run_logger())
 
 

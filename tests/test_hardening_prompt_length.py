@@ -148,8 +148,8 @@ def test_with_vllm_the_servers_max_model_len_is_the_context(home: Path, monkeypa
     from mai.flows.plan import prepare_run
     from mai.storage.materialise import materialise_samples
     from mai.storage.samples import read_shard
-    from mai.tasks.prompt_limits import refused_samples
 
+    from mai.run.prompt_limits import refused_samples
     from tests.test_vllm_backend import model_overrides
 
     data = str(long_question_copy(home, words=60))
@@ -190,10 +190,10 @@ def test_max_prompt_tokens_counts_the_reasoning_an_s2_or_rt_prompt_carries(home:
     from mai.flows.plan import prepare_run
     from mai.storage.materialise import materialise_samples
     from mai.storage.samples import read_shard
-    from mai.tasks.prompt_limits import prompt_refusal, refused_samples, upstream_budget
 
     from mai.backends.prompt_length import prompt_counter
     from mai.evals.registry import get_benchmark
+    from mai.run.prompt_limits import prompt_refusal, refused_samples, upstream_budget
     from mai.stages import build_request
     from mai.types import StageAnswer
 

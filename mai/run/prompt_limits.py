@@ -31,9 +31,6 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
-from mai.storage.paths import Home
-from mai.storage.samples import read_shard, write_shard
-
 from mai.backends.prompt_length import PromptCounter, prompt_counter
 from mai.evals.base import Benchmark
 from mai.evals.registry import get_benchmark
@@ -41,6 +38,8 @@ from mai.files import write_atomically
 from mai.identity import canonical_hash
 from mai.plan import RunPlan
 from mai.stages import build_request
+from mai.storage.paths import Home
+from mai.storage.samples import read_shard, write_shard
 from mai.types import Sample, StageAnswer, StageSpec
 
 # bump when what is checked or how it is counted changes (a new key, so stores check their samples again)
