@@ -8,13 +8,13 @@ from dataclasses import dataclass
 from mai.flows.finish import Publish, finish_run
 from mai.storage.materialise import materialise_samples
 from mai.storage.paths import Home
-from mai.tasks.routes import score_run
 
 from mai.manifest import RunManifest, RunScores, ShardOutcome, StageMaps
 from mai.pipeline import Log, Phases, ShardsDone
 from mai.plan import RunPlan
 from mai.run.identities import resolve_identities
 from mai.run.prompt_limits import checked_shards
+from mai.run.routes import score_run
 
 
 @dataclass(frozen=True)

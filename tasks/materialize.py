@@ -1,12 +1,11 @@
 """The `mai-run` flow's tasks around its shards: `materialize_samples` (storage/materialise.py does the work),
-`limit_prompts` and, after the shards, `route_and_score` (tasks/routes.py does its work; the run's end is
+`limit_prompts` and, after the shards, `route_and_score` (mai/run/routes.py does its work; the run's end is
 flows/finish.py). Each is the Prefect face of a step of the pipeline (mai/pipeline.py), so the flow's UI shows it."""
 
 from __future__ import annotations
 
 from mai.storage.materialise import materialise_samples
 from mai.storage.paths import Home
-from mai.tasks.routes import score_run
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
@@ -14,6 +13,7 @@ from mai.evals.loading import DEFAULT_MAX_IMAGE_PIXELS, DataSource
 from mai.manifest import RunScores, StageMaps
 from mai.plan import RunPlan
 from mai.run.prompt_limits import checked_shards
+from mai.run.routes import score_run
 
 
 @task(name="materialize-samples", cache_policy=NO_CACHE)

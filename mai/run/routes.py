@@ -7,18 +7,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mai.storage.generations import shared_store
-from mai.storage.paths import Home
-from mai.storage.rows import MetricRecord, ScoreRecord
-from mai.storage.runs import write_metrics, write_routes, write_scores
-from mai.storage.samples import read_shard
-
 from mai import cascade
 from mai.evals.base import Benchmark, Metric, ScoredSample
 from mai.evals.registry import get_benchmark
 from mai.manifest import ROUTE_LABELS, RouteCounts, RunScores, StageMaps
 from mai.plan import RunPlan
 from mai.run.answers import load_stage_answers
+from mai.storage.generations import shared_store
+from mai.storage.paths import Home
+from mai.storage.rows import MetricRecord, ScoreRecord
+from mai.storage.runs import write_metrics, write_routes, write_scores
+from mai.storage.samples import read_shard
 from mai.types import STAGE_NAMES, RouteDecision, Sample, StageName
 
 
