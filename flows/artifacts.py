@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from typing import Any, NotRequired, TypedDict, cast
 
-from mai.flows.summary import summary_markdown
-
 from mai.manifest import ROUTE_LABELS, MetricSummary, RunManifest
 from mai.regression import SampleScores
+from mai.run.summary import summary_markdown
 
 
 class RoutingRow(TypedDict):

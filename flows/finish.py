@@ -11,7 +11,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import cast
 
-from mai.flows.summary import build_manifest, catalog_row, run_partitions
 from mai.storage.catalog import build_catalog
 from mai.storage.maintenance import auto_compact
 from mai.storage.paths import Home
@@ -21,6 +20,7 @@ from mai.manifest import RunManifest, RunScores, RunTimings
 from mai.pipeline import Log, Phases, ShardsDone
 from mai.plan import RunPlan
 from mai.progress import Tally
+from mai.run.summary import build_manifest, catalog_row, run_partitions
 
 Publish = Callable[[RunManifest], None]
 
