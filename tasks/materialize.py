@@ -1,6 +1,6 @@
 """The `mai-run` flow's tasks around its shards: `materialize_samples` (storage/materialise.py does the work),
 `limit_prompts` and, after the shards, `route_and_score` (mai/run/routes.py does its work; the run's end is
-flows/finish.py). Each is the Prefect face of a step of the pipeline (mai/pipeline.py), so the flow's UI shows it."""
+mai/run/finish.py). Each is the Prefect face of a step of the pipeline (mai/pipeline.py), so the flow's UI shows it."""
 
 from __future__ import annotations
 

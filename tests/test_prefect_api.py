@@ -151,7 +151,7 @@ def test_a_run_whose_prefect_api_dies_fails_with_one_line_and_resumes(tmp_path: 
 # artifacts are published and its flow run ends: deterministic, where killing the server from outside would race
 API_DIES_AFTER_THE_STORE = """
 import os, signal, socket, sys, time
-import mai.flows.finish as finish
+import mai.run.finish as finish
 server_pid, port = int(sys.argv[1]), int(sys.argv[2])
 write_manifest = finish.write_manifest
 def write_then_lose_the_api(*args, **kwargs):

@@ -11,16 +11,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import cast
 
-from mai.storage.catalog import build_catalog
-from mai.storage.maintenance import auto_compact
-from mai.storage.paths import Home
-from mai.storage.runs import write_manifest
-
 from mai.manifest import RunManifest, RunScores, RunTimings
 from mai.pipeline import Log, Phases, ShardsDone
 from mai.plan import RunPlan
 from mai.progress import Tally
 from mai.run.summary import build_manifest, catalog_row, run_partitions
+from mai.storage.catalog import build_catalog
+from mai.storage.maintenance import auto_compact
+from mai.storage.paths import Home
+from mai.storage.runs import write_manifest
 
 Publish = Callable[[RunManifest], None]
 
