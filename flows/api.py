@@ -129,9 +129,9 @@ def _resolved(config: RunConfig) -> tuple[RunPlan, RunManifest | None]:
     import logging
 
     from mai.flows.plan import check_can_compute, prepare_run
-    from mai.flows.run_steps import StoreSteps
 
     from mai.pipeline import NothingToCompute, complete, resolve
+    from mai.run.steps import StoreSteps
 
     plan = prepare_run(config, _assets_for(config), check_store=False)
     log = logging.getLogger("mai")

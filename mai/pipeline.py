@@ -4,7 +4,7 @@
 The pipeline does not know where shards compute. The command chooses the executor: nothing to compute (the
 in-process executor with an empty to-do list: no Prefect, no server, no process), a Prefect flow in this process,
 or a Prefect work pool (`--workers`; flows/run.py). What the steps read and write is the store's (`RunSteps`,
-implemented over the store by mai.flows.run_steps); what the run logs goes to the logger it is given.
+implemented over the store by mai.run.steps); what the run logs goes to the logger it is given.
 """
 
 from __future__ import annotations

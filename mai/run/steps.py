@@ -5,9 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mai.storage.materialise import materialise_samples
-from mai.storage.paths import Home
-
 from mai.manifest import RunManifest, RunScores, ShardOutcome, StageMaps
 from mai.pipeline import Log, Phases, ShardsDone
 from mai.plan import RunPlan
@@ -15,6 +12,8 @@ from mai.run.finish import Publish, finish_run
 from mai.run.identities import resolve_identities
 from mai.run.prompt_limits import checked_shards
 from mai.run.routes import score_run
+from mai.storage.materialise import materialise_samples
+from mai.storage.paths import Home
 
 
 @dataclass(frozen=True)
