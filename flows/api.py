@@ -29,7 +29,6 @@ if TYPE_CHECKING:  # the run types only in signatures: `mai sql` and the other s
     from mai.dashboards.parity import Parity
     from mai.dashboards.policies import LabRecord
     from mai.dashboards.report import Built as BuiltReport
-    from mai.flows.baseline import RegressionResult
     from mai.flows.latency import StageTime
     from mai.flows.rescore import Rescored
     from mai.flows.speculative import SpeculativeSummary
@@ -42,6 +41,7 @@ if TYPE_CHECKING:  # the run types only in signatures: `mai sql` and the other s
     from mai.evals.spec import SpecCheck
     from mai.manifest import RunManifest
     from mai.plan import RunPlan
+    from mai.run.baseline import RegressionResult
     from mai.scoring import PredictionLine
 
 Rows = tuple[list[str], list[tuple[object, ...]]]
@@ -200,11 +200,11 @@ def speculative(config: RunConfig, draft_tokens: int = 4, progress: bool = True)
 def regress(config: RunConfig, baseline: str | None = None, min_drop: float = 1.0,
             alpha: float = 0.05, require_all: bool = False) -> RegressionResult:
     """Run `config` and compare it with `baseline` (a file or stored run id; default: the shipped shapes
-    baseline) over the samples both scored. Raises `mai.flows.baseline.RegressionDetected` (its message is the
+    baseline) over the samples both scored. Raises `mai.run.baseline.RegressionDetected` (its message is the
     report) on a significant drop of at least `min_drop` points, on a baseline sample that is an error in the run,
     and, with `require_all`, on a baseline sample the run does not hold (else a warning: `result["warning"]`).
     A run with nothing to compute is compared without Prefect (as `run`)."""
-    from mai.flows.baseline import default_baseline, judge, load_baseline
+    from mai.run.baseline import default_baseline, judge, load_baseline
 
     home = Home.at(config.home)
     chosen = load_baseline(home, baseline or str(default_baseline()))  # fails fast on a missing baseline
@@ -222,8 +222,9 @@ def write_baseline(run_id: str, out: Path, home: str | Path | None = None) -> Pa
     """A stored run as a baseline file for `regress`."""
     import json
 
-    from mai.flows.baseline import baseline_file
     from mai.storage.runs import is_complete
+
+    from mai.run.baseline import baseline_file
 
     store = Home.at(home)
     if not is_complete(store, run_id):

@@ -3,19 +3,19 @@
 CI triggers it (`mai regress`, exit status 1 on a regression, or `prefect deployment run ... --watch`, which
 exits 1 when the flow fails). The default configuration is the trained shapes pair's cascade on the shapes
 test split; its default baseline is the shipped baseline file of that configuration
-(`mai/assets/regression/shapes-cascade.json`). The comparison itself needs no Prefect (flows/baseline.py).
+(`mai/assets/regression/shapes-cascade.json`). The comparison itself needs no Prefect (mai/run/baseline.py).
 """
 
 from __future__ import annotations
 
 from mai.flows.artifacts import publish_regression
-from mai.flows.baseline import RegressionResult, default_baseline, judge, load_baseline
 from mai.flows.run import mai_run
 from mai.storage.paths import Home
 from prefect import flow
 
 from mai.config import RunConfig, shapes_pair_config
 from mai.plan import RunPlan
+from mai.run.baseline import RegressionResult, default_baseline, judge, load_baseline
 
 
 @flow(name="mai-regression", persist_result=False)

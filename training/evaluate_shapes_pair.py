@@ -210,8 +210,9 @@ def main(argv: list[str] | None = None) -> int:
     results = run_all(args.models_dir.resolve(), args.home, args.split, args.limit)
     targets = check_targets(results)
     if args.split == "test" and args.limit is None:
-        from mai.flows.baseline import baseline_file
         from mai.storage.paths import Home
+
+        from mai.run.baseline import baseline_file
 
         args.baseline_out.parent.mkdir(parents=True, exist_ok=True)
         baseline = baseline_file(Home.at(args.home), results["cascade"]["run_id"])

@@ -115,9 +115,8 @@ def _speculative(args: argparse.Namespace) -> int:
 
 
 def _regress(args: argparse.Namespace) -> int:
-    from mai.flows.baseline import RegressionDetected
-
     from mai.config import shapes_pair_config
+    from mai.run.baseline import RegressionDetected
 
     config = run_config(args, defaults=shapes_pair_config(run_name="regression"))
     try:

@@ -11,13 +11,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypedDict
 
-from mai.storage.paths import Home
-from mai.storage.runs import is_complete, read_manifest, read_routes, write_regression_report
-from mai.storage.samples import read_shard
-
 from mai.errors import ConfigError
 from mai.manifest import MetricSummary
 from mai.regression import SampleScores, Verdict, check_same_items, compare_runs
+from mai.storage.paths import Home
+from mai.storage.runs import is_complete, read_manifest, read_routes, write_regression_report
+from mai.storage.samples import read_shard
 
 # what a regression flow publishes: (run id, baseline name, baseline scores, run scores, report) -> None
 PublishRegression = Callable[[str, str, SampleScores, SampleScores, str], None]
