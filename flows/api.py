@@ -30,7 +30,6 @@ if TYPE_CHECKING:  # the run types only in signatures: `mai sql` and the other s
     from mai.dashboards.policies import LabRecord
     from mai.dashboards.report import Built as BuiltReport
     from mai.flows.latency import StageTime
-    from mai.flows.rescore import Rescored
     from mai.flows.speculative import SpeculativeSummary
     from mai.storage.maintenance import TableStats, VerificationRecord
     from mai.storage.partitions import Compaction
@@ -42,6 +41,7 @@ if TYPE_CHECKING:  # the run types only in signatures: `mai sql` and the other s
     from mai.manifest import RunManifest
     from mai.plan import RunPlan
     from mai.run.baseline import RegressionResult
+    from mai.run.rescore import Rescored
     from mai.scoring import PredictionLine
 
 Rows = tuple[list[str], list[tuple[object, ...]]]
@@ -321,7 +321,7 @@ def _per_line(lines: list[PredictionLine], scored: list[ScoredSample]) -> list[L
 
 def rescore(run_id: str, profile: str, home: str | Path | None = None) -> Rescored:
     """Re-score a stored run under another scorer profile (no model)."""
-    from mai.flows.rescore import rescore_run
+    from mai.run.rescore import rescore_run
 
     return rescore_run(run_id, profile, _root(home))
 
