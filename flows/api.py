@@ -553,7 +553,8 @@ def report(run_ids: list[str] | None = None, out: str | Path = "report.html", tr
     `compare` = [run A, run B] adds run vs run (two `run_ids` alone compare those). Returns its path, size in
     bytes, build seconds, runs and sections."""
     from mai.dashboards.report import build_report
-    from mai.flows.output_file import checked_output
+
+    from mai.run.output_file import checked_output
     if trace_samples < 1:
         raise ConfigError("--trace-samples must be at least 1")
     store = _store_with_specs(home)
