@@ -268,7 +268,7 @@ def _assets_for(config: RunConfig) -> Home:
 
 
 def _progress_bar(show: bool) -> AbstractContextManager[object]:
-    from mai.flows.progress_bar import ProgressBar
+    from mai.progress_bar import ProgressBar
 
     return ProgressBar() if show else nullcontext()
 
