@@ -30,7 +30,6 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-from mai.flows.prefect_sync import synchronous
 from mai.storage.claims import lease_holder, lease_is_held
 from mai.storage.paths import Home
 from mai.storage.runs import read_shard_outcome
@@ -42,6 +41,7 @@ from mai.errors import ConfigError
 from mai.manifest import ShardOutcome
 from mai.pipeline import ShardsDone
 from mai.plan import RunPlan
+from mai.run.prefect_sync import synchronous
 
 if TYPE_CHECKING:
     from prefect.client.orchestration import SyncPrefectClient
