@@ -238,10 +238,9 @@ def serve(models: list[str], revision: str = "main", dtype: str = "float32", vll
           home: str | Path | None = None, say: Callable[[str], None] = print) -> None:
     """Keep a vLLM server per model up until Ctrl-C; runs with backend vllm on the same store find them.
     `say` gets the start line and each server's ready line."""
-    from mai.flows.assets import build_models
-
     from mai.backends.vllm_server import require_env, serve_forever
     from mai.config import BUILTIN_MODELS, resolve_model
+    from mai.run.assets import build_models
 
     store = Home.at(home)
     env = require_env(vllm_env)
@@ -260,7 +259,7 @@ def summary(manifest: RunManifest) -> str:
 
 
 def _assets_for(config: RunConfig) -> Home:
-    from mai.flows.assets import ensure_builtin_assets
+    from mai.run.assets import ensure_builtin_assets
     quiet_library_progress_bars()
     home = Home.at(config.home)
     ensure_builtin_assets(config, home)
@@ -458,20 +457,20 @@ def catalog(home: str | Path | None = None) -> Path:
 
 def build_models(home: str | Path | None = None, force: bool = False) -> list[Path]:
     """The built-in tiny model pair (offline)."""
-    from mai.flows.assets import build_models as build
+    from mai.run.assets import build_models as build
     return build(Home.at(home), force=force)
 
 
 def build_shapes(home: str | Path | None = None, force: bool = False) -> Path:
     """The shapes benchmark's train/validation/test splits."""
-    from mai.flows.assets import build_shapes_dataset
+    from mai.run.assets import build_shapes_dataset
     return build_shapes_dataset(Home.at(home), force=force)
 
 
 def build_demo(home: str | Path | None = None, rows: int | None = None, seed: int | None = None,
                force: bool = False) -> Path:
     """The demo benchmark (offline, seeded); `rows` and `seed` default to the demo's own."""
-    from mai.flows.assets import DEMO_ROWS, DEMO_SEED, build_demo_dataset
+    from mai.run.assets import DEMO_ROWS, DEMO_SEED, build_demo_dataset
     return build_demo_dataset(Home.at(home), n=rows or DEMO_ROWS, seed=seed or DEMO_SEED, force=force)
 
 

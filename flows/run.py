@@ -13,7 +13,6 @@ from collections.abc import Callable
 from typing import cast
 
 from mai.flows.artifacts import publish_run
-from mai.flows.assets import ensure_builtin_assets
 from mai.flows.deployment import started_by, with_deployment_defaults
 from mai.flows.fanout import run_shards
 from mai.flows.plan import prepare_run
@@ -28,6 +27,7 @@ from mai.config import RunConfig
 from mai.manifest import RunManifest, RunScores, StageMaps
 from mai.pipeline import Phases, ShardsDone, run_pipeline
 from mai.plan import RunPlan
+from mai.run.assets import ensure_builtin_assets
 from mai.run.prefect_sync import synchronous
 from mai.run.steps import StoreSteps
 from mai.run.summary import describe_models
