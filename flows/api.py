@@ -128,9 +128,8 @@ def _resolved(config: RunConfig) -> tuple[RunPlan, RunManifest | None]:
     whose locks work, the workers); the command then runs the `mai-run` flow."""
     import logging
 
-    from mai.flows.plan import check_can_compute, prepare_run
-
     from mai.pipeline import NothingToCompute, complete, resolve
+    from mai.run.plan import check_can_compute, prepare_run
     from mai.run.steps import StoreSteps
 
     plan = prepare_run(config, _assets_for(config), check_store=False)
@@ -168,7 +167,7 @@ def plan_run(config: RunConfig) -> RunPlan:
     """What every call that runs a configuration does first: quiet the libraries' own progress bars, build the
     built-in models and data the configuration names, and validate and resolve it into the run's plan, so a bad
     one fails before any model loads."""
-    from mai.flows.plan import prepare_run
+    from mai.run.plan import prepare_run
 
     return prepare_run(config, _assets_for(config))
 
@@ -176,8 +175,9 @@ def plan_run(config: RunConfig) -> RunPlan:
 def sweep(config: RunConfig, layers: list[int], deltas: list[float] | None = None) -> list[RunManifest]:
     """One sparse-RT run per transfer layer (and delta); every variant is validated before anything loads."""
     api = _prefect_api(config.home)
-    from mai.flows.plan import prepare_run
     from mai.flows.sweep import mai_sweep, sweep_variants
+
+    from mai.run.plan import prepare_run
 
     home = _assets_for(config)
     plans = [prepare_run(variant, home) for variant in sweep_variants(config, layers, deltas)]
@@ -189,8 +189,9 @@ def speculative(config: RunConfig, draft_tokens: int = 4, progress: bool = True)
     """The speculative-decoding baseline against the configuration's cascade run (small drafts, large
     verifies)."""
     api = _prefect_api(config.home)
-    from mai.flows.plan import prepare_run
     from mai.flows.speculative import mai_speculative, pair_config
+
+    from mai.run.plan import prepare_run
 
     plan = prepare_run(pair_config(config), _assets_for(config))
     with api, _progress_bar(progress):  # the reference run's stages, then a `speculative` bar

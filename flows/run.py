@@ -15,7 +15,6 @@ from typing import cast
 from mai.flows.artifacts import publish_run
 from mai.flows.deployment import started_by, with_deployment_defaults
 from mai.flows.fanout import run_shards
-from mai.flows.plan import prepare_run
 from mai.storage.paths import Home
 from mai.tasks.materialize import limit_prompts, materialize_samples, route_and_score
 from prefect import flow, get_run_logger
@@ -28,6 +27,7 @@ from mai.manifest import RunManifest, RunScores, StageMaps
 from mai.pipeline import Phases, ShardsDone, run_pipeline
 from mai.plan import RunPlan
 from mai.run.assets import ensure_builtin_assets
+from mai.run.plan import prepare_run
 from mai.run.prefect_sync import synchronous
 from mai.run.steps import StoreSteps
 from mai.run.summary import describe_models

@@ -15,7 +15,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TypedDict, cast
 
-from mai.flows.plan import prepare_run
 from mai.flows.run import mai_run
 from mai.storage.catalog import build_catalog
 from mai.storage.generations import shared_store
@@ -34,6 +33,7 @@ from mai.config import RunConfig
 from mai.errors import ConfigError
 from mai.evals.registry import get_benchmark
 from mai.plan import RunPlan
+from mai.run.plan import prepare_run
 from mai.stages import build_request
 from mai.types import GenRequest, ModelSpec
 

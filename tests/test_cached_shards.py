@@ -104,7 +104,6 @@ def test_a_stored_step_run_by_its_task_loads_no_model(home: Path) -> None:
     """The steps of a shard that runs as a flow (some other shard lacks outputs) still compute nothing and make no
     engine when their own outputs are stored, and end `Cached`: sparse RT's token selection included, which used to
     take the large model's engine before looking."""
-    from mai.flows.plan import prepare_run
     from mai.storage.paths import Home
     from mai.tasks.step import run_step
     from prefect import State
@@ -112,6 +111,7 @@ def test_a_stored_step_run_by_its_task_loads_no_model(home: Path) -> None:
     from mai import cascade
     from mai.backends.registry import clear_engines, loaded_engines
     from mai.run.jobs import StageJob
+    from mai.run.plan import prepare_run
 
     sparse: dict[str, Any] = {"limit": 4, "shards": 1, "mode": "full_rt", "transfer": "sparse", "transfer_layer": 1}
     manifest, _ = _run(home, **sparse)

@@ -145,10 +145,10 @@ def test_a_megabyte_question_is_refused_by_the_models_context_and_the_run_comple
 def test_with_vllm_the_servers_max_model_len_is_the_context(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The vLLM backend counts with the same processor; its limit is the `--max-model-len` of the servers it starts
     (vLLM refuses a request past it), when that is below the model's context. Decided from the plan: no server runs."""
-    from mai.flows.plan import prepare_run
     from mai.storage.materialise import materialise_samples
     from mai.storage.samples import read_shard
 
+    from mai.run.plan import prepare_run
     from mai.run.prompt_limits import refused_samples
     from tests.test_vllm_backend import model_overrides
 
@@ -187,12 +187,12 @@ def test_max_prompt_tokens_counts_the_reasoning_an_s2_or_rt_prompt_carries(home:
     """S2 and RT prompts carry the small model's reasoning (counted at the R budget, as against the context): a limit
     that holds each prompt's own tokens but not the reasoning as well refuses the sample, naming the reasoning; a
     limit that holds both lets it run. Decided from the plan: no model generates."""
-    from mai.flows.plan import prepare_run
     from mai.storage.materialise import materialise_samples
     from mai.storage.samples import read_shard
 
     from mai.backends.prompt_length import prompt_counter
     from mai.evals.registry import get_benchmark
+    from mai.run.plan import prepare_run
     from mai.run.prompt_limits import prompt_refusal, refused_samples, upstream_budget
     from mai.stages import build_request
     from mai.types import StageAnswer

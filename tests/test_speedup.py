@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 from mai.flows import api
-from mai.flows.plan import prepare_run
 from mai.storage.catalog import query
 from mai.storage.paths import Home
 from mai.storage.samples import read_shard
@@ -26,6 +25,7 @@ from mai.cascade import RT_LARGE
 from mai.config import SHAPES_BATCH_SIZES, shapes_pair_config
 from mai.evals.registry import get_benchmark
 from mai.run.generate import by_prompt_size
+from mai.run.plan import prepare_run
 from mai.stages import build_requests
 from mai.types import StageAnswer
 

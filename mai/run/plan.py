@@ -4,11 +4,10 @@ before any model loads; the plan it returns is what every flow, shard flow and t
 
 from __future__ import annotations
 
-from mai.storage.filesystem_check import require_working_store
-from mai.storage.paths import Home, store_id
-
 from mai.config import RunConfig
 from mai.plan import RunPlan, StoreLocations, build_plan
+from mai.storage.filesystem_check import require_working_store
+from mai.storage.paths import Home, store_id
 
 # where the store keeps its local datasets' fingerprints (mai/evals/fingerprint_cache.py): a dot file, which no
 # dataset loader reads as data, beside the generated benchmarks' data
