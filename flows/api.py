@@ -139,7 +139,16 @@ def _resolved(config: RunConfig) -> tuple[RunPlan, RunManifest | None]:
     if not resolved.todo:
         return plan, complete(plan, resolved, steps, NothingToCompute(), log)
     check_can_compute(plan)
+    _check_workers(config)
     return plan, None
+
+
+def _check_workers(config: RunConfig) -> None:
+    """A fanned-out run's workers, before any model loads (imports Prefect: only for a fanned-out run)."""
+    if config.workers:
+        from mai.flows.fanout import check_workers
+
+        check_workers(config)
 
 
 def _with_store_paths(manifest: RunManifest, plan: RunPlan) -> RunManifest:
@@ -169,7 +178,9 @@ def plan_run(config: RunConfig) -> RunPlan:
     one fails before any model loads."""
     from mai.run.plan import prepare_run
 
-    return prepare_run(config, _assets_for(config))
+    plan = prepare_run(config, _assets_for(config))
+    _check_workers(config)
+    return plan
 
 
 def sweep(config: RunConfig, layers: list[int], deltas: list[float] | None = None) -> list[RunManifest]:
@@ -181,6 +192,7 @@ def sweep(config: RunConfig, layers: list[int], deltas: list[float] | None = Non
 
     home = _assets_for(config)
     plans = [prepare_run(variant, home) for variant in sweep_variants(config, layers, deltas)]
+    _check_workers(config)
     with api, _progress_bar(True):
         return mai_sweep(config, layers, deltas, plans)
 
@@ -194,6 +206,7 @@ def speculative(config: RunConfig, draft_tokens: int = 4, progress: bool = True)
     from mai.run.plan import prepare_run
 
     plan = prepare_run(pair_config(config), _assets_for(config))
+    _check_workers(config)
     with api, _progress_bar(progress):  # the reference run's stages, then a `speculative` bar
         return mai_speculative(config, draft_tokens, plan)
 

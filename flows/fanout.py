@@ -37,6 +37,7 @@ from prefect import get_run_logger
 from prefect.exceptions import TerminationSignal
 
 from mai import stop
+from mai.config import RunConfig
 from mai.errors import ConfigError
 from mai.manifest import ShardOutcome
 from mai.pipeline import ShardsDone
@@ -107,6 +108,12 @@ def shard_run_name(shard_path: str) -> str:
 def drain_lease_path(home: Home, run_id: str, drain_run_id: str) -> Path:
     """Held by a drain's process for as long as it lives (the shard leases say which shard it runs)."""
     return home.runs / run_id / "drains" / f"{drain_run_id}.lease"
+
+
+def check_workers(config: RunConfig) -> None:
+    """A fanned-out run's workers: checked before any model loads (nothing for a run in this process)."""
+    if config.workers:
+        check_fanout()
 
 
 def check_fanout() -> None:

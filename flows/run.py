@@ -14,7 +14,7 @@ from typing import cast
 
 from mai.flows.artifacts import publish_run
 from mai.flows.deployment import started_by, with_deployment_defaults
-from mai.flows.fanout import run_shards
+from mai.flows.fanout import check_workers, run_shards
 from mai.storage.paths import Home
 from mai.tasks.materialize import limit_prompts, materialize_samples, route_and_score
 from prefect import flow, get_run_logger
@@ -62,6 +62,7 @@ def _run(config: RunConfig, plan: RunPlan | None) -> RunManifest:
         home = Home.at(config.home)
         ensure_builtin_assets(config, home)
         plan = prepare_run(config, home)
+        check_workers(config)
         plan = plan.model_copy(update={"command": started_by(plan.command)})
     name_flow_run(plan)
     log.info("run %s: %s of %s on %s, stages %s", plan.run_id, plan.mode, describe_models(plan), plan.benchmark,

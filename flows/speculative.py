@@ -15,6 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TypedDict, cast
 
+from mai.flows.fanout import check_workers
 from mai.flows.run import mai_run
 from mai.storage.catalog import build_catalog
 from mai.storage.generations import shared_store
@@ -55,7 +56,10 @@ def mai_speculative(config: RunConfig, draft_tokens: int = 4, plan: RunPlan | No
     """`plan`: the pair's plan (`pair_config(config)` validated and resolved, as `mai.flows.api.speculative` makes
     it); without it the flow makes it."""
     with stop.on_sigterm():
-        return _speculative(config, draft_tokens, plan or prepare_run(pair_config(config), Home.at(config.home)))
+        if plan is None:
+            plan = prepare_run(pair_config(config), Home.at(config.home))
+            check_workers(config)
+        return _speculative(config, draft_tokens, plan)
 
 
 def pair_config(config: RunConfig) -> RunConfig:
