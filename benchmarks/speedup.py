@@ -3,7 +3,7 @@ and Full RT (small R, then RT on the large model for every sample), on the same 
 
 Each run is a fresh process with a fresh store (the shapes data and the shipped pair are built before the timer
 starts), so nothing is reused between runs. Reported per run: the flow's wall time (plan to manifest, from the
-manifest), the engines' generation time, the whole `mai.flows.api.run` call (with Prefect's start and the run's report),
+manifest), the engines' generation time, the whole `mai.api.run` call (with Prefect's start and the run's report),
 output tokens, and the speed-up = large R's flow wall / this run's flow wall. Goal: MAI <= 1/3 of large R.
 
 Run: `.venv/bin/python benchmarks/speedup.py [--limit N] [--batch-size N] [--compute-thread on|off]
@@ -108,8 +108,7 @@ def sql_float(value: object) -> float:
 def run_one(setting: str, limit: int | None, batch_size: int | None, backend: BackendName) -> RunResult:
     """One run in this process, in a fresh store (called in a child process by `measure`). With vLLM the run's
     servers are started first, outside the timer, and stopped after it: no prefix cache outlives its run."""
-    from mai.flows import api
-
+    from mai import api
     from mai.config import shapes_pair_config
     from mai.manifest import ROUTE_LABELS
 

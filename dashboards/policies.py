@@ -215,7 +215,7 @@ def named_policies(kinds: Sequence[str], cost: Callable[[Sequence[Output]], floa
     ]
 
 
-# --- the lab's result: JSON-ready records (`mai policies --json`, mai.flows.api.policies) -----------------------
+# --- the lab's result: JSON-ready records (`mai policies --json`, mai.api.policies) -----------------------
 
 
 class PolicyRecord(TypedDict):

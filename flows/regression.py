@@ -24,7 +24,7 @@ def mai_regression(config: RunConfig | None = None, baseline: str | None = None,
     """Run `config` (default: the shapes pair's cascade), compare it with `baseline` (default: the shipped
     baseline file) over the samples both scored and fail the flow run on a significant drop; baseline samples the
     run does not hold are a warning, or a failure with `require_all`. `plan`: `config` already validated and
-    resolved (`mai.flows.api.regress`)."""
+    resolved (`mai.api.regress`)."""
     config = config or shapes_pair_config(run_name="regression")
     home = Home.at(config.home)
     chosen = load_baseline(home, baseline or str(default_baseline()))  # before the run: a missing one fails fast

@@ -36,7 +36,7 @@ from mai.run.summary import describe_models
 @flow(name="mai-run", persist_result=False)
 def mai_run(config: RunConfig, plan: RunPlan | None = None) -> RunManifest:
     """Run one configuration; returns the run's manifest (routing counts, metrics, generations computed and
-    reused, timings). `plan`: the configuration already validated and resolved (`mai.flows.api.run` makes it once,
+    reused, timings). `plan`: the configuration already validated and resolved (`mai.api.run` makes it once,
     before Prefect starts); without it (a deployment run, a notebook) the flow makes it, failing before any model
     loads if the configuration cannot run. SIGTERM (and so a Prefect cancellation) stops it within a decoding
     step, keeping what it stored (mai/stop.py)."""

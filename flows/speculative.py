@@ -53,7 +53,7 @@ class SpeculativeSummary(TypedDict):
 
 @flow(name="mai-speculative", persist_result=False)
 def mai_speculative(config: RunConfig, draft_tokens: int = 4, plan: RunPlan | None = None) -> SpeculativeSummary:
-    """`plan`: the pair's plan (`pair_config(config)` validated and resolved, as `mai.flows.api.speculative` makes
+    """`plan`: the pair's plan (`pair_config(config)` validated and resolved, as `mai.api.speculative` makes
     it); without it the flow makes it."""
     with stop.on_sigterm():
         if plan is None:

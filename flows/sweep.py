@@ -29,7 +29,7 @@ def sweep_variants(config: RunConfig, layers: list[int], deltas: list[float] | N
 @flow(name="mai-sweep", persist_result=False)
 def mai_sweep(config: RunConfig, layers: list[int], deltas: list[float] | None = None,
               plans: list[RunPlan] | None = None) -> list[RunManifest]:
-    """`plans`: the variants already validated and resolved (`mai.flows.api.sweep`); without them each run
+    """`plans`: the variants already validated and resolved (`mai.api.sweep`); without them each run
     validates its own."""
     config = with_deployment_defaults(config)
     variants = sweep_variants(config, layers, deltas)

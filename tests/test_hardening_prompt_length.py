@@ -171,7 +171,7 @@ def test_a_rerun_answered_from_the_store_refuses_the_same_prompts(home: Path) ->
     """A run whose every output is stored is a store lookup without Prefect (mai/pipeline.py): that path reads
     the same prompt-length decisions, so a limit that refuses a sample whose outputs another run stored still makes
     it an error."""
-    from mai.flows import api
+    from mai import api
 
     data = str(long_question_copy(home, words=60))
     values = {"home": str(home), "data": data, "shards": 2, "max_new_tokens": BUDGET}

@@ -168,7 +168,7 @@ sys.exit(main(sys.argv[3:]))
 def test_a_run_in_the_store_is_completed_though_its_prefect_api_died(tmp_path: Path) -> None:
     """Recording in Prefect never changes a run's outcome: the configured server dies after the run is written to
     the store (publishing its artifacts and ending its flow run fail), and the command still reports the run as
-    completed with its stored manifest (flows/api.py, `_completed_in_store`)."""
+    completed with its stored manifest (mai/api.py, `_completed_in_store`)."""
     import json
     import signal
     from urllib.parse import urlparse

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from mai.flows import api
 from mai.flows.cli import main
 from mai.storage.paths import Home
 
+from mai import api
 from mai.evals.demo import generate_demo_rows
 from mai.run.assets import DEMO_SEED, demo_data_dir, write_hub_parquet
 

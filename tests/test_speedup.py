@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mai.flows import api
 from mai.storage.catalog import query
 from mai.storage.paths import Home
 from mai.storage.samples import read_shard
 from mai.tasks.materialize import materialize_samples
 
+from mai import api
 from mai.backends import compute, prefix_kv
 from mai.backends.processor import PROCESSED_IMAGES
 from mai.backends.registry import clear_engines, get_engine

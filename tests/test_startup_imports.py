@@ -119,8 +119,7 @@ def test_any_slice_of_stored_outputs_is_a_lookup_in_this_process(tmp_path: Path)
     budgets: a cheaper `mai demo`) is the pipeline on the in-process executor: its samples are read from the larger
     slice the store holds, nothing is computed, no Prefect is imported and no process but git's (the manifest's
     commit) starts, with PREFECT_API_URL unset or naming a closed port; with S2 too, once S2 is stored."""
-    from mai.flows import api
-
+    from mai import api
     from mai.config import shapes_pair_config
 
     home = tmp_path / "store"

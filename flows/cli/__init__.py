@@ -1,6 +1,6 @@
 """`mai` command line: run configurations, build the built-in assets, query the catalog."""
 
-# The package is argparse over `mai.flows.api`, one module per command group (runs, store, latency, assets), each
+# The package is argparse over `mai.api`, one module per command group (runs, store, latency, assets), each
 # with `register(commands)`; a handler parses its options, calls the API and prints, nothing more.
 
 from __future__ import annotations

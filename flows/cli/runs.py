@@ -7,8 +7,9 @@ import json
 import sys
 from pathlib import Path
 
-from mai.flows import api
 from mai.flows.cli.options import add_run_options, layers_and_deltas, run_config
+
+from mai import api
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

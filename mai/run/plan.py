@@ -22,7 +22,7 @@ def store_locations(home: Home) -> StoreLocations:
 def prepare_run(config: RunConfig, home: Home, run_id: str | None = None, check_store: bool = True) -> RunPlan:
     """Validate and resolve `config` on `home`; raises ConfigError (what to fix) before any model loads.
     `check_store=False`: for a caller that first looks the run up in the store (which takes no lock, writes no
-    output and needs no worker) and calls `check_can_compute` itself before it computes (`mai.flows.api`)."""
+    output and needs no worker) and calls `check_can_compute` itself before it computes (`mai.api`)."""
     if check_store:  # a store whose locks, renames or links fail: refused first
         require_working_store(home.locks)
     config = _with_recorded_spec(config, home)

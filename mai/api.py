@@ -5,7 +5,7 @@ exception, on purpose: it is the facade ABOVE the flows, so that a caller needs 
 `mai.flows`. It reaches into the shell only lazily, inside each function; importing it stays cheap and nothing
 in the core imports it. `mai.flows.cli` is a thin argparse layer over these functions.
 
-    from mai.flows import api
+    from mai import api
     manifest = api.run(RunConfig(benchmark="demo", limit=8))
     print(api.summary(manifest))
 """
@@ -20,29 +20,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, TypedDict
 
+from mai.errors import ConfigError
 from mai.storage.paths import Home
 
-from mai.errors import ConfigError
-
 if TYPE_CHECKING:  # the run types only in signatures: `mai sql` and the other store commands skip pydantic's models
+    from mai.config import RunConfig
     from mai.dashboards.compare import Comparison
     from mai.dashboards.parity import Parity
     from mai.dashboards.policies import LabRecord
     from mai.dashboards.report import Built as BuiltReport
-    from mai.flows.latency import StageTime
-    from mai.flows.speculative import SpeculativeSummary
-    from mai.storage.maintenance import TableStats, VerificationRecord
-    from mai.storage.partitions import Compaction
-    from mai.storage.rows import LatencyProfileRow
-
-    from mai.config import RunConfig
     from mai.evals.base import ScoredSample
     from mai.evals.spec import SpecCheck
+    from mai.flows.latency import StageTime
+    from mai.flows.speculative import SpeculativeSummary
     from mai.manifest import RunManifest
     from mai.plan import RunPlan
     from mai.run.baseline import RegressionResult
     from mai.run.rescore import Rescored
     from mai.scoring import PredictionLine
+    from mai.storage.maintenance import TableStats, VerificationRecord
+    from mai.storage.partitions import Compaction
+    from mai.storage.rows import LatencyProfileRow
 
 Rows = tuple[list[str], list[tuple[object, ...]]]
 
@@ -187,7 +185,6 @@ def sweep(config: RunConfig, layers: list[int], deltas: list[float] | None = Non
     """One sparse-RT run per transfer layer (and delta); every variant is validated before anything loads."""
     api = _prefect_api(config.home)
     from mai.flows.sweep import mai_sweep, sweep_variants
-
     from mai.run.plan import prepare_run
 
     home = _assets_for(config)
@@ -202,7 +199,6 @@ def speculative(config: RunConfig, draft_tokens: int = 4, progress: bool = True)
     verifies)."""
     api = _prefect_api(config.home)
     from mai.flows.speculative import mai_speculative, pair_config
-
     from mai.run.plan import prepare_run
 
     plan = prepare_run(pair_config(config), _assets_for(config))
@@ -236,9 +232,8 @@ def write_baseline(run_id: str, out: Path, home: str | Path | None = None) -> Pa
     """A stored run as a baseline file for `regress`."""
     import json
 
-    from mai.storage.runs import is_complete
-
     from mai.run.baseline import baseline_file
+    from mai.storage.runs import is_complete
 
     store = Home.at(home)
     if not is_complete(store, run_id):
@@ -566,7 +561,6 @@ def report(run_ids: list[str] | None = None, out: str | Path = "report.html", tr
     `compare` = [run A, run B] adds run vs run (two `run_ids` alone compare those). Returns its path, size in
     bytes, build seconds, runs and sections."""
     from mai.dashboards.report import build_report
-
     from mai.run.output_file import checked_output
     if trace_samples < 1:
         raise ConfigError("--trace-samples must be at least 1")
