@@ -28,6 +28,7 @@ import time
 import tomllib
 import urllib.error
 import urllib.request
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 from mai.storage.paths import Home, store_id
@@ -67,11 +68,18 @@ def _url_in_prefect_profile() -> bool:
     return bool(profiles.get("profiles", {}).get(active, {}).get("PREFECT_API_URL"))
 
 
-def ensure_api(home: Home) -> None:
+def ensure_api(home: Home) -> AbstractContextManager[object]:
     """Before a flow runs: a configured API as it is, else this process's temporary server for the store at `home`
-    (started once)."""
+    (started once); returns the settings to run flows under. On a temporary server, no flow-run heartbeats: nothing
+    reads them there, and the end of every flow run waits up to 1 s for its heartbeat thread (prefect 3.9). A
+    configured server (where an automation may mark silent runs Crashed) keeps Prefect's setting."""
     if _temporary is None and not configured():
         start_temporary_server(home)
+    if not started_here():
+        return nullcontext()
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    return temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
 
 
 def started_here() -> bool:

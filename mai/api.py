@@ -157,17 +157,11 @@ def _with_store_paths(manifest: RunManifest, plan: RunPlan) -> RunManifest:
 
 def _prefect_api(home: str | Path | None) -> AbstractContextManager[object]:
     """Before a flow runs, and before its module imports Prefect (Prefect reads its settings once per process): a
-    Prefect API (the configured one, else a temporary server of this process, on the database of the store at `home`: flows/prefect_api.py). On a
-    temporary server, no flow-run heartbeats: nothing reads them there, and the end of
-    every flow run waits up to 1 s for its heartbeat thread (prefect 3.9). A configured server (where an automation
-    may mark silent runs Crashed) keeps Prefect's setting."""
-    from mai.flows.prefect_api import ensure_api, started_here
+    Prefect API (the configured one, else a temporary server of this process, on the database of the store at
+    `home`), and the settings the flows run under there (flows/prefect_api.py)."""
+    from mai.flows.prefect_api import ensure_api
 
-    ensure_api(Home.at(home))
-    if not started_here():
-        return nullcontext()
-    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
-    return temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
+    return ensure_api(Home.at(home))
 
 
 def plan_run(config: RunConfig) -> RunPlan:
