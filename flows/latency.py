@@ -21,7 +21,7 @@ from mai.backends.transformers_backend import TransformersEngine, profile_calls
 from mai.backends.transformers_profiling import ProfilePoint
 from mai.config import resolve_model
 from mai.errors import ConfigError
-from mai.latency import estimate
+from mai.latency_estimate import estimate
 from mai.run.prefect_sync import synchronous
 
 
