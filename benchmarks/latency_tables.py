@@ -38,7 +38,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from mai.dashboards.saved import load_saved
-    from mai.flows.latency import mai_estimate, mai_profile
+    from mai.flows.profiles import mai_estimate, mai_profile
     from mai.flows.run import mai_run
     from mai.storage.catalog import query
     from mai.storage.latency import rows_from_csv, write_profile

@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # the run types only in signatures: `mai sql` and the other s
     from mai.dashboards.report import Built as BuiltReport
     from mai.evals.base import ScoredSample
     from mai.evals.spec import SpecCheck
-    from mai.flows.latency import StageTime
+    from mai.flows.profiles import StageTime
     from mai.flows.speculative import SpeculativeSummary
     from mai.manifest import RunManifest
     from mai.plan import RunPlan
@@ -368,7 +368,7 @@ def profile(model: str, name: str, resolutions: list[int], query_tokens: list[in
     """Measure a model on simulated inputs into the latency profile `name`; returns its rows. A `profile` bar on
     the terminal counts the timed model calls."""
     api = _prefect_api(home)
-    from mai.flows.latency import mai_profile
+    from mai.flows.profiles import mai_profile
 
     quiet_library_progress_bars()
     with api, _progress_bar(progress):
@@ -397,7 +397,7 @@ def estimate(run_id: str, profiles: dict[str, str] | None = None, small_profile:
     """Price a stored run under latency profiles (equation 27): `profiles` maps model names to profiles;
     `small_profile` / `large_profile` name the profiles of the run's own small and large model."""
     api = _prefect_api(home)
-    from mai.flows.latency import mai_estimate
+    from mai.flows.profiles import mai_estimate
     mapping = dict(profiles or {})
     if small_profile or large_profile:
         for model, chosen in zip(_run_models(Home.at(home), run_id), (small_profile, large_profile)):
