@@ -1,6 +1,6 @@
 """`mai` command line: run configurations, build the built-in assets, query the catalog."""
 
-# The package is argparse over `mai.api`, one module per command group (runs, store, latency, assets), each
+# The package is argparse over `mai.api`, one module per command group (runs, store, profiles, assets), each
 # with `register(commands)`; a handler parses its options, calls the API and prints, nothing more.
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 # the first start of the embedded Prefect API migrates a fresh database: more than the default 20 s here
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
-from mai.flows.cli import assets, benchmarks, latency, parity, report, runs, store
+from mai.flows.cli import assets, benchmarks, parity, profiles, report, runs, store
 from mai.flows.cli.expected_failures import quiet_expected_failures
 
 from mai import stop
@@ -103,7 +103,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mai", description=__doc__)
     parser.add_argument("--home", default=None, help="store root (default: $MAI_HOME or ~/.mai)")
     commands = parser.add_subparsers(required=True, metavar="COMMAND", dest="command")
-    for group in (runs, store, latency, assets, report, parity, benchmarks):
+    for group in (runs, store, profiles, assets, report, parity, benchmarks):
         group.register(commands)
     _in_order(commands)
     return parser
