@@ -16,7 +16,7 @@ table reports the median and the spread:
                            cached shard, (t32 - t2) / 30                                  goal <= 0.05 s
 
 under two Prefect APIs: `none` (PREFECT_API_URL unset and no server running: a run with nothing to compute is a
-store lookup that starts no server, flows/stored_run.py; a command that computes starts its own temporary server,
+store lookup that starts no server, mai/pipeline.py; a command that computes starts its own temporary server,
 which dies with it) and `configured` (Prefect's own `prefect server start --background`, named in PREFECT_API_URL,
 as a user keeps one or a team's server would be). A `minimal Prefect flow` row (a flow that returns its argument,
 against the configured server) is the floor of any command that runs a flow. `first demo` is `mai demo` on a fresh
