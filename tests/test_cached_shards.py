@@ -5,6 +5,7 @@ HTML report is built only when asked."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -105,7 +106,7 @@ def test_a_stored_step_run_by_its_task_loads_no_model(home: Path) -> None:
     engine when their own outputs are stored, and end `Cached`: sparse RT's token selection included, which used to
     take the large model's engine before looking."""
     from mai.storage.paths import Home
-    from mai.tasks.step import run_step
+    from mai.tasks.step import step_state
     from prefect import State
 
     from mai import cascade
@@ -123,7 +124,7 @@ def test_a_stored_step_run_by_its_task_loads_no_model(home: Path) -> None:
         for stage in group:
             job = StageJob(plan=plan, shard_path=shard, stage=stage, decoding=plan.decodings[stage.prompt_kind],
                            earlier=dict(earlier))
-            state = run_step.fn(job)
+            state = step_state(job, logging.getLogger("mai"))
             assert isinstance(state, State) and state.name == "Cached", (stage.name, state)
             earlier[stage.name] = state.data
     assert earlier.get("select_rt")
