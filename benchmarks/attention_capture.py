@@ -157,8 +157,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args()
 
-    from mai.flows.assets import build_demo_dataset, build_models
     from mai.storage.paths import Home
+
+    from mai.run.assets import build_demo_dataset, build_models
 
     home = Home.at(tempfile.mkdtemp(prefix="mai-capture-bench-"))
     build_models(home)

@@ -61,8 +61,7 @@ class RunVariant(TypedDict, total=False):
 
 
 def shapes_store(root: Path) -> list[str]:
-    from mai.flows import api
-
+    from mai import api
     from mai.config import shapes_pair_config
 
     def run(**overrides: Unpack[RunVariant]) -> str:

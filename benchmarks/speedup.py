@@ -3,7 +3,7 @@ and Full RT (small R, then RT on the large model for every sample), on the same 
 
 Each run is a fresh process with a fresh store (the shapes data and the shipped pair are built before the timer
 starts), so nothing is reused between runs. Reported per run: the flow's wall time (plan to manifest, from the
-manifest), the engines' generation time, the whole `mai.flows.api.run` call (with Prefect's start and the run's report),
+manifest), the engines' generation time, the whole `mai.api.run` call (with Prefect's start and the run's report),
 output tokens, and the speed-up = large R's flow wall / this run's flow wall. Goal: MAI <= 1/3 of large R.
 
 Run: `.venv/bin/python benchmarks/speedup.py [--limit N] [--batch-size N] [--compute-thread on|off]
@@ -108,8 +108,7 @@ def sql_float(value: object) -> float:
 def run_one(setting: str, limit: int | None, batch_size: int | None, backend: BackendName) -> RunResult:
     """One run in this process, in a fresh store (called in a child process by `measure`). With vLLM the run's
     servers are started first, outside the timer, and stopped after it: no prefix cache outlives its run."""
-    from mai.flows import api
-
+    from mai import api
     from mai.config import shapes_pair_config
     from mai.manifest import ROUTE_LABELS
 
@@ -150,10 +149,10 @@ def start_vllm_servers(config: RunConfig) -> dict[Role, ManagedServer]:
     """One fresh `vllm serve` per model of the run (from `.venv-vllm` or $MAI_VLLM_ENV), started together."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from mai.flows.plan import prepare_run
     from mai.storage.paths import Home
 
     from mai.backends.vllm_server import ManagedServer, require_env, stop_all_started
+    from mai.run.plan import prepare_run
 
     home = Home.at(config.home)
     models = prepare_run(config, home).models

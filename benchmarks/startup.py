@@ -5,6 +5,8 @@ Each command runs as a user runs it, in a fresh process (`python -m mai.flows.cl
 table reports the median and the spread:
 
   cached demo re-run       `mai demo` when every generation is stored                     goal <= 1.5 s
+  cached demo slice        `mai demo --limit N` after `mai demo`: a slice never run before, every output
+                           stored (its samples read from the demo's, mai/pipeline.py)     goal <= 1.5 s
   mai sql "SELECT 1"                                                                      goal <= 0.5 s
   mai report               the demo store's report
   run --limit 20           the shapes pair on 20 items: first (computes; a fresh store each time) and cached
@@ -14,7 +16,7 @@ table reports the median and the spread:
                            cached shard, (t32 - t2) / 30                                  goal <= 0.05 s
 
 under two Prefect APIs: `none` (PREFECT_API_URL unset and no server running: a run with nothing to compute is a
-store lookup that starts no server, flows/stored_run.py; a command that computes starts its own temporary server,
+store lookup that starts no server, mai/pipeline.py; a command that computes starts its own temporary server,
 which dies with it) and `configured` (Prefect's own `prefect server start --background`, named in PREFECT_API_URL,
 as a user keeps one or a team's server would be). A `minimal Prefect flow` row (a flow that returns its argument,
 against the configured server) is the floor of any command that runs a flow. `first demo` is `mai demo` on a fresh
@@ -31,6 +33,7 @@ clock, and another process's load lengthens every row.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import resource
@@ -43,11 +46,12 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-GOALS_S = {"cached demo re-run": 1.5, 'mai sql "SELECT 1"': 0.5, "one more cached shard": 0.05,
+GOALS_S = {"cached demo re-run": 1.5, "cached demo slice": 1.5, 'mai sql "SELECT 1"': 0.5, "one more cached shard": 0.05,
            "480-sample cascade: flow wall / engine": 1.25}
 SHAPES = ["run", "--benchmark", "shapes", "--small-model", "mai-shapes-small", "--large-model", "mai-shapes-large"]
 SHAPES_20 = [*SHAPES, "--limit", "20"]
 SHARDS = (2, 8, 32)
+NEW_SLICES = itertools.count(8)  # `mai demo --limit N`: each timed call a slice no command ran before
 MINIMAL_FLOW = """
 from prefect import flow
 @flow(persist_result=False)
@@ -120,6 +124,8 @@ def timed(server: str, command: str, repeats: int, call: Callable[[], float], go
 def goals(mai: Mai, home: Path, repeats: int) -> list[Timing]:
     """The rows with a start-up goal."""
     return [timed(mai.server, "cached demo re-run", repeats, lambda: mai.seconds(home, "demo")),
+            timed(mai.server, "cached demo slice", repeats,
+                  lambda: mai.seconds(home, "demo", "--limit", str(next(NEW_SLICES)))),
             timed(mai.server, 'mai sql "SELECT 1"', repeats, lambda: mai.seconds(home, "sql", "SELECT 1"))]
 
 

@@ -4,7 +4,7 @@ a realistic mix (S answers of a few tokens, R traces of ~200 tokens, S2/RT answe
 them (routes, metrics, manifests' catalog rows); then a full `mai store compact`, and timings of:
 
 - `SELECT count(*) FROM generations`, one sample's traces, the saved queries `routing_counts` and `s2_vs_non_s2`;
-- the lookups a new run does before generating (`GenerationStore.stored_among`: which of a shard's identities of
+- the lookups a new run does before generating (`GenerationStore.known_among`: which of a shard's identities of
   every stage its partitions hold, with a fresh store object, nothing cached; and reading the R texts an RT
   stage needs for one shard of 256 samples);
 - the accounting a finished run does (`count_computed_by_run` over its partitions);
@@ -177,7 +177,7 @@ def measure(home: Home) -> StoreQueries:
         s2_vs_non_s2_s=timed(lambda: query(home, load_saved("s2_vs_non_s2"))),
         # a new run: which identities exist in its partitions (a fresh store object: nothing cached), then the
         # R texts its RT stage reads for one shard
-        run_lookup_stored_among_s=timed(lambda: [GenerationStore(home).stored_among(m, k, shard_ids)
+        run_lookup_stored_among_s=timed(lambda: [GenerationStore(home).known_among(m, k, shard_ids)
                                                  for m in MODELS for k in ("S", "R", "S2", "RT")]),
         run_lookup_read_r_texts_s=timed(lambda: GenerationStore(home).read(small, "R", one_shard, ["text"])),
         run_accounting_s=timed(lambda: count_computed_by_run(

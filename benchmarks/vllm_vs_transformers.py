@@ -77,8 +77,9 @@ class BackendComparison:
 
 
 def prepare_home(root: Path, rows: int) -> Home:
-    from mai.flows.assets import build_demo_dataset, build_models
     from mai.storage.paths import Home
+
+    from mai.run.assets import build_demo_dataset, build_models
 
     home = Home.at(root)
     build_models(home)

@@ -53,7 +53,7 @@ class TokensRow(TypedDict):
 
 
 
-# --- the result: JSON-ready records (`mai compare --json`, mai.flows.api.compare) ------------------------------
+# --- the result: JSON-ready records (`mai compare --json`, mai.api.compare) ------------------------------
 
 
 class RunDescription(TypedDict):

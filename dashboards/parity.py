@@ -75,7 +75,7 @@ class Side:
     outputs: dict[str, OutputRow]
 
 
-# --- the result: JSON-ready records (`mai parity --json`, mai.flows.api.parity) --------------------------------
+# --- the result: JSON-ready records (`mai parity --json`, mai.api.parity) --------------------------------
 
 
 class Divergence(TypedDict):

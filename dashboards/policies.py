@@ -5,7 +5,7 @@ stored per-sample output of the group's runs is collected once: small S, large S
 RT (the large model reading the small model's full reasoning), E where stored (the kinds of
 `mai.dashboards.outputs`, named by the stage table). Each output is scored under one scorer profile and priced
 (output tokens, calls of each model, and, with a latency profile per model, the equation-27 seconds of
-`mai.latency`). Policies then combine them per sample:
+`mai.latency_estimate`). Policies then combine them per sample:
 
   one output alone   small S, large S, small R, small R+S2, large R, Full RT (small R then RT), ...
   MV1 -> small R     MV1 (small S vs large S); on disagreement the small model's reasoned answer (what MV1 + MV2
@@ -220,7 +220,7 @@ def named_policies(kinds: Sequence[str], cost: Callable[[Sequence[Output]], floa
     ]
 
 
-# --- the lab's result: JSON-ready records (`mai policies --json`, mai.flows.api.policies) -----------------------
+# --- the lab's result: JSON-ready records (`mai policies --json`, mai.api.policies) -----------------------
 
 
 class PolicyRecord(TypedDict):

@@ -19,7 +19,7 @@ from mai.storage.rows import RunRow
 
 from mai.config import DEFAULT_MAX_NEW_TOKENS
 from mai.evals.base import Benchmark
-from mai.latency import Call, LatencyProfile, call_seconds
+from mai.latency_estimate import Call, LatencyProfile, call_seconds
 from mai.types import Role, Sample
 
 BUDGET_KINDS = ("S", "R", "S2", "RT")

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from typing import Any, NotRequired, TypedDict, cast
 
-from mai.flows.summary import summary_markdown
-
 from mai.manifest import ROUTE_LABELS, MetricSummary, RunManifest
 from mai.regression import SampleScores
+from mai.run.summary import summary_markdown
 
 
 class RoutingRow(TypedDict):
@@ -93,3 +92,12 @@ def publish_regression_diff(run_id: str, baseline_name: str, baseline: SampleSco
 def _natural(sample_id: str) -> tuple[str, int, str]:
     head, _, tail = sample_id.rpartition("-")
     return (head, int(tail), "") if tail.isdigit() else (sample_id, 0, sample_id)
+
+
+def publish_regression(run_id: str, baseline_name: str, baseline: SampleScores, candidate: SampleScores,
+                       report: str) -> None:
+    """A regression check's report and the samples whose score changed, as artifacts of its flow run."""
+    from prefect.artifacts import create_markdown_artifact
+
+    publish_regression_diff(run_id, baseline_name, baseline, candidate)
+    create_markdown_artifact(report, key="mai-regression", description=f"run {run_id} vs {baseline_name}")

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mai.flows.fanout import heard_lately
-from mai.flows.prefect_sync import synchronous
 from mai.storage.filesystem_check import CROSS_HOST_PROBES, cross_host_results, hosts_whose_locks_leak
 from mai.storage.paths import Home, store_id
 
 from mai.errors import ConfigError
+from mai.run.prefect_sync import synchronous
 
 if TYPE_CHECKING:
     from prefect.client.schemas.objects import State

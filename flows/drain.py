@@ -28,8 +28,7 @@ from mai.flows.shard import mai_shard
 from mai.storage.claims import Lease
 from mai.storage.paths import Home, plan_on_this_host
 from mai.storage.runs import shard_lease_path, shard_outcome_path
-from mai.tasks.logs import run_logger
-from prefect import flow, tags
+from prefect import flow, get_run_logger, tags
 from prefect.client.schemas.objects import State
 
 from mai import stop
@@ -65,17 +64,17 @@ def mai_drain(plan: RunPlan, shard_paths: list[str]) -> list[str] | State:
 
         if isinstance(ended, stop.StopRequested) and not stop.reason().startswith(ParentEnded.PREFIX):
             raise  # SIGTERM, or its worker gone: Prefect reports the signal; the parent takes the shard back
-        run_logger().warning("%s", ended)
+        get_run_logger().warning("%s", ended)
         return Cancelled(message=str(ended))
     except Exception as error:
         fault = host_fault(error)
         if fault is None:  # not this host's: it would fail on every host, and fails the run (flows/fanout.py)
-            run_logger().error("drain on host %s failed, not for a fault of this host (%s: %s): the run fails",
+            get_run_logger().error("drain on host %s failed, not for a fault of this host (%s: %s): the run fails",
                                host_name(), type(error).__name__, error)
             raise
         # the shard lease was let go on the way out (`_run_if_free`): another drain takes that shard
         state = taken_out(host_name(), fault)
-        run_logger().error("%s", state.message)
+        get_run_logger().error("%s", state.message)
         return state
 
 
@@ -158,7 +157,7 @@ def _check_parent() -> None:
 
 
 def _drain(plan: RunPlan, shard_paths: list[str], home: Home) -> list[str]:
-    log = run_logger()
+    log = get_run_logger()
     ran: list[str] = []
     waiting_for: int | None = None
     while True:
@@ -191,7 +190,7 @@ def _run_if_free(plan: RunPlan, shard: str, home: Home) -> bool:
         if shard_outcome_path(home, plan.run_id, shard).exists():
             return False  # finished by another drain between the look and the lease
         if lease.previous_holder:
-            run_logger().warning("shard %s: its last holder %s left it unfinished: running it here", shard,
+            get_run_logger().warning("shard %s: its last holder %s left it unfinished: running it here", shard,
                                  lease.previous_holder)
         _run_shard_subflow(plan, shard)
     return True

@@ -30,17 +30,19 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-from mai.flows.prefect_sync import synchronous
 from mai.storage.claims import lease_holder, lease_is_held
 from mai.storage.paths import Home
 from mai.storage.runs import read_shard_outcome
-from mai.tasks.logs import run_logger
+from prefect import get_run_logger
 from prefect.exceptions import TerminationSignal
 
 from mai import stop
+from mai.config import RunConfig
 from mai.errors import ConfigError, RunFailed
 from mai.manifest import ShardOutcome
+from mai.pipeline import ShardsDone
 from mai.plan import RunPlan
+from mai.run.prefect_sync import synchronous
 
 if TYPE_CHECKING:
     from prefect.client.orchestration import SyncPrefectClient
@@ -61,14 +63,6 @@ NO_WORKER_RECHECK_S = 10.0
 
 
 TAKEN_OUT = "TakenOut"  # the name of the Failed state a drain ends in when its host cannot serve the run
-
-
-@dataclass(frozen=True)
-class ShardsDone:
-    """Every shard's outcome, and the hosts taken out of the run: host -> why, with the fix (one line)."""
-
-    outcomes: dict[str, ShardOutcome]
-    hosts_taken_out: dict[str, str]
 
 
 def taken_out(host: str, reason: str) -> State:
@@ -128,7 +122,7 @@ def _progress(message: str, *args: object) -> None:
     """A fan-out step an operator watches for (drains submitted, waiting for workers, a shard done on a host): at
     WARNING, the level `mai` shows on the terminal and sends to the UI by default (flows/cli sets it), where INFO
     reaches neither. Each line starts with `fan-out`."""
-    run_logger().warning("fan-out " + message, *args)
+    get_run_logger().warning("fan-out " + message, *args)
 
 
 def shard_run_name(shard_path: str) -> str:
@@ -138,6 +132,12 @@ def shard_run_name(shard_path: str) -> str:
 def drain_lease_path(home: Home, run_id: str, drain_run_id: str) -> Path:
     """Held by a drain's process for as long as it lives (the shard leases say which shard it runs)."""
     return home.runs / run_id / "drains" / f"{drain_run_id}.lease"
+
+
+def check_workers(config: RunConfig) -> None:
+    """A fanned-out run's workers: checked before any model loads (nothing for a run in this process)."""
+    if config.workers:
+        check_fanout()
 
 
 def check_fanout() -> None:
@@ -232,7 +232,7 @@ def _run_on_workers(plan: RunPlan, shard_paths: list[str], workers: int, on_done
             # their shards within a decoding step; what the shards stored is kept
             stop.request_stop("interrupted (Ctrl-C)")  # a SIGTERM's own reason, when it came first, is kept
             # INFO: the terminal's one line is the command line's; the UI shows the Cancelled states' messages
-            run_logger().info("run %s stopped: cancelling its drains; %d of %d shards had finished",
+            get_run_logger().info("run %s stopped: cancelling its drains; %d of %d shards had finished",
                               plan.run_id, len(outcomes), len(shard_paths))
             _cancel_drains(client, drains, "the run that submitted this drain was stopped")
             raise
@@ -241,7 +241,7 @@ def _run_on_workers(plan: RunPlan, shard_paths: list[str], workers: int, on_done
             raise
         _end_drains(client, home, plan.run_id, drains)
     if hosts_taken_out:
-        run_logger().warning("run %s completed without the hosts taken out: %s", plan.run_id,
+        get_run_logger().warning("run %s completed without the hosts taken out: %s", plan.run_id,
                              "; ".join(hosts_taken_out.values()))
     return ShardsDone({shard: outcomes[shard] for shard in shard_paths}, hosts_taken_out)
 
@@ -267,7 +267,7 @@ def _submit_drain(plan: RunPlan, shard_paths: list[str], slot: int, attempt: int
     parameters = {"plan": plan.model_dump(mode="json"), "shard_paths": shard_paths}
     flow_run = synchronous(run_deployment(drain_deployment(), parameters=parameters, flow_run_name=name, timeout=0,
                                           tags=plan.tags))
-    run_logger().info("drain %d submitted to work pool %s as flow run '%s' (%s): it takes the run's shards until "
+    get_run_logger().info("drain %d submitted to work pool %s as flow run '%s' (%s): it takes the run's shards until "
                       "none is left", slot, flow_run.work_pool_name, name, flow_run.id)
     return _Drain(slot=slot, attempt=attempt, flow_run_id=flow_run.id, name=name, pool=flow_run.work_pool_name)
 
@@ -304,11 +304,11 @@ def _watch_drains(client: SyncPrefectClient, home: Home, run_id: str, drains: li
             if state.name == TAKEN_OUT or message.startswith(_NO_FLOW_HERE):
                 drain.taken_out = _taken_out_host(message)
                 if drain.taken_out not in hosts_taken_out:
-                    run_logger().warning("%s; the other hosts take its shards", message)
+                    get_run_logger().warning("%s; the other hosts take its shards", message)
                 hosts_taken_out[drain.taken_out] = message
             elif state.is_failed() or state.is_cancelled():
                 host = lease_holder(drain_lease_path(home, run_id, str(drain.flow_run_id))).get("host", "its host")
-                run_logger().error("drain '%s' on %s ended %s: %s", drain.name, host, state.type.value, message)
+                get_run_logger().error("drain '%s' on %s ended %s: %s", drain.name, host, state.type.value, message)
                 raise ShardFailed(f"drain '{drain.name}' of run {run_id} on host {host} ended {state.type.value}, not "
                                   f"for a fault of that host (it would fail on every host): {message} (its logs in "
                                   "the Prefect UI have the traceback; what the shards stored is kept)")
@@ -370,14 +370,14 @@ def _replace(plan: RunPlan, shard_paths: list[str], drains: list[_Drain], ended:
     out = [drain for drain in ended if drain.taken_out is not None and drain.attempt < MAX_ATTEMPTS]
     if not live and out and not any(drain.lost for drain in ended):
         drain = out[0]
-        run_logger().warning("no drain of run %s is left after hosts %s were taken out: submitting drain %d again "
+        get_run_logger().warning("no drain of run %s is left after hosts %s were taken out: submitting drain %d again "
                              "for another worker", plan.run_id, sorted(hosts_taken_out), drain.slot)
         return [_submit_drain(plan, shard_paths, drain.slot, drain.attempt + 1)]
     for drain in ended:
         if drain.lost is None:
             continue  # it completed (there was nothing left for it to take), or its host was taken out
         again = drain.attempt < MAX_ATTEMPTS
-        run_logger().warning("drain '%s' lost its worker (%s): marked Crashed; %s; the shard it ran is taken by the "
+        get_run_logger().warning("drain '%s' lost its worker (%s): marked Crashed; %s; the shard it ran is taken by the "
                              "next drain to look", drain.name, drain.lost,
                              "submitting it again" if again else "giving its slot up")
         if again:
@@ -408,7 +408,7 @@ def _end_drains(client: SyncPrefectClient, home: Home, run_id: str, drains: list
             if state.is_scheduled() or state.is_pending():
                 _cancel(client, drain.flow_run_id, running=False, message="every shard of its run was done")
             elif _lost_its_worker(client, drain, flow_run, drain_lease_path(home, run_id, str(drain.flow_run_id))):
-                run_logger().warning("drain '%s' lost its worker (%s): marked Crashed; every shard was done",
+                get_run_logger().warning("drain '%s' lost its worker (%s): marked Crashed; every shard was done",
                                      drain.name, drain.lost)
             else:
                 still.append(drain)
@@ -416,7 +416,7 @@ def _end_drains(client: SyncPrefectClient, home: Home, run_id: str, drains: list
         if waiting:
             time.sleep(POLL_S / 4)
     if waiting:
-        run_logger().warning("drains %s still run %.0f s after the run's last shard", [d.name for d in waiting],
+        get_run_logger().warning("drains %s still run %.0f s after the run's last shard", [d.name for d in waiting],
                              DRAIN_END_WAIT_S)
 
 

@@ -1,12 +1,14 @@
 """Where a `mai` flow's Prefect API comes from, asked only when a flow is about to run (a run whose outputs are all
-stored is a store lookup and needs none: flows/stored_run.py).
+stored is a store lookup and needs none: mai/pipeline.py).
 
 1. A configured server (`PREFECT_API_URL` in the environment or the active Prefect profile, e.g. a team's server,
    or the one `prefect server start --background` keeps on this machine): used as it is.
 2. Else a temporary server for the one command (what a fresh machine gets: nothing to set up), started by the
    command itself rather than by Prefect's client, so that it dies with the command however the command ends:
    the kernel sends it SIGTERM when its parent dies (PR_SET_PDEATHSIG), a SIGKILL of `mai run` included; Prefect's
-   own temporary server outlived 8 of 13 killed runs.
+   own temporary server outlived 8 of 13 killed runs. Its database is the store's own (one per store, in
+   PREFECT_HOME), so commands on different stores never wait on each other's server start; commands on one store
+   take turns to start theirs (two servers migrating one fresh database at once fail).
 
 `mai` manages no long-lived server of its own and signals no process it did not start: Prefect's own
 `prefect server start --background` / `status` / `stop` do that (docs/prefect-and-workers.md).
@@ -26,7 +28,10 @@ import time
 import tomllib
 import urllib.error
 import urllib.request
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
+
+from mai.storage.paths import Home, store_id
 
 START_TIMEOUT_S = 180.0
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -63,10 +68,18 @@ def _url_in_prefect_profile() -> bool:
     return bool(profiles.get("profiles", {}).get(active, {}).get("PREFECT_API_URL"))
 
 
-def ensure_api() -> None:
-    """Before a flow runs: a configured API as it is, else this process's temporary server (started once)."""
+def ensure_api(home: Home) -> AbstractContextManager[object]:
+    """Before a flow runs: a configured API as it is, else this process's temporary server for the store at `home`
+    (started once); returns the settings to run flows under. On a temporary server, no flow-run heartbeats: nothing
+    reads them there, and the end of every flow run waits up to 1 s for its heartbeat thread (prefect 3.9). A
+    configured server (where an automation may mark silent runs Crashed) keeps Prefect's setting."""
     if _temporary is None and not configured():
-        start_temporary_server()
+        start_temporary_server(home)
+    if not started_here():
+        return nullcontext()
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    return temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
 
 
 def started_here() -> bool:
@@ -76,33 +89,46 @@ def started_here() -> bool:
     return _temporary is not None
 
 
-def start_temporary_server() -> subprocess.Popen[bytes]:
-    """Prefect's API app on a free port on 127.0.0.1 for this process alone (its database is Prefect's default, as
-    for Prefect's own temporary server); PREFECT_API_URL points this process at it. Call from the main thread:
-    the death signal follows the thread that started the server."""
-    global _temporary
-    # the server keeps its database in PREFECT_HOME: the folder exists before the server starts
+def server_directory(home: Home) -> Path:
+    """Where the temporary servers of commands on the store at `home` keep their database: in PREFECT_HOME (a
+    local disk, where SQLite belongs), one folder per store (by its stable id: every host's mount of it alike)."""
     prefect_home = Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser()
-    prefect_home.mkdir(parents=True, exist_ok=True)
+    return prefect_home / "mai-stores" / store_id(home)
+
+
+def server_start_lock(home: Home) -> Path:
+    """Taken while a command starts its temporary server for the store at `home` (one start per database)."""
+    return server_directory(home) / "start.lock"
+
+
+def start_temporary_server(home: Home) -> subprocess.Popen[bytes]:
+    """Prefect's API app on a free port on 127.0.0.1 for this process alone, on the store's database
+    (`server_directory`); PREFECT_API_URL points this process at it. Call from the main thread: the death signal
+    follows the thread that started the server."""
+    global _temporary
+    directory = server_directory(home)
+    directory.mkdir(parents=True, exist_ok=True)
     # one start at a time per database: a server creates and migrates its database before its API answers, and
     # two servers migrating a fresh database at once fail (alembic: "Online migration expected to match one row");
-    # the kernel drops the lock when this process dies
-    with open(prefect_home / ".mai-server-start.lock", "a") as lock:
+    # the kernel drops the lock when this process dies. Another store's commands take another lock.
+    with open(server_start_lock(home), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        process, url = _start_server_process()
+        process, url = _start_server_process(directory / "prefect.db")
     os.environ["PREFECT_API_URL"] = url
     atexit.register(_stop_temporary, process)
     _temporary = process
     return process
 
 
-def _start_server_process() -> tuple[subprocess.Popen[bytes], str]:
-    """Prefect's API app on a free port, once its API answers (its database created and migrated by then)."""
+def _start_server_process(database: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """Prefect's API app on a free port on `database`, once its API answers (its database created and migrated by
+    then)."""
     port = _free_port()
     # the app and settings Prefect's own temporary server runs with (prefect.server.api.server.SubprocessASGIServer,
     # prefect 3.8-3.9): no UI, and the reduced set of background services of an ephemeral server
     env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-           "PREFECT__SERVER_EPHEMERAL": "1"}
+           "PREFECT__SERVER_EPHEMERAL": "1",
+           "PREFECT_SERVER_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{database}"}
     process = subprocess.Popen([sys.executable, "-m", "uvicorn", "--factory", "prefect.server.api.server:create_app",
                                 "--host", "127.0.0.1", "--port", str(port), "--log-level", "error", "--lifespan", "on"],
                                env=env, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)  # noqa: PLW1509

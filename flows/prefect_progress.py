@@ -6,8 +6,9 @@ import threading
 import time
 from uuid import UUID
 
-from mai.flows.prefect_sync import synchronous
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
+
+from mai.run.prefect_sync import synchronous
 
 
 class PrefectProgress:

@@ -1,43 +1,42 @@
 """`mai-run`: the MAI cascade (or a baseline) over a benchmark split, as a Prefect flow.
 
-The plan (`prepare_run`) is made once and is the single source of truth: its ordered steps run per shard in
-`mai-shard` flows, in this process or fanned out to GPU workers (`config.workers`, see flows/fanout.py). Each
-step computes only what the store lacks, each identity once across every run on the store. The parent then
-routes, scores and writes the manifest, once; the manifest is written last.
+The run is the pipeline (mai/pipeline.py) on the Prefect executor: the plan (`prepare_run`) is made once and is the
+single source of truth; the shards whose outputs the store lacks run its ordered steps in `mai-shard` flows, in this
+process or fanned out to GPU workers (`config.workers`, see flows/fanout.py). Each step computes only what the store
+lacks, each identity once across every run on the store. The parent then routes, scores and writes the manifest,
+once; the manifest is written last.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import cast
 
-from mai.flows.assets import ensure_builtin_assets
+from mai.flows.artifacts import publish_run
 from mai.flows.deployment import started_by, with_deployment_defaults
-from mai.flows.fanout import ShardsDone, run_shards
-from mai.flows.finish import finish_run
-from mai.flows.plan import prepare_run
-from mai.flows.prefect_sync import synchronous
-from mai.flows.summary import describe_models
+from mai.flows.fanout import check_workers, run_shards
 from mai.storage.paths import Home
-from mai.tasks.from_store import shards_answered_by_store
-from mai.tasks.logs import run_logger
 from mai.tasks.materialize import limit_prompts, materialize_samples, route_and_score
-from prefect import flow
+from prefect import flow, get_run_logger
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 from prefect.exceptions import TerminationSignal
 
 from mai import progress, stop
 from mai.config import RunConfig
-from mai.manifest import RunManifest
+from mai.manifest import RunManifest, RunScores, StageMaps
+from mai.pipeline import Phases, ShardsDone, run_pipeline
 from mai.plan import RunPlan
+from mai.run.assets import ensure_builtin_assets
+from mai.run.plan import prepare_run
+from mai.run.prefect_sync import synchronous
+from mai.run.steps import StoreSteps
+from mai.run.summary import describe_models
 
 
 @flow(name="mai-run", persist_result=False)
 def mai_run(config: RunConfig, plan: RunPlan | None = None) -> RunManifest:
     """Run one configuration; returns the run's manifest (routing counts, metrics, generations computed and
-    reused, timings). `plan`: the configuration already validated and resolved (`mai.flows.api.run` makes it once,
+    reused, timings). `plan`: the configuration already validated and resolved (`mai.api.run` makes it once,
     before Prefect starts); without it (a deployment run, a notebook) the flow makes it, failing before any model
     loads if the configuration cannot run. SIGTERM (and so a Prefect cancellation) stops it within a decoding
     step, keeping what it stored (mai/stop.py)."""
@@ -56,50 +55,48 @@ def mai_run(config: RunConfig, plan: RunPlan | None = None) -> RunManifest:
 
 
 def _run(config: RunConfig, plan: RunPlan | None) -> RunManifest:
-    started, started_at = time.perf_counter(), datetime.now(UTC)
     phases = Phases()
-    log = run_logger()
+    log = get_run_logger()
     if plan is None:
         config = with_deployment_defaults(config)
         home = Home.at(config.home)
         ensure_builtin_assets(config, home)
         plan = prepare_run(config, home)
+        check_workers(config)
         plan = plan.model_copy(update={"command": started_by(plan.command)})
     name_flow_run(plan)
     log.info("run %s: %s of %s on %s, stages %s", plan.run_id, plan.mode, describe_models(plan), plan.benchmark,
              " -> ".join(stage.name for stage in plan.stages))
     phases.end("plan_s")
-    shard_paths = materialize_samples(plan.home, plan.benchmark, plan.source, plan.config.shards, plan.config.limit,
-                                      plan.config.max_image_pixels)
-    # a sample whose prompt does not fit a model of the run becomes an error sample here, before any model runs
-    shard_paths = limit_prompts(plan, shard_paths)
-    phases.end("materialize_s")
-    done = _run_shards(plan, shard_paths)
-    phases.end("shards_s")
-    scores = route_and_score(plan, shard_paths, {shard: o.stage_maps for shard, o in done.outcomes.items()})
-    phases.end("route_and_score_s")
-    return finish_run(plan, done.outcomes, scores, started, started_at, phases.seconds, done.hosts_taken_out)
+    return run_pipeline(plan, FlowSteps(log, publish_run), PrefectShards(), log, phases)
 
 
-def _run_shards(plan: RunPlan, shard_paths: list[str]) -> ShardsDone:
-    """Every shard's outcome, in shard order. The shards whose every step is stored are answered from the store
-    in one lookup per stage (tasks/from_store.py), without a `mai-shard` flow run or a task run: a cached shard
-    costs a few milliseconds instead of ~0.3 s of Prefect round trips. Only the others run as shard flows."""
-    log = run_logger()
-    stored = shards_answered_by_store(plan, shard_paths)
-    todo = [shard for shard in shard_paths if shard not in stored]
-    if stored:
-        log.info("%d of %d shard(s) answered from the store: every step's outputs are stored (by this or another "
-                 "run), so they have no shard flow run or task runs", len(stored), len(shard_paths))
-    outcomes, hosts_taken_out = dict(stored), {}
-    if todo:
-        log.info("%d shard(s) %s", len(todo), f"fanned out to workers, {plan.config.workers} at a time"
-                 if plan.config.workers else "in this process")
-        ran = run_shards(plan, todo, plan.config.workers,
-                         _shard_progress(plan.run_id, len(shard_paths), done_before=len(stored)))
-        outcomes |= ran.outcomes
-        hosts_taken_out = ran.hosts_taken_out
-    return ShardsDone({shard: outcomes[shard] for shard in shard_paths}, hosts_taken_out)
+class FlowSteps(StoreSteps):
+    """The store's steps, the materialisation, prompt check and scoring as task runs of the flow (its UI)."""
+
+    def materialise(self, plan: RunPlan) -> list[str]:
+        return materialize_samples(plan.home, plan.benchmark, plan.source, plan.config.shards, plan.config.limit,
+                                   plan.config.max_image_pixels)
+
+    def check_prompts(self, plan: RunPlan, shard_paths: list[str]) -> list[str]:
+        # a sample whose prompt does not fit a model of the run becomes an error sample here, before any model runs
+        return limit_prompts(plan, shard_paths)
+
+    def route_and_score(self, plan: RunPlan, shard_paths: list[str], stage_maps: dict[str, StageMaps]
+                        ) -> RunScores:
+        return route_and_score(plan, shard_paths, stage_maps)
+
+
+class PrefectShards:
+    """The executor of a flow run: the shards that lack outputs run as `mai-shard` flows, in this process or fanned
+    out to GPU workers (`config.workers`, flows/fanout.py)."""
+
+    def compute(self, plan: RunPlan, todo: list[str], done_before: int, total: int) -> ShardsDone:
+        if not todo:
+            return ShardsDone({})
+        get_run_logger().info("%d shard(s) %s", len(todo), f"fanned out to workers, {plan.config.workers} at a "
+                              "time" if plan.config.workers else "in this process")
+        return run_shards(plan, todo, plan.config.workers, _shard_progress(plan.run_id, total, done_before))
 
 
 def name_flow_run(plan: RunPlan) -> None:
@@ -132,14 +129,3 @@ def _shard_progress(run_id: str, n_shards: int, done_before: int) -> Callable[[i
 
     return done
 
-
-class Phases:
-    """Where a run's wall time goes (plan, materialise, shards, routing and scoring, manifest)."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-        self._last = time.perf_counter()
-
-    def end(self, name: str) -> None:
-        now = time.perf_counter()
-        self.seconds[name], self._last = now - self._last, now

@@ -15,7 +15,6 @@ from mai.flows.prefect_progress import PrefectProgress
 from mai.storage.claims import Lease, held_by_this_process
 from mai.storage.paths import Home, plan_on_this_host
 from mai.storage.runs import shard_lease_path, write_shard_outcome
-from mai.tasks.jobs import StageJob, ledger_key
 from mai.tasks.step import run_step
 from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
@@ -25,6 +24,7 @@ from mai.backends.registry import loaded_engines
 from mai.host import host_name
 from mai.manifest import ShardOutcome, StageMaps
 from mai.plan import RunPlan
+from mai.run.jobs import StageJob, ledger_key
 from mai.types import StageSpec
 
 

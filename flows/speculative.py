@@ -15,7 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TypedDict, cast
 
-from mai.flows.plan import prepare_run
+from mai.flows.fanout import check_workers
 from mai.flows.run import mai_run
 from mai.storage.catalog import build_catalog
 from mai.storage.generations import shared_store
@@ -34,6 +34,7 @@ from mai.config import RunConfig
 from mai.errors import ConfigError
 from mai.evals.registry import get_benchmark
 from mai.plan import RunPlan
+from mai.run.plan import prepare_run
 from mai.stages import build_request
 from mai.types import GenRequest, ModelSpec
 
@@ -52,10 +53,13 @@ class SpeculativeSummary(TypedDict):
 
 @flow(name="mai-speculative", persist_result=False)
 def mai_speculative(config: RunConfig, draft_tokens: int = 4, plan: RunPlan | None = None) -> SpeculativeSummary:
-    """`plan`: the pair's plan (`pair_config(config)` validated and resolved, as `mai.flows.api.speculative` makes
+    """`plan`: the pair's plan (`pair_config(config)` validated and resolved, as `mai.api.speculative` makes
     it); without it the flow makes it."""
     with stop.on_sigterm():
-        return _speculative(config, draft_tokens, plan or prepare_run(pair_config(config), Home.at(config.home)))
+        if plan is None:
+            plan = prepare_run(pair_config(config), Home.at(config.home))
+            check_workers(config)
+        return _speculative(config, draft_tokens, plan)
 
 
 def pair_config(config: RunConfig) -> RunConfig:

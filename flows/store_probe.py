@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from mai.storage.filesystem_check import CROSS_HOST_PROBES, cross_host_lock_probe
 from mai.storage.paths import locate_store
-from mai.tasks.logs import run_logger
-from prefect import flow
+from prefect import flow, get_run_logger
 
 from mai.host import host_name
 
@@ -19,7 +18,7 @@ def mai_store_probe(home: str, store_id: str, probe_id: str, participants: int, 
     lock this host took (empty: their locks exclude this host's processes)."""
     store = locate_store(home, store_id)
     probe = cross_host_lock_probe(store.locks / CROSS_HOST_PROBES / probe_id, host_name(), participants, timeout_s)
-    run_logger().warning("lock probe %s on host %s: %s", probe_id, probe.host,
+    get_run_logger().warning("lock probe %s on host %s: %s", probe_id, probe.host,
                          f"took the locks that {', '.join(probe.took)} held" if probe.took
                          else "could not take any lock another host held")
     return probe.took

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from mai.flows.deployment import with_deployment_defaults
 from mai.flows.run import mai_run
-from mai.tasks.logs import run_logger
-from prefect import flow
+from prefect import flow, get_run_logger
 
 from mai.config import RunConfig
 from mai.errors import ConfigError
@@ -30,12 +29,12 @@ def sweep_variants(config: RunConfig, layers: list[int], deltas: list[float] | N
 @flow(name="mai-sweep", persist_result=False)
 def mai_sweep(config: RunConfig, layers: list[int], deltas: list[float] | None = None,
               plans: list[RunPlan] | None = None) -> list[RunManifest]:
-    """`plans`: the variants already validated and resolved (`mai.flows.api.sweep`); without them each run
+    """`plans`: the variants already validated and resolved (`mai.api.sweep`); without them each run
     validates its own."""
     config = with_deployment_defaults(config)
     variants = sweep_variants(config, layers, deltas)
     if plans is not None and [p.config for p in plans] != variants:
         raise ConfigError("the sweep's plans are not the plans of its layers and deltas")
-    run_logger().info("sweep over layers %s, deltas %s: %d runs", layers, deltas or [config.transfer_delta],
+    get_run_logger().info("sweep over layers %s, deltas %s: %d runs", layers, deltas or [config.transfer_delta],
                           len(variants))
     return [mai_run(variant, plans[index] if plans else None) for index, variant in enumerate(variants)]

@@ -1,6 +1,6 @@
 """The typed records a run leaves: what one shard hands its parent (`ShardOutcome`), what routing and scoring
 found (`RunScores`), and the run manifest (`RunManifest`, written last as `runs/<run_id>/manifest.json`, and
-returned by `mai.flows.api.run`).
+returned by `mai.api.run`).
 
 The manifest is a JSON document read by people, notebooks and other tools, so it is a TypedDict: a plain dict
 at run time (`manifest["routes"]["MV1"]`), with every key and value type checked by mypy where it is built and
@@ -196,7 +196,7 @@ class RunManifest(TypedDict):
     provenance: RunProvenance
     # a fanned-out run's worker hosts that could not serve it (host -> why, naming the fix): flows/fanout.py
     hosts_taken_out: NotRequired[dict[str, str]]
-    # added by `mai.flows.api.run` for its caller: where the results lie
+    # added by `mai.api.run` for its caller: where the results lie
     home: NotRequired[str]
     catalog: NotRequired[str]
 

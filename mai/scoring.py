@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypedDict
 
 from mai.errors import ConfigError
 from mai.evals.base import BadRow, Benchmark, Metric, ScoredSample
@@ -94,3 +94,68 @@ def _json_object(text: str) -> dict[str, Any]:
     if not isinstance(row, dict):
         raise BadRow("line is not a JSON object")
     return row
+
+
+# --- `mai score`: JSONL predictions scored without a model (mai.api.score) ---------------------------------
+
+
+class LineError(TypedDict):
+    line: int
+    error: str | None
+
+
+class LineScore(TypedDict):
+    line: int
+    sample_id: str
+    parsed: str | None
+    score: float
+
+
+class MetricRecord(TypedDict):
+    name: str
+    value: float
+    n: int
+    subset: str
+    unit: str
+
+
+class ScoreSummary(TypedDict):
+    benchmark: str
+    scorer_profile: str
+    scored: int
+    errors: list[LineError]   # the lines that could not be used, and why
+    metrics: list[MetricRecord]
+
+
+@dataclass(frozen=True)
+class ScoreReport:
+    summary: ScoreSummary
+    per_line: list[LineScore | LineError]  # one record per input line: its score, or why it could not be used
+
+
+def score_prediction_lines(benchmark: str, prediction_lines: Iterable[str | bytes], profile: str | None = None
+                           ) -> ScoreReport:
+    """Score JSONL lines (benchmark rows in the hub's column schema, or a spec's columns, plus `prediction`) without
+    a model; `benchmark` is a built-in's name or a spec file. The benchmark and profile are checked before the first line is read."""
+    from mai.evals.registry import benchmark_named
+
+    chosen = benchmark_named(benchmark)
+    scorer_profile = check_profile(chosen, profile)
+    lines = read_prediction_lines(chosen, prediction_lines)
+    usable = [(line.sample, line.prediction) for line in lines if line.sample is not None]
+    scored, metrics = score_outputs(chosen, usable, scorer_profile)
+    errors: list[LineError] = [{"line": line.line, "error": line.error} for line in lines if line.sample is None]
+    summary: ScoreSummary = {
+        "benchmark": chosen.name, "scorer_profile": scorer_profile, "scored": len(scored), "errors": errors,
+        "metrics": [{"name": m.name, "value": m.value, "n": m.n, "subset": m.subset, "unit": m.unit} for m in metrics]}
+    return ScoreReport(summary, _per_line(lines, scored))
+
+
+def _per_line(lines: list[PredictionLine], scored: list[ScoredSample]) -> list[LineScore | LineError]:
+    by_line = iter(scored)  # one scored sample per usable line, in order
+    records: list[LineScore | LineError] = []
+    for line in lines:
+        item = next(by_line) if line.sample is not None else None
+        records.append(LineScore(line=line.line, sample_id=item.sample.sample_id, parsed=item.parsed,
+                                 score=item.score) if item else LineError(line=line.line, error=line.error))
+    return records

@@ -41,8 +41,9 @@ WIDEN = """key => {
 
 
 def screenshots(home: Path, out: Path, sections: list[str]) -> list[Path]:
-    from mai.flows import api
     from playwright.sync_api import sync_playwright
+
+    from mai import api
 
     if not CHROMIUM.is_file():
         raise SystemExit(f"{CHROMIUM} is missing: `make chromium` installs Debian's chromium (or set MAI_CHROMIUM)")

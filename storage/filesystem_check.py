@@ -187,7 +187,7 @@ def host_local_locks(mount: Mount | None) -> str | None:
 
 
 # a store's filesystem is probed once per process and filesystem, before the first claim or lease
-# (storage/claims.py) and when a run is planned (flows/plan.py). Why not once per store, cached in a file in the
+# (storage/claims.py) and when a run is planned (mai/run/plan.py). Why not once per store, cached in a file in the
 # store: whether locks, rename and links work is a property of each host's mount (NFS `local_lock`/`nolock`, a FUSE
 # filesystem, a remount), which the other hosts sharing the store do not share and which can change without the
 # store knowing; a cached "works" would then wrongly vouch for them. The probes cost three short child processes

@@ -62,9 +62,9 @@ class GenerationStore:
             self._known[directory] = (seen_files, ids)
             return ids
 
-    def stored_among(self, model: ModelSpec, kind: PromptKind, gen_ids: Collection[str]) -> set[str]:
-        """The ids of `gen_ids` that the store holds: what a run asks before generating. Reads only the id
-        column of the partition's files it has not seen, and compares in Arrow."""
+    def known_among(self, model: ModelSpec, kind: PromptKind, gen_ids: Collection[str]) -> set[str]:
+        """The ids of `gen_ids` that the store holds (asked through storage/stored.py `stored_among`). Reads only
+        the id column of the partition's files it has not seen, and compares in Arrow."""
         wanted = arrow_array(list(dict.fromkeys(gen_ids)), pa.string())
         if not len(wanted):
             return set()

@@ -16,7 +16,7 @@ from mai.storage.paths import Home
 from mai.storage.rows import EstimateRow, LatencyProfileRow
 
 from mai.errors import ConfigError
-from mai.latency import Call, LatencyProfile, StageEstimate
+from mai.latency_estimate import Call, LatencyProfile, StageEstimate
 from mai.types import STAGE_NAMES
 
 _N = TypeVar("_N", int, float)

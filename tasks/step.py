@@ -5,19 +5,26 @@ shows a stored step as cached. Prefect keeps no cache of its own for it (no cach
 
 from __future__ import annotations
 
-from mai.tasks.generate import StepResult, generate_outputs
-from mai.tasks.jobs import StageJob
-from mai.tasks.transfer import select_outputs
-from prefect import State, task
+from prefect import State, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.states import Completed
+
+from mai.pipeline import Log
+from mai.run.generate import StepResult, generate_outputs
+from mai.run.jobs import StageJob
+from mai.run.transfer import select_outputs
 
 
 @task(name="step", task_run_name="{job.label}", cache_policy=NO_CACHE, persist_result=False)
 def run_step(job: StageJob) -> dict[str, str] | State[dict[str, str]]:
     """Sample_id -> output id (gen_id, or selection_id) for every sample of the shard the step answers; in a
     `Cached` state when every one of them was stored already."""
-    result: StepResult = (generate_outputs if job.stage.generates else select_outputs)(job)
+    return step_state(job, get_run_logger())
+
+
+def step_state(job: StageJob, log: Log) -> dict[str, str] | State[dict[str, str]]:
+    """The step's result, what it decided logged to `log`."""
+    result: StepResult = generate_outputs(job, log) if job.stage.generates else select_outputs(job)
     if result.computed:
         return result.outputs
     return Completed(name="Cached", data=result.outputs, message="every output is stored: nothing computed")

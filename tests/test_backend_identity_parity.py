@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 from mai.flows.cli import main
-from mai.flows.plan import prepare_run
 from mai.storage.paths import Home
 
 from mai.config import RunConfig
 from mai.identity import generation_id
+from mai.run.plan import prepare_run
 from mai.types import Decoding, ModelSpec
 from tests.helpers import run
 

@@ -11,7 +11,7 @@ from mai.storage.latency import check_name, read_profile, write_estimate, write_
 from mai.storage.paths import Home
 
 from mai.errors import ConfigError
-from mai.latency import StageEstimate
+from mai.latency_estimate import StageEstimate
 
 BAD = ["../../x", "../x", "a/b", "a\\b", "/tmp/x", ".hidden", "..", ".", "", " ", "a b", "x\n", "é", "a:b", "a*b",
        "~x", "x\x00"]

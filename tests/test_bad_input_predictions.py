@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mai.flows import api
 
+from mai import api
 from mai.evals.registry import get_benchmark
 from mai.scoring import read_prediction_lines, split_jsonl
 

@@ -16,12 +16,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from mai.flows import api
 from mai.flows.cli import main
 from mai.storage.paths import Home
 from mai.storage.runs import read_routes
 from PIL import Image
 
+from mai import api
 from mai.backends.registry import loaded_engines
 from mai.config import RunConfig, config_from_mapping
 from mai.errors import ConfigError

@@ -1,10 +1,11 @@
 """A shard whose every step is stored is answered from the store by the parent, before any Prefect run is made for
-it (tasks/from_store.py): a cached re-run makes no `mai-shard` flow run and no `step` task run, and gives the same
+it (mai/run/identities.py): a cached re-run makes no `mai-shard` flow run and no `step` task run, and gives the same
 routes, metrics and counts as the run that computed them; a stage with nothing to compute loads no model; the run's
 HTML report is built only when asked."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -104,14 +105,14 @@ def test_a_stored_step_run_by_its_task_loads_no_model(home: Path) -> None:
     """The steps of a shard that runs as a flow (some other shard lacks outputs) still compute nothing and make no
     engine when their own outputs are stored, and end `Cached`: sparse RT's token selection included, which used to
     take the large model's engine before looking."""
-    from mai.flows.plan import prepare_run
     from mai.storage.paths import Home
-    from mai.tasks.jobs import StageJob
-    from mai.tasks.step import run_step
+    from mai.tasks.step import step_state
     from prefect import State
 
     from mai import cascade
     from mai.backends.registry import clear_engines, loaded_engines
+    from mai.run.jobs import StageJob
+    from mai.run.plan import prepare_run
 
     sparse: dict[str, Any] = {"limit": 4, "shards": 1, "mode": "full_rt", "transfer": "sparse", "transfer_layer": 1}
     manifest, _ = _run(home, **sparse)
@@ -123,7 +124,7 @@ def test_a_stored_step_run_by_its_task_loads_no_model(home: Path) -> None:
         for stage in group:
             job = StageJob(plan=plan, shard_path=shard, stage=stage, decoding=plan.decodings[stage.prompt_kind],
                            earlier=dict(earlier))
-            state = run_step.fn(job)
+            state = step_state(job, logging.getLogger("mai"))
             assert isinstance(state, State) and state.name == "Cached", (stage.name, state)
             earlier[stage.name] = state.data
     assert earlier.get("select_rt")

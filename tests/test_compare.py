@@ -126,7 +126,7 @@ def test_compare_two_real_runs_against_the_stored_files(store: Store, capsys: py
 
 @pytest.mark.prefect
 def test_compare_refuses_unknown_runs(store: Store) -> None:
-    from mai.flows import api
+    from mai import api
 
     with pytest.raises(ConfigError, match="no completed run 'nope'"):
         api.compare(store.runs["cascade"], "nope", home=store.home)

@@ -11,10 +11,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from mai.flows import api
 from mai.storage.maintenance import compact_store
 from mai.storage.paths import Home
 
+from mai import api
 from mai.backends import vllm_server
 from mai.backends.base import EngineOptions
 from mai.backends.registry import backend_identity, clear_engines, get_engine

@@ -7,6 +7,7 @@ Prefect, real Parquet data through the loader."""
 from __future__ import annotations
 
 import io
+import logging
 from pathlib import Path
 
 import pyarrow as pa
@@ -22,10 +23,13 @@ from mai.backends.model_family import context_length
 from mai.backends.prompt_length import PromptCounter
 from mai.backends.transformers_inputs import encode_prompts
 from mai.config import BUILTIN_MODELS, RunConfig, resolve_model
+from mai.evals.loading import DEFAULT_MAX_IMAGE_PIXELS
 from mai.plan import RunPlan
 from mai.types import ChatPrompt, Decoding, GenRequest, Sample, StageSpec
 from tests.helpers import BUDGET
 from tests.test_hardening_rows import hostile_copy
+
+LOG = logging.getLogger("mai")
 
 
 def counter(assets_home: Path, name: str) -> PromptCounter:
@@ -150,11 +154,11 @@ def test_a_megabyte_question_is_refused_by_the_models_context_and_the_run_comple
 def test_with_vllm_the_servers_max_model_len_is_the_context(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The vLLM backend counts with the same processor; its limit is the `--max-model-len` of the servers it starts
     (vLLM refuses a request past it), when that is below the model's context. Decided from the plan: no server runs."""
-    from mai.flows.plan import prepare_run
+    from mai.storage.materialise import materialise_samples
     from mai.storage.samples import read_shard
-    from mai.tasks.materialize import materialize_samples
-    from mai.tasks.prompt_limits import refused_samples
 
+    from mai.run.plan import prepare_run
+    from mai.run.prompt_limits import refused_samples
     from tests.test_vllm_backend import model_overrides
 
     data = str(long_question_copy(home, words=60))
@@ -164,7 +168,7 @@ def test_with_vllm_the_servers_max_model_len_is_the_context(home: Path, monkeypa
         config = RunConfig(home=str(home), data=data, backend=backend, max_new_tokens=BUDGET, shards=1,
                            **model_overrides(home))
         plan = prepare_run(config, Home.at(home))
-        (shard,) = materialize_samples.fn(str(home), plan.benchmark, plan.source, 1, None)
+        (shard,) = materialise_samples(Home.at(home), plan.benchmark, plan.source, 1, None, DEFAULT_MAX_IMAGE_PIXELS, LOG)
         refused[backend] = refused_samples(plan, read_shard(home / shard))
     assert refused["transformers"] == {}  # 8,192 tokens of context hold every prompt
     assert list(refused["vllm"]) == ["demo-3"], refused["vllm"]
@@ -173,10 +177,10 @@ def test_with_vllm_the_servers_max_model_len_is_the_context(home: Path, monkeypa
 
 @pytest.mark.prefect
 def test_a_rerun_answered_from_the_store_refuses_the_same_prompts(home: Path) -> None:
-    """A run whose every output is stored is a store lookup without Prefect (flows/stored_run.py): that path reads
+    """A run whose every output is stored is a store lookup without Prefect (mai/pipeline.py): that path reads
     the same prompt-length decisions, so a limit that refuses a sample whose outputs another run stored still makes
     it an error."""
-    from mai.flows import api
+    from mai import api
 
     data = str(long_question_copy(home, words=60))
     values = {"home": str(home), "data": data, "shards": 2, "max_new_tokens": BUDGET}
@@ -192,19 +196,19 @@ def test_max_prompt_tokens_counts_the_reasoning_an_s2_or_rt_prompt_carries(home:
     """S2 and RT prompts carry the small model's reasoning (counted at the R budget, as against the context): a limit
     that holds each prompt's own tokens but not the reasoning as well refuses the sample, naming the reasoning; a
     limit that holds both lets it run. Decided from the plan: no model generates."""
-    from mai.flows.plan import prepare_run
+    from mai.storage.materialise import materialise_samples
     from mai.storage.samples import read_shard
-    from mai.tasks.materialize import materialize_samples
-    from mai.tasks.prompt_limits import prompt_refusal, refused_samples, upstream_budget
 
     from mai.backends.prompt_length import prompt_counter
     from mai.evals.registry import get_benchmark
+    from mai.run.plan import prepare_run
+    from mai.run.prompt_limits import prompt_refusal, refused_samples, upstream_budget
     from mai.stages import build_request
     from mai.types import StageAnswer
 
     config = RunConfig(home=str(home), max_new_tokens=BUDGET, s2=True, shards=1)
     plan = prepare_run(config, Home.at(home))
-    (shard,) = materialize_samples.fn(str(home), plan.benchmark, plan.source, 1, None)
+    (shard,) = materialise_samples(Home.at(home), plan.benchmark, plan.source, 1, None, DEFAULT_MAX_IMAGE_PIXELS, LOG)
     samples, benchmark = read_shard(home / shard)[:3], get_benchmark(plan.benchmark)
 
     def limited(tokens: int) -> RunPlan:

@@ -57,7 +57,7 @@ def test_rows_that_cannot_run_are_errors_when_read(home: Path) -> None:
     assert set(errors) == {"demo-2"}, errors
     assert "'question'" in (errors["demo-2"] or "") and "not valid UTF-8" in (errors["demo-2"] or "")
     # a long question is read whole: whether its prompt fits is decided in tokens, per model, before generation
-    # (tasks/prompt_limits.py; tests/test_hardening_prompt_length.py)
+    # (mai/run/prompt_limits.py; tests/test_hardening_prompt_length.py)
     assert len(next(s for s in samples if s.sample_id == "demo-1").question) > 1_000_000
 
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from mai.flows import api
 from mai.flows.cli import main
 from mai.storage.catalog import VIEW_NAMES, build_catalog
 from mai.storage.paths import Home
 
+from mai import api
 from mai.errors import ConfigError
 
 pytestmark = pytest.mark.prefect

@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 
 import pytest
-from mai.flows import api
 from mai.flows.cli import main
 
+from mai import api
 from mai.errors import ConfigError
 
 

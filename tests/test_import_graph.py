@@ -1,9 +1,11 @@
 """The layers point down, read from the code itself (`ast`, every import, function-level ones included).
 
-Packages, lowest first: the core (`mai/`: types, prompts, cascade, the plan, mai.evals, mai.backends), then
-storage and the Prefect tasks, the dashboards, the flows (with the library API `mai.flows.api`), and the command
-line (`mai.flows.cli`) on top. A package may import only packages below it; the core imports no Prefect or
-DuckDB at all; and no module imports itself back through others (no cycle, however deep).
+Packages, lowest first: the core (`mai/`: types, prompts, cascade, the plan, the pipeline, mai.evals,
+mai.backends), then storage, the run's steps over the store (`mai/run/`), the Prefect tasks, the dashboards, the
+flows, and the command line (`mai.flows.cli`) and the library API (`mai.api`) on top. A package may import only
+packages below it; the core imports no Prefect or DuckDB at all; and no module imports itself back through others
+(no cycle, however deep). The folders say what lives in them: every module of `flows/` and `tasks/` imports Prefect,
+and nothing in `mai/` does.
 
 The top-level folders are installed as subpackages of `mai` (pyproject's package-dir), so the graph is built from
 the folders with that same mapping, read from pyproject.toml.
@@ -20,10 +22,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 # lowest first; a package may import itself and anything before it
-LAYERS = ("core", "storage", "tasks", "dashboards", "flows", "cli")
-ALLOWED_BELOW = {"storage": {"core"}, "tasks": {"core", "storage"}, "dashboards": {"core", "storage"},
-                 "flows": {"core", "storage", "tasks", "dashboards"},
-                 "cli": {"core", "storage", "tasks", "dashboards", "flows"}}
+LAYERS = ("core", "storage", "run", "tasks", "dashboards", "flows", "cli")
+ALLOWED_BELOW = {"storage": {"core"}, "run": {"core", "storage"}, "tasks": {"core", "storage", "run"},
+                 "dashboards": {"core", "storage"}, "flows": {"core", "storage", "run", "tasks", "dashboards"},
+                 "cli": {"core", "storage", "run", "tasks", "dashboards", "flows"}}
 CORE_FORBIDDEN_LIBRARIES = ("prefect", "duckdb", "vllm")
 
 
@@ -47,8 +49,10 @@ def module_files() -> dict[str, Path]:
 
 
 def layer_of(module: str) -> str:
-    if module.startswith("mai.flows.cli"):
+    if module.startswith("mai.flows.cli") or module == "mai.api":
         return "cli"
+    if module == "mai.run" or module.startswith("mai.run."):
+        return "run"
     for layer in ("flows", "tasks", "storage", "dashboards"):
         if module == f"mai.{layer}" or module.startswith(f"mai.{layer}."):
             return layer
@@ -151,7 +155,7 @@ def test_the_mapping_is_read_from_pyproject() -> None:
     folders = package_folders()
     assert folders["mai.flows"] == ROOT / "flows" and folders["mai.storage"] == ROOT / "storage"
     graph = import_graph()
-    assert "mai.flows.run" in graph and "mai.plan" in graph["mai.tasks.jobs"], "the graph misses known imports"
+    assert "mai.flows.run" in graph and "mai.plan" in graph["mai.run.jobs"], "the graph misses known imports"
 
 
 def test_layers_import_only_layers_below() -> None:
@@ -177,3 +181,36 @@ def test_the_checks_catch_a_core_module_importing_the_shell_and_a_cycle() -> Non
     assert any("mai.flows.run" in line for line in upward_imports(graph))
     graph["mai.types"] = {**graph["mai.types"], "mai.cascade": 1}
     assert any({"mai.cascade", "mai.types"} <= set(cycle) for cycle in cycles(graph))
+
+
+def modules_asking_what_is_imported(files: dict[str, Path]) -> list[str]:
+    """`"prefect" in sys.modules` (or any `in sys.modules` test naming Prefect) outside the one module that finds
+    where a flow's Prefect API comes from (flows/prefect_api.py: Prefect reads its settings once per process)."""
+    found = []
+    for module, path in files.items():
+        if module == "mai.flows.prefect_api":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (isinstance(node, ast.Compare) and isinstance(node.left, ast.Constant)
+                    and str(node.left.value).startswith("prefect") and "sys.modules" in ast.unparse(node)):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    return found
+
+
+def test_what_a_run_logs_and_publishes_is_passed_in_never_guessed_from_sys_modules() -> None:
+    assert modules_asking_what_is_imported(module_files()) == []
+
+
+def imports_prefect(path: Path) -> bool:
+    return any(name.split(".")[0] == "prefect" for name, _ in imported_names("", path))
+
+
+def test_every_module_of_flows_and_tasks_imports_prefect_and_none_of_mai_does() -> None:
+    """`flows/` holds Prefect flows, `tasks/` Prefect tasks; whatever imports no Prefect lives in `mai/` (or
+    storage/, dashboards/), and nothing in `mai/` imports Prefect (its library API reaches flows lazily)."""
+    files = module_files()
+    shell = [m for m, path in files.items() if layer_of(m) in ("flows", "tasks") and path.name != "__init__.py"
+             and not imports_prefect(path)]
+    core = [m for m, path in files.items() if m.split(".")[1:2] not in (["flows"], ["tasks"], ["storage"],
+                                                                        ["dashboards"]) and imports_prefect(path)]
+    assert shell == [] and core == [], (shell, core)

@@ -58,16 +58,46 @@ def test_a_killed_run_leaves_no_process_behind(tmp_path: Path) -> None:
 
 
 def test_temporary_servers_started_together_share_a_fresh_database(tmp_path: Path) -> None:
-    """Three commands that start their temporary Prefect server at once on one fresh PREFECT_HOME all get one: the
-    starts take turns, so no two servers migrate the new database together (alembic failed all but one: 3 of 4
-    tries with three servers before the lock)."""
+    """Three commands on one store that start their temporary Prefect server at once on one fresh PREFECT_HOME all
+    get one: the starts take turns, so no two servers migrate the store's new database together (alembic failed
+    all but one: 3 of 4 tries with three servers before the lock)."""
     env = {key: value for key, value in os.environ.items() if key != "PREFECT_API_URL"}
     env.update(PREFECT_HOME=str(tmp_path / "a-fresh-prefect-home"), PREFECT_LOGGING_LEVEL="WARNING")
-    start = "from mai.flows.prefect_api import start_temporary_server; start_temporary_server(); print('ok')"
+    start = ("from mai.flows.prefect_api import start_temporary_server; from mai.storage.paths import Home; "
+             f"start_temporary_server(Home.at({str(tmp_path / 'store')!r})); print('ok')")
     starts = [subprocess.Popen([sys.executable, "-c", start], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True) for _ in range(3)]
     results = [process.communicate(timeout=300) for process in starts]
     assert [out.strip() for out, _ in results] == ["ok"] * 3, [err[-1500:] for _, err in results]
+
+
+def test_runs_on_two_stores_do_not_wait_on_each_other_for_their_servers(tmp_path: Path) -> None:
+    """Two `mai run` on two stores, started together with no server configured: while the first is held at its
+    server start (the test holds that store's start lock), the second starts its own server and completes. Before,
+    every temporary server's start took one lock for the whole machine, and runs on unrelated stores waited 2-5
+    minutes on each other."""
+    import fcntl
+
+    from mai.flows.prefect_api import server_start_lock
+    from mai.storage.paths import Home
+
+    env = {key: value for key, value in os.environ.items() if key != "PREFECT_API_URL"}
+    env.update(HF_HUB_OFFLINE="1", PREFECT_LOGGING_LEVEL="WARNING", PREFECT_HOME=str(tmp_path / "prefect-home"))
+    args = ["run", "--limit", "2", "--shards", "1", "--max-new-tokens", "S=4", "--max-new-tokens", "R=4",
+            "--max-new-tokens", "RT=4"]
+    stores = [tmp_path / "store-a", tmp_path / "store-b"]
+    lock_path = server_start_lock(Home.at(stores[0]))
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # store A's run waits here, as behind another start on its store
+        runs = [subprocess.Popen([sys.executable, "-m", "mai.flows.cli", "--home", str(store), *args], cwd=REPO,
+                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                for store in stores]
+        out_b, _ = runs[1].communicate(timeout=600)
+        assert runs[1].returncode == 0, out_b[-2000:]
+        assert runs[0].poll() is None, "the run on store A did not wait at its own store's server start"
+    out_a, _ = runs[0].communicate(timeout=600)  # released: A starts its server and completes
+    assert runs[0].returncode == 0, out_a[-2000:]
 
 
 def test_a_run_whose_prefect_api_dies_fails_with_one_line_and_resumes(tmp_path: Path) -> None:
@@ -121,7 +151,7 @@ def test_a_run_whose_prefect_api_dies_fails_with_one_line_and_resumes(tmp_path: 
 # artifacts are published and its flow run ends: deterministic, where killing the server from outside would race
 API_DIES_AFTER_THE_STORE = """
 import os, signal, socket, sys, time
-import mai.flows.finish as finish
+import mai.run.finish as finish
 server_pid, port = int(sys.argv[1]), int(sys.argv[2])
 write_manifest = finish.write_manifest
 def write_then_lose_the_api(*args, **kwargs):
@@ -138,7 +168,7 @@ sys.exit(main(sys.argv[3:]))
 def test_a_run_in_the_store_is_completed_though_its_prefect_api_died(tmp_path: Path) -> None:
     """Recording in Prefect never changes a run's outcome: the configured server dies after the run is written to
     the store (publishing its artifacts and ending its flow run fail), and the command still reports the run as
-    completed with its stored manifest (flows/api.py, `_completed_in_store`)."""
+    completed with its stored manifest (mai/api.py, `_completed_in_store`)."""
     import json
     import signal
     from urllib.parse import urlparse

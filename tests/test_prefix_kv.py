@@ -10,17 +10,17 @@ from pathlib import Path
 
 import pytest
 import torch
-from mai.flows import api
-from mai.flows.plan import prepare_run
 from mai.storage.paths import Home
 from mai.storage.samples import read_shard
 from mai.tasks.materialize import materialize_samples
 
+from mai import api
 from mai.backends.prefix_kv import CachedPrefix, PrefixStore
 from mai.backends.registry import clear_engines, get_engine
 from mai.cascade import R_SMALL, RT_LARGE, S2_SMALL, S_LARGE, S_SMALL
 from mai.config import shapes_pair_config
 from mai.evals.registry import get_benchmark
+from mai.run.plan import prepare_run
 from mai.stages import build_requests
 from mai.types import GenResult, Sample, StageAnswer, StageSpec
 

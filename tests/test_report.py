@@ -173,8 +173,7 @@ def test_report_in_headless_chromium(store: Store, browser: Any, tmp_path: Path,
 
 
 def test_report_refuses_unknown_runs(store: Store, tmp_path: Path) -> None:
-    from mai.flows import api
-
+    from mai import api
     from mai.errors import ConfigError
 
     with pytest.raises(ConfigError, match="no completed run 'nope'"):

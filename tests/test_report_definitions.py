@@ -9,8 +9,8 @@ import html
 from pathlib import Path
 
 import pytest
-from mai.flows import api
 
+from mai import api
 from tests.report_store import Store, report_store
 from tests.test_report_groups import section, tables
 

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mai.flows import api
 from mai.storage.paths import Home
 
+from mai import api
 from mai.config import INTERNVL_LARGE_BUILTIN, INTERNVL_SMALL_BUILTIN, RunConfig
 from tests.hub_fixtures import write_fixture
 

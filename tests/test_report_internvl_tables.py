@@ -9,8 +9,8 @@ import re
 from pathlib import Path
 
 import pytest
-from mai.flows import api
 
+from mai import api
 from mai.config import RunConfig
 
 BUDGETS = {"S": 4, "E": 8, "R": 8, "S2": 4, "RT": 4}

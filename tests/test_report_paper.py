@@ -54,7 +54,7 @@ def _open(chromium: Any, path: Path, fragment: str = "") -> tuple[Any, list[str]
 
 
 def _report(home: Path, out: Path, runs: list[str] | None = None) -> Path:
-    from mai.flows import api
+    from mai import api
 
     api.report(runs, out=out, home=home)
     return out

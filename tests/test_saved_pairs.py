@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from mai.dashboards.saved import load_saved
-from mai.flows.latency import mai_estimate
+from mai.flows.profiles import mai_estimate
 from mai.storage.catalog import query
 from mai.storage.latency import write_profile
 from mai.storage.paths import Home

@@ -73,8 +73,7 @@ def test_walk_and_conclusion_tell_a_misreading_from_a_conclusion_that_departs(di
 @pytest.mark.prefect
 @pytest.mark.slow
 def test_a_stored_r_run_is_read_item_by_item(diagnose, home, capsys) -> None:  # type: ignore[no-untyped-def]
-    from mai.flows.api import run as execute
-
+    from mai.api import run as execute
     from mai.config import SHAPES_MAX_NEW_TOKENS, RunConfig, shapes_pair_config
 
     pair = shapes_pair_config(home=str(home), limit=12)

@@ -17,11 +17,12 @@ LIMIT = 32
 
 @pytest.mark.usefixtures("shapes_dataset")
 def test_demo_runs_the_trained_pair_and_the_regression_flow_guards_it(home: Path, tmp_path: Path) -> None:
-    from mai.flows.baseline import RegressionDetected
     from mai.flows.cli import main
     from mai.flows.regression import mai_regression
     from mai.storage.catalog import query
     from mai.storage.paths import Home
+
+    from mai.run.baseline import RegressionDetected
 
     assert main(["--home", str(home), "demo", "--limit", str(LIMIT)]) == 0
     _, rows = query(Home.at(home), "SELECT run_id FROM runs WHERE run_name = 'demo'")

@@ -1,7 +1,7 @@
 """The cascade's speed levers never change an output: per-kind batch sizes, the CPU compute thread
 (mai/backends/compute.py), processed images reused across stages and models (mai/backends/processor.py), each model's
 image + question prefill reused by its later prompts (mai/backends/prefix_kv.py) and batching by prompt size
-(tasks/generate.py `by_prompt_size`) give token-identical generations, the same routes and the same scores as batch 8 in the task threads; and at engine level, any order and
+(mai/run/generate.py `by_prompt_size`) give token-identical generations, the same routes and the same scores as batch 8 in the task threads; and at engine level, any order and
 batch size of a request list gives the same tokens per request (float32 greedy is batch-invariant)."""
 
 from __future__ import annotations
@@ -12,20 +12,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mai.flows import api
-from mai.flows.plan import prepare_run
 from mai.storage.catalog import query
 from mai.storage.paths import Home
 from mai.storage.samples import read_shard
-from mai.tasks.generate import by_prompt_size
 from mai.tasks.materialize import materialize_samples
 
+from mai import api
 from mai.backends import compute, prefix_kv
 from mai.backends.processor import PROCESSED_IMAGES
 from mai.backends.registry import clear_engines, get_engine
 from mai.cascade import RT_LARGE
 from mai.config import SHAPES_BATCH_SIZES, shapes_pair_config
 from mai.evals.registry import get_benchmark
+from mai.run.generate import by_prompt_size
+from mai.run.plan import prepare_run
 from mai.stages import build_requests
 from mai.types import StageAnswer
 

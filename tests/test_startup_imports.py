@@ -1,4 +1,4 @@
-"""A run whose outputs are all stored is a store lookup (flows/stored_run.py): a fresh process that re-runs a
+"""A run whose outputs are all stored is a store lookup (mai/pipeline.py, in-process): a fresh process that re-runs a
 configuration with no Prefect API configured (a plain run, a fanned-out one, or `mai regress` against a baseline)
 imports neither torch nor transformers (nor datasets, nor Prefect, nor pandas, which pyarrow imports for `pa.array`
 on Python values: the store builds its columns from buffers, storage/parquet.py), starts no server (no process but
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -104,3 +105,31 @@ def test_mai_sql_imports_neither_prefect_nor_the_model_libraries(tmp_path: Path)
     probe = json.loads(done.stderr.strip().splitlines()[-1])
     assert probe == {"code": 0, "loaded": []}, done.stderr
     assert "42" in done.stdout
+
+
+def _without_wall_time(summary: str) -> list[str]:
+    """The summary's answer: its lines without the wall time and the run id (a new one per run)."""
+    return [re.sub(r"\d{8}-\d{6}-[0-9a-f]{6}", "RUN", line) for line in summary.splitlines()
+            if not line.startswith("wall time:")]
+
+
+@pytest.mark.prefect
+def test_any_slice_of_stored_outputs_is_a_lookup_in_this_process(tmp_path: Path) -> None:
+    """A slice of stored outputs (the demo's first 8 rows, after a run over the first 16 at the demo's shards and
+    budgets: a cheaper `mai demo`) is the pipeline on the in-process executor: its samples are read from the larger
+    slice the store holds, nothing is computed, no Prefect is imported and no process but git's (the manifest's
+    commit) starts, with PREFECT_API_URL unset or naming a closed port; with S2 too, once S2 is stored."""
+    from mai import api
+    from mai.config import shapes_pair_config
+
+    home = tmp_path / "store"
+    for s2 in (False, True):
+        api.run(shapes_pair_config(home=str(home), limit=16, s2=s2, run_name="wide"), progress=False)
+        args = ["demo", "--limit", "8", *(["--s2"] if s2 else [])]
+        answers = []
+        for api_url in (None, "http://127.0.0.1:9/api"):
+            out, probe = probe_fresh_process(home, args, api_url)
+            assert probe == {"code": 0, "heavy": [], "engines": 0, "started": ["git"], "api": api_url}, probe
+            assert "generations: 0 computed" in out, out
+            answers.append(_without_wall_time(out))
+        assert answers[0] == answers[1]

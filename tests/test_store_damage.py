@@ -17,9 +17,9 @@ from typing import Any, Literal
 
 import pyarrow.parquet as pq
 import pytest
-from mai.flows import api
 from mai.flows.cli import main
 
+from mai import api
 from mai.config import RunConfig, shapes_pair_config
 
 pytestmark = pytest.mark.prefect

@@ -1,4 +1,4 @@
-"""The store is the one cache. A run whose every output is stored is a store lookup (flows/stored_run.py): the same
+"""The store is the one cache. A run whose every output is stored is a store lookup (mai/pipeline.py): the same
 run as the flow gives (routes, metrics, stage statistics, counts, the runs row), and no Prefect flow run. A run that
 lacks an output goes through the `mai-run` flow, where a step whose outputs the store holds ends `Cached` and a step
 whose output file was deleted from the store computes exactly what the file held, and nothing else."""
@@ -62,9 +62,10 @@ def test_a_run_lacking_outputs_flows_a_stored_run_is_a_lookup_and_a_deleted_file
     """One store, three behaviours in turn (each needs the store the one before left): a run lacking outputs goes
     through the flow; the same run again is a store lookup equal to it; with one output file deleted, the run
     goes through the flow again, computes exactly what the file held, and every other step ends `Cached`."""
-    from mai.flows import api
     from mai.storage.catalog import connect
     from mai.storage.paths import Home
+
+    from mai import api
 
     # a run lacking an output goes through the flow: half the samples are stored, the whole run computes the rest
     api.run(shapes_pair_config(home=str(home), limit=LIMIT // 2, run_name="half"), progress=False)

@@ -9,14 +9,14 @@ import shutil
 from pathlib import Path
 
 import pytest
-from mai.flows import api
-from mai.flows.plan import prepare_run
 from mai.flows.shard import mai_shard
 from mai.storage.paths import Home
 
+from mai import api
 from mai.config import RunConfig, shapes_pair_config, shipped_models_dir
 from mai.errors import ConfigError
 from mai.plan import RunPlan, localize_models
+from mai.run.plan import prepare_run
 from tests.helpers import link_shapes
 
 DEPLOYER_CHECKOUT = "/home/someone-else/mai/mai/assets/models"

@@ -20,7 +20,7 @@ from typing import Any
 from mai.config import SHAPES_LARGE, SHAPES_MAX_NEW_TOKENS, SHAPES_SMALL, RunConfig
 from mai.evals.shapes_world import FAMILIES, SPLIT_SEEDS, SPLIT_SIZES
 
-# quiet, offline-friendly Prefect defaults for an embedded run, as `mai` sets them (mai.flows.api leaves the
+# quiet, offline-friendly Prefect defaults for an embedded run, as `mai` sets them (mai.api leaves the
 # environment alone); the user's env wins
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -35,7 +35,7 @@ SINGLE_RUNS = [(role, kind, s2) for role in ("small", "large") for kind, s2 in
 def run_all(models_dir: Path, home: str, split: str, limit: int | None) -> dict[str, dict[str, Any]]:
     """One run per configuration; the cascade run is the same configuration as `mai demo` and the default
     regression run (shipped pair, test split, the same token budgets)."""
-    from mai.flows import api
+    from mai import api
 
     base = {"benchmark": "shapes", "split": split, "limit": limit, "home": home,
             "small_model": str(models_dir / SHAPES_SMALL), "large_model": str(models_dir / SHAPES_LARGE),
@@ -210,8 +210,9 @@ def main(argv: list[str] | None = None) -> int:
     results = run_all(args.models_dir.resolve(), args.home, args.split, args.limit)
     targets = check_targets(results)
     if args.split == "test" and args.limit is None:
-        from mai.flows.baseline import baseline_file
         from mai.storage.paths import Home
+
+        from mai.run.baseline import baseline_file
 
         args.baseline_out.parent.mkdir(parents=True, exist_ok=True)
         baseline = baseline_file(Home.at(args.home), results["cascade"]["run_id"])

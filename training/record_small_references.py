@@ -26,7 +26,7 @@ from mai.config import SHAPES_LARGE, SHAPES_MAX_NEW_TOKENS, SHAPES_SMALL, RunCon
 from mai.evals.shapes import ShapesBenchmark
 from mai.evals.shapes_world import SPLIT_SIZES, item_key, split_items
 
-# quiet, offline-friendly Prefect defaults for an embedded run, as `mai` sets them (mai.flows.api leaves the
+# quiet, offline-friendly Prefect defaults for an embedded run, as `mai` sets them (mai.api leaves the
 # environment alone); the user's env wins
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -38,9 +38,10 @@ RUN_NAME = "small-R-train"
 
 def record(models_dir: Path, home: str, limit: int | None) -> list[dict[str, object]]:
     """Run small R on the train split through the pipeline, then read its texts and scores from the store."""
-    from mai.flows import api
     from mai.storage.catalog import final_generations
     from mai.storage.paths import Home
+
+    from mai import api
 
     manifest = api.run(RunConfig(benchmark="shapes", split="train", limit=limit, home=home, mode="single",
                                 single_model="small", single_prompt="R", max_new_tokens=SHAPES_MAX_NEW_TOKENS,

@@ -1,6 +1,6 @@
 """`mai` command line: run configurations, build the built-in assets, query the catalog."""
 
-# The package is argparse over `mai.flows.api`, one module per command group (runs, store, latency, assets), each
+# The package is argparse over `mai.api`, one module per command group (runs, store, profiles, assets), each
 # with `register(commands)`; a handler parses its options, calls the API and prints, nothing more.
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 # the first start of the embedded Prefect API migrates a fresh database: more than the default 20 s here
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
-from mai.flows.cli import assets, benchmarks, latency, parity, report, runs, store, worker
+from mai.flows.cli import assets, benchmarks, parity, profiles, report, runs, store, worker
 from mai.flows.cli.expected_failures import quiet_expected_failures
 from mai.storage.damage import DamagedFileError
 
@@ -111,7 +111,7 @@ def _note_unreadable(args: argparse.Namespace) -> None:
 def _store_damage(args: argparse.Namespace) -> list[str]:
     if args.command not in READS_STORE or not getattr(args, "notes_unreadable", True):
         return []
-    from mai.flows.api import store_damage
+    from mai.api import store_damage
 
     return store_damage(args.home)
 
@@ -153,7 +153,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mai", description=__doc__)
     parser.add_argument("--home", default=None, help="store root (default: $MAI_HOME or ~/.mai)")
     commands = parser.add_subparsers(required=True, metavar="COMMAND", dest="command")
-    for group in (runs, store, latency, assets, report, parity, benchmarks, worker):
+    for group in (runs, store, profiles, assets, report, parity, benchmarks, worker):
         group.register(commands)
     _in_order(commands)
     return parser

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from mai.flows import api
+from mai import api
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

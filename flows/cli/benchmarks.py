@@ -9,7 +9,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from mai.dashboards.render import format_rows
-from mai.flows import api
+
+from mai import api
 
 # how many unusable rows `mai benchmark check` lists (all of them with --json)
 ERRORS_SHOWN = 10

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from mai.flows import api
+from mai import api
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

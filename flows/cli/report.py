@@ -7,8 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from mai.flows import api
-
+from mai import api
 from mai.errors import ConfigError
 
 

@@ -7,8 +7,9 @@ import json
 import sys
 from pathlib import Path
 
-from mai.flows import api
 from mai.flows.cli.options import add_run_options, layers_and_deltas, run_config
+
+from mai import api
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -115,9 +116,8 @@ def _speculative(args: argparse.Namespace) -> int:
 
 
 def _regress(args: argparse.Namespace) -> int:
-    from mai.flows.baseline import RegressionDetected
-
     from mai.config import shapes_pair_config
+    from mai.run.baseline import RegressionDetected
 
     config = run_config(args, defaults=shapes_pair_config(run_name="regression"))
     try:

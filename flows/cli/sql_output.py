@@ -8,8 +8,8 @@ import sys
 import time
 
 from mai.dashboards.render import format_chunks
-from mai.flows import api
 
+from mai import api
 from mai.errors import ConfigError
 
 

@@ -10,11 +10,11 @@ from dataclasses import asdict
 from pathlib import Path
 
 from mai.dashboards.render import format_rows
-from mai.flows import api
 from mai.flows.cli.sql_output import print_answer
 from mai.storage.filesystem_check import MIN_FREE_GIB, check_store
 from mai.storage.paths import Home
 
+from mai import api
 from mai.errors import ConfigError
 from mai.scoring import split_jsonl
 

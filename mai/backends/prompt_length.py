@@ -1,6 +1,6 @@
 """Counting a prompt's tokens as a model will read them, without running the model: the tokens of its chat text
 plus, for each image, the tokens the model's processor expands it to (from the image's size, read from its header;
-no pixel is processed). The prompt-length check (tasks/prompt_limits.py) refuses a sample whose prompt would not
+no pixel is processed). The prompt-length check (mai/run/prompt_limits.py) refuses a sample whose prompt would not
 fit before any model sees it: a megabyte question built a ~1 M-token prompt whose attention mask alone needed a
 terabyte, which killed the whole run.
 

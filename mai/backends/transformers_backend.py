@@ -52,7 +52,7 @@ from mai.types import CaptureRequest, Decoding, GenRequest, GenResult, LayerCapt
 if TYPE_CHECKING:
     from torch import Tensor
 
-# mai.flows.latency counts a profile's progress steps with profile_calls
+# mai.flows.profiles counts a profile's progress steps with profile_calls
 __all__ = ["TransformersEngine", "profile_calls"]
 
 

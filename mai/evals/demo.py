@@ -37,7 +37,7 @@ _LETTER = re.compile(r"(?:^|[\s(\[])([A-D])(?:$|[\s).:,\]])")
 
 class DemoRow(TypedDict):
     """A row the project writes itself, in the MMBench-style hub schema of `demo` and `shapes` (the Parquet
-    features of `mai.flows.assets.write_hub_parquet`); a question without options has None in A-D."""
+    features of `mai.run.assets.write_hub_parquet`); a question without options has None in A-D."""
 
     A: str | None
     B: str | None

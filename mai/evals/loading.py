@@ -33,7 +33,7 @@ DEFAULT_MAX_IMAGE_PIXELS = 2**26
 # a store materialises its data again under the new rules; the samples' content hashes change only where a
 # sample's text did)
 LOADER_VERSION = "4"
-# How long a row's prompt may be is decided in tokens, per model, before generation (tasks/prompt_limits.py): a row
+# How long a row's prompt may be is decided in tokens, per model, before generation (mai/run/prompt_limits.py): a row
 # whose prompt does not fit a model of the run is a per-sample error there. (Loader version 3 refused rows over
 # 16 Ki characters instead, whatever the models.)
 # The models' own control tokens, spelled out in a question: Qwen's ChatML `<|im_start|>`, `<|image_pad|>`,

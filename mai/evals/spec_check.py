@@ -1,5 +1,5 @@
 """What `mai benchmark check` reads and reports of a spec benchmark without a model (mai/evals/spec.py), and the
-fields `mai benchmarks` lists. The prompt lengths are counted by the flows layer (flows/benchmark_check.py), which
+fields `mai benchmarks` lists. The prompt lengths are counted a layer up (mai/run/benchmark_check.py), which
 has the models' tokenizers: `PromptLengths` is their result."""
 
 from __future__ import annotations

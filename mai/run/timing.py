@@ -15,15 +15,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TypedDict, cast
 
-from mai.storage.catalog import build_catalog, connect
-from mai.storage.latency import check_name
-from mai.storage.parquet import write_rows
-from mai.storage.paths import Home
-from mai.storage.rows import TimingRow
-from mai.storage.runs import read_manifest
-from mai.storage.samples import read_shard
-from mai.tasks.generate import by_prompt_size
-
 from mai.backends import prefix_kv
 from mai.backends.base import Engine
 from mai.backends.processor import PROCESSED_IMAGES
@@ -34,6 +25,14 @@ from mai.errors import ConfigError
 from mai.host import host_name
 from mai.plan import RunPlan
 from mai.provenance import hardware
+from mai.run.generate import by_prompt_size
+from mai.storage.catalog import build_catalog, connect
+from mai.storage.latency import check_name
+from mai.storage.parquet import write_rows
+from mai.storage.paths import Home
+from mai.storage.rows import TimingRow
+from mai.storage.runs import read_manifest
+from mai.storage.samples import read_shard
 from mai.types import STAGE_NAMES, ChatPrompt, Decoding, GenRequest, GenResult, PromptKind, Role, StageName
 
 KINDS: tuple[PromptKind, ...] = ("S", "R", "S2", "RT")
@@ -103,7 +102,7 @@ def time_runs(home: Home, run_ids: list[str], name: str | None = None,
 def _plan(home: Home, run_id: str) -> RunPlan:
     """The stored run's plan (models as it resolved them); a sparse-RT run is refused (its attention captures are
     not re-timed)."""
-    from mai.flows.plan import prepare_run
+    from mai.run.plan import prepare_run
 
     check_name(run_id, "run")
     if not (home.runs / run_id / "manifest.json").exists():

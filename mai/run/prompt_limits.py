@@ -15,21 +15,21 @@ anything runs and is the same in every run of the configuration.
 The checked shards are the materialised ones, rewritten with the refused samples as error samples under
 `<shard set>/prompts-<key>/` (below the `samples` view's files, which stay the loader's), where `key` names what the
 decision depends on; a shard with no refused sample is used as it is (its path unchanged, so runs without such
-samples keep their steps' cache keys). The decisions are kept there (`<shard>.checked.json`): a re-run reads them.
+samples keep their steps' cache keys). The decisions are store records with identities: per key, each sample's
+decision by its content hash (`samples/<benchmark>/prompt-checks-<key>/*.json`), so any slice or sharding of
+samples decided before is decided without counting again (and without loading a processor).
 
-No Prefect here: the `mai-run` flow calls it through the `limit-prompts` task (tasks/materialize.py), a run answered
-wholly from the store (flows/stored_run.py) directly.
+No Prefect here: the `mai-run` flow calls it through the `limit-prompts` task (tasks/materialize.py), a run with
+nothing to compute (mai/pipeline.py) directly.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import uuid
 from dataclasses import replace
 from pathlib import Path
-
-from mai.storage.paths import Home
-from mai.storage.samples import read_shard, write_shard
 
 from mai.backends.prompt_length import PromptCounter, prompt_counter
 from mai.evals.base import Benchmark
@@ -38,6 +38,8 @@ from mai.files import write_atomically
 from mai.identity import canonical_hash
 from mai.plan import RunPlan
 from mai.stages import build_request
+from mai.storage.paths import Home
+from mai.storage.samples import read_shard, write_shard
 from mai.types import Sample, StageAnswer, StageSpec
 
 # bump when what is checked or how it is counted changes (a new key, so stores check their samples again)
@@ -47,8 +49,7 @@ PROMPT_CHECK_VERSION = "3"  # 2: the carried reasoning counts against --max-prom
 _NO_TEXT_YET = StageAnswer(gen_id="", text="", answer=None)
 
 
-# where the decisions are logged outside a flow run (the `limit-prompts` task of tasks/materialize.py passes its run
-# logger); this module imports no Prefect, so a run answered from the store (flows/stored_run.py) can call it
+# where the decisions are logged (the `limit-prompts` task of tasks/materialize.py passes its run logger)
 Log = logging.Logger | logging.LoggerAdapter[logging.Logger]
 
 
@@ -62,22 +63,41 @@ def checked_shards(plan: RunPlan, shard_paths: list[str], log: Log | None = None
 
 def _checked_shard(plan: RunPlan, home: Home, shard_path: str, log: Log) -> str:
     source = home.root / shard_path
-    directory = checked_shard_directory(source, plan)
-    decisions = directory / f"{source.stem}.checked.json"
-    if decisions.exists():
-        refused: dict[str, str] = json.loads(decisions.read_text())
+    samples = read_shard(source)
+    usable = [s for s in samples if s.error is None]
+    decided = stored_decisions(home, plan)
+    undecided = [s for s in usable if s.content_hash not in decided]
+    if undecided:
+        new = refused_samples(plan, undecided)
+        record = {s.content_hash: new.get(s.sample_id) for s in undecided}
+        write_atomically(decisions_directory(home, plan) / f"{uuid.uuid4().hex}.json", json.dumps(record))
+        decided |= record
+        for sample_id, why in list(new.items())[:20]:
+            log.warning("sample %s cannot run: %s", sample_id, why)
+    refused = {s.sample_id: reason for s in usable if (reason := decided[s.content_hash]) is not None}
+    if not undecided:
         log.info("%s: prompt lengths checked before, %d sample(s) refused", source.name, len(refused))
-    else:
-        samples = read_shard(source)
-        refused = refused_samples(plan, samples)
-        if refused:
-            write_shard(directory / source.name, [_with_error(s, refused.get(s.sample_id)) for s in samples],
-                        plan.source)
-        # last: its presence means the checked shard (if any) is complete
-        write_atomically(decisions, json.dumps(refused, sort_keys=True))
-        for sample_id, reason in list(refused.items())[:20]:
-            log.warning("sample %s cannot run: %s", sample_id, reason)
-    return str((directory / source.name).relative_to(home.root)) if refused else shard_path
+    if not refused:
+        return shard_path
+    checked = checked_shard_directory(source, plan) / source.name
+    if not checked.exists():
+        write_shard(checked, [_with_error(s, refused.get(s.sample_id)) for s in samples], plan.source)
+    return str(checked.relative_to(home.root))
+
+
+def decisions_directory(home: Home, plan: RunPlan) -> Path:
+    """Where the decisions of the plan's check key are recorded (one file per checking call, never rewritten)."""
+    return home.table_dir("samples") / plan.benchmark / f"prompt-checks-{check_key(plan)}"
+
+
+def stored_decisions(home: Home, plan: RunPlan) -> dict[str, str | None]:
+    """Sample content hash -> why its prompt does not fit (None: it fits), for every sample decided under the
+    plan's check key."""
+    decided: dict[str, str | None] = {}
+    directory = decisions_directory(home, plan)
+    for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
+        decided |= json.loads(path.read_text())
+    return decided
 
 
 def _with_error(sample: Sample, reason: str | None) -> Sample:

@@ -9,11 +9,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from filelock import FileLock
-from mai.storage.paths import Home
 
 from mai.config import BUILTIN_MODELS, RunConfig
 from mai.evals.demo import DemoRow, generate_demo_rows
 from mai.files import atomic_path
+from mai.storage.paths import Home
 
 DEMO_ROWS = 240
 DEMO_SEED = 2604

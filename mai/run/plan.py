@@ -1,14 +1,13 @@
-"""The shell's side of planning a run: the store's locations for `mai.plan.build_plan`, and the one check that
-needs the Prefect server (a fanned-out run needs its workers' deployment). `prepare_run` is called once per run,
+"""The store's side of planning a run: the store's locations for `mai.plan.build_plan`, and the check that the
+store's locks work (a fanned-out run's check of its workers is flows/fanout.py `check_workers`). `prepare_run` is called once per run,
 before any model loads; the plan it returns is what every flow, shard flow and task of the run reads."""
 
 from __future__ import annotations
 
-from mai.storage.filesystem_check import require_working_store
-from mai.storage.paths import Home, store_id
-
 from mai.config import RunConfig
 from mai.plan import RunPlan, StoreLocations, build_plan
+from mai.storage.filesystem_check import require_working_store
+from mai.storage.paths import Home, store_id
 
 # where the store keeps its local datasets' fingerprints (mai/evals/fingerprint_cache.py): a dot file, which no
 # dataset loader reads as data, beside the generated benchmarks' data
@@ -23,7 +22,7 @@ def store_locations(home: Home) -> StoreLocations:
 def prepare_run(config: RunConfig, home: Home, run_id: str | None = None, check_store: bool = True) -> RunPlan:
     """Validate and resolve `config` on `home`; raises ConfigError (what to fix) before any model loads.
     `check_store=False`: for a caller that first looks the run up in the store (which takes no lock, writes no
-    output and needs no worker) and calls `check_can_compute` itself before it computes (`mai.flows.api`)."""
+    output and needs no worker) and calls `check_can_compute` itself before it computes (`mai.api`)."""
     if check_store:  # a store whose locks, renames or links fail: refused first
         require_working_store(home.locks)
     config = _with_recorded_spec(config, home)
@@ -32,23 +31,13 @@ def prepare_run(config: RunConfig, home: Home, run_id: str | None = None, check_
         from mai.storage.benchmark_specs import record_spec
 
         record_spec(home, config.benchmark_spec)
-    if check_store:
-        check_workers(config)
     return plan
 
 
 def check_can_compute(plan: RunPlan) -> None:
-    """What a run that computes needs beyond its plan: a store whose locks work (else it would compute twice) and,
-    fanned out, the workers' Prefect server and deployment."""
+    """What a run that computes needs beyond its plan: a store whose locks work (else it would compute twice); a
+    fanned-out run also needs its workers (flows/fanout.py `check_workers`)."""
     require_working_store(Home.at(plan.home).locks)
-    check_workers(plan.config)
-
-
-def check_workers(config: RunConfig) -> None:
-    if config.workers:
-        from mai.flows.fanout import check_fanout  # imports Prefect: only a fanned-out run needs it here
-
-        check_fanout()
 
 
 def _with_recorded_spec(config: RunConfig, home: Home) -> RunConfig:

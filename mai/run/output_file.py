@@ -6,9 +6,8 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
-from mai.storage.paths import Home
-
 from mai.errors import ConfigError
+from mai.storage.paths import Home
 
 # the store root's own folders: nothing a user names is ever written into them
 _MANAGED = ("store", "models", "datasets", "images", "locks", "prefect-results")

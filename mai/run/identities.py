@@ -1,7 +1,8 @@
-"""Answering whole shards from the store, before any Prefect task run or subflow is created for them.
+"""The pipeline's "resolve identities" step (mai/pipeline.py): which shards the store answers whole, before any
+Prefect task run or subflow is created for them.
 
 A step's outputs are identities computed from the plan, the shard's samples and the earlier steps' stored answers
-(mai.identity): the same values `run_step` returns (tasks/generate.py, tasks/transfer.py), without a model. So the
+(mai.identity): the same values `run_step` returns (mai/run/generate.py, mai/run/transfer.py), without a model. So the
 parent asks the store, stage by stage over ALL shards at once (one id lookup and one answer read per stage, not
 per shard and step), which shards have every step stored; those shards need no `mai-shard` flow run, no `step`
 task runs and none of their round trips to the Prefect API. A shard with any output missing goes through Prefect
@@ -14,11 +15,6 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 
-from mai.storage.generations import shared_store
-from mai.storage.paths import Home
-from mai.storage.samples import read_shard
-from mai.tasks.answers import load_stage_answers
-
 from mai import cascade
 from mai.evals.base import Benchmark
 from mai.evals.registry import get_benchmark
@@ -27,14 +23,19 @@ from mai.manifest import ShardOutcome, StageMaps
 from mai.plan import RunPlan
 from mai.progress import Tally
 from mai.prompts import template_id
+from mai.run.answers import load_stage_answers
 from mai.stages import build_requests
+from mai.storage.generations import shared_store
+from mai.storage.paths import Home
+from mai.storage.samples import read_shard
+from mai.storage.stored import stored_among
 from mai.transfer import capture_id, selection_id
 from mai.types import Sample, StageAnswer, StageName, StageSpec
 
 Answers = dict[StageName, dict[str, StageAnswer]]
 
 
-def shards_answered_by_store(plan: RunPlan, shard_paths: Sequence[str]) -> dict[str, ShardOutcome]:
+def resolve_identities(plan: RunPlan, shard_paths: Sequence[str]) -> dict[str, ShardOutcome]:
     """shard path -> its outcome, for the shards whose every step's outputs the store holds (stage maps equal to
     what their `mai-shard` flow would return; an empty tally: no engine ran). The other shards are left out."""
     started = time.perf_counter()
@@ -71,16 +72,14 @@ def _stage_outputs(plan: RunPlan, benchmark: Benchmark, stage: StageSpec, pool: 
     outputs the store holds (one lookup for every shard)."""
     todo = cascade.samples_needing(stage, plan.mode, pool, answers, benchmark)
     model = plan.models[stage.role]
-    if not stage.generates:  # sparse RT's token selection (its reader imports pyarrow.dataset: only here)
-        from mai.storage.attention import read_selections
-
+    if not stage.generates:  # sparse RT's token selection
         outputs = selection_ids_of(plan, benchmark, todo, answers)
-        return outputs, set(read_selections(Home.at(plan.home), model, outputs.values()))
+        return outputs, stored_among(plan.home, model, "selection", outputs.values())
     upstream = answers.get(stage.upstream, {}) if stage.upstream else {}
     requests = build_requests(stage, todo, benchmark, model, plan.decodings[stage.prompt_kind], upstream,
                               plan.backend_ids.get(stage.role))
     outputs = {r.sample_id: r.gen_id for r in requests}
-    return outputs, shared_store(plan.home).stored_among(model, stage.prompt_kind, outputs.values())
+    return outputs, stored_among(plan.home, model, stage.prompt_kind, outputs.values())
 
 
 def _maps_of(shard: str, outputs_by_stage: dict[StageName, dict[str, str]], shard_of: dict[str, str]) -> StageMaps:
@@ -104,7 +103,7 @@ def capture_ids_of(plan: RunPlan, benchmark: Benchmark, todo: Sequence[Sample], 
 def selection_ids_of(plan: RunPlan, benchmark: Benchmark, todo: Sequence[Sample],
                      answers: Mapping[StageName, Mapping[str, StageAnswer]]) -> dict[str, str]:
     """sample_id -> the step's selection id for `todo`: identities only, nothing is read or computed (what
-    `select_outputs` returns, for the parent's lookup of stored shards, tasks/from_store.py)."""
+    `select_outputs` returns, for the parent's lookup of stored shards, mai/run/identities.py)."""
     assert plan.transfer_layer is not None  # validated in the plan
     reasoning = {s.sample_id: answers["r_small"][s.sample_id].gen_id for s in todo}
     return {sid: selection_id(cid, plan.transfer_layer, plan.transfer_delta)

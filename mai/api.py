@@ -5,7 +5,7 @@ exception, on purpose: it is the facade ABOVE the flows, so that a caller needs 
 `mai.flows`. It reaches into the shell only lazily, inside each function; importing it stays cheap and nothing
 in the core imports it. `mai.flows.cli` is a thin argparse layer over these functions.
 
-    from mai.flows import api
+    from mai import api
     manifest = api.run(RunConfig(benchmark="demo", limit=8))
     print(api.summary(manifest))
 """
@@ -16,71 +16,34 @@ import os
 import sys
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple, TypedDict
-
-from mai.storage.paths import Home
+from typing import TYPE_CHECKING, NamedTuple
 
 from mai.errors import ConfigError
+from mai.storage.paths import Home
 
 if TYPE_CHECKING:  # the run types only in signatures: `mai sql` and the other store commands skip pydantic's models
+    from mai.config import RunConfig
     from mai.dashboards.compare import Comparison
     from mai.dashboards.parity import Parity
     from mai.dashboards.policies import LabRecord
     from mai.dashboards.report import Built as BuiltReport
-    from mai.flows.baseline import RegressionResult
-    from mai.flows.latency import StageTime
-    from mai.flows.rescore import Rescored
+    from mai.evals.spec_check import SpecCheck
+    from mai.flows.profiles import StageTime
     from mai.flows.speculative import SpeculativeSummary
-    from mai.flows.timing import TimingSummary
+    from mai.manifest import RunManifest
+    from mai.plan import RunPlan
+    from mai.run.baseline import RegressionResult
+    from mai.run.rescore import Rescored
+    from mai.run.timing import TimingSummary
+    from mai.scoring import ScoreReport
     from mai.storage.maintenance import TableStats
     from mai.storage.partitions import Compaction
     from mai.storage.rows import LatencyProfileRow
     from mai.storage.verify import VerificationRecord
 
-    from mai.config import RunConfig
-    from mai.evals.base import ScoredSample
-    from mai.evals.spec_check import SpecCheck
-    from mai.manifest import RunManifest
-    from mai.plan import RunPlan
-    from mai.scoring import PredictionLine
 
 Rows = tuple[list[str], list[tuple[object, ...]]]
-
-
-class LineError(TypedDict):
-    line: int
-    error: str | None
-
-
-class LineScore(TypedDict):
-    line: int
-    sample_id: str
-    parsed: str | None
-    score: float
-
-
-class MetricRecord(TypedDict):
-    name: str
-    value: float
-    n: int
-    subset: str
-    unit: str
-
-
-class ScoreSummary(TypedDict):
-    benchmark: str
-    scorer_profile: str
-    scored: int
-    errors: list[LineError]   # the lines that could not be used, and why
-    metrics: list[MetricRecord]
-
-
-@dataclass(frozen=True)
-class ScoreReport:
-    summary: ScoreSummary
-    per_line: list[LineScore | LineError]  # one record per input line: its score, or why it could not be used
 
 
 class Estimate(NamedTuple):
@@ -92,14 +55,15 @@ class Estimate(NamedTuple):
 
 
 def run(config: RunConfig, progress: bool = True) -> RunManifest:
-    """Validate and resolve the configuration once (before any model loads), run the flow with that plan (with a
-    progress bar on the terminal), and return its manifest with the store's `home` and `catalog` paths added. A
-    run whose every output is stored is a store lookup instead: no Prefect, no server (flows/stored_run.py)."""
-    plan, stored = _from_store(config)
+    """Validate and resolve the configuration once (before any model loads), run the pipeline with that plan (with
+    a progress bar on the terminal), and return its manifest with the store's `home` and `catalog` paths added. A
+    run with nothing to compute, any slice of stored outputs, runs in this process: a store lookup, no Prefect, no
+    server (mai/pipeline.py); one that computes runs as the `mai-run` flow."""
+    plan, stored = _resolved(config)
     if stored is not None:
         return _with_store_paths(stored, plan)
     try:
-        with _prefect_api():
+        with _prefect_api(plan.home):
             from mai.flows.run import mai_run
 
             with _progress_bar(progress):  # named after the run from its start (the flow names runs it plans itself)
@@ -122,18 +86,34 @@ def _completed_in_store(error: Exception, plan: RunPlan) -> RunManifest:
     return read_manifest(home, plan.run_id)
 
 
-def _from_store(config: RunConfig) -> tuple[RunPlan, RunManifest | None]:
-    """The one place a command decides whether its run computes: the run's plan, and its manifest when every
-    output is stored (the run is then a store lookup: no lock, no Prefect, no worker: flows/stored_run.py). When
-    something is missing, what computing needs is checked first (a store whose locks work, the workers)."""
-    from mai.flows.plan import check_can_compute, prepare_run
-    from mai.flows.stored_run import run_from_store
+def _resolved(config: RunConfig) -> tuple[RunPlan, RunManifest | None]:
+    """The one place a command decides on its executor: the run's plan, and its manifest when it has nothing to
+    compute (the pipeline on the in-process executor, with an empty to-do list: no lock, no Prefect, no worker).
+    When something is missing, nothing is written beyond the samples, and what computing needs is checked (a store
+    whose locks work, the workers); the command then runs the `mai-run` flow."""
+    import logging
+
+    from mai.pipeline import NothingToCompute, complete, resolve
+    from mai.run.plan import check_can_compute, prepare_run
+    from mai.run.steps import StoreSteps
 
     plan = prepare_run(config, _assets_for(config), check_store=False)
-    stored = run_from_store(plan)
-    if stored is None:
-        check_can_compute(plan)
-    return plan, stored
+    log = logging.getLogger("mai")
+    steps = StoreSteps(log)
+    resolved = resolve(plan, steps)
+    if not resolved.todo:
+        return plan, complete(plan, resolved, steps, NothingToCompute(), log)
+    check_can_compute(plan)
+    _check_workers(config)
+    return plan, None
+
+
+def _check_workers(config: RunConfig) -> None:
+    """A fanned-out run's workers, before any model loads (imports Prefect: only for a fanned-out run)."""
+    if config.workers:
+        from mai.flows.fanout import check_workers
+
+        check_workers(config)
 
 
 def _with_store_paths(manifest: RunManifest, plan: RunPlan) -> RunManifest:
@@ -142,38 +122,35 @@ def _with_store_paths(manifest: RunManifest, plan: RunPlan) -> RunManifest:
     return manifest
 
 
-def _prefect_api() -> AbstractContextManager[object]:
+def _prefect_api(home: str | Path | None) -> AbstractContextManager[object]:
     """Before a flow runs, and before its module imports Prefect (Prefect reads its settings once per process): a
-    Prefect API (the configured one, else a temporary server of this process: flows/prefect_api.py). On a
-    temporary server, no flow-run heartbeats: nothing reads them there, and the end of
-    every flow run waits up to 1 s for its heartbeat thread (prefect 3.9). A configured server (where an automation
-    may mark silent runs Crashed) keeps Prefect's setting."""
-    from mai.flows.prefect_api import ensure_api, started_here
+    Prefect API (the configured one, else a temporary server of this process, on the database of the store at
+    `home`), and the settings the flows run under there (flows/prefect_api.py)."""
+    from mai.flows.prefect_api import ensure_api
 
-    ensure_api()
-    if not started_here():
-        return nullcontext()
-    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
-    return temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
+    return ensure_api(Home.at(home))
 
 
 def plan_run(config: RunConfig) -> RunPlan:
     """What every call that runs a configuration does first: quiet the libraries' own progress bars, build the
     built-in models and data the configuration names, and validate and resolve it into the run's plan, so a bad
     one fails before any model loads."""
-    from mai.flows.plan import prepare_run
+    from mai.run.plan import prepare_run
 
-    return prepare_run(config, _assets_for(config))
+    plan = prepare_run(config, _assets_for(config))
+    _check_workers(config)
+    return plan
 
 
 def sweep(config: RunConfig, layers: list[int], deltas: list[float] | None = None) -> list[RunManifest]:
     """One sparse-RT run per transfer layer (and delta); every variant is validated before anything loads."""
-    api = _prefect_api()
-    from mai.flows.plan import prepare_run
+    api = _prefect_api(config.home)
     from mai.flows.sweep import mai_sweep, sweep_variants
+    from mai.run.plan import prepare_run
 
     home = _assets_for(config)
     plans = [prepare_run(variant, home) for variant in sweep_variants(config, layers, deltas)]
+    _check_workers(config)
     with api, _progress_bar(True):
         return mai_sweep(config, layers, deltas, plans)
 
@@ -181,11 +158,12 @@ def sweep(config: RunConfig, layers: list[int], deltas: list[float] | None = Non
 def speculative(config: RunConfig, draft_tokens: int = 4, progress: bool = True) -> SpeculativeSummary:
     """The speculative-decoding baseline against the configuration's cascade run (small drafts, large
     verifies)."""
-    api = _prefect_api()
-    from mai.flows.plan import prepare_run
+    api = _prefect_api(config.home)
     from mai.flows.speculative import mai_speculative, pair_config
+    from mai.run.plan import prepare_run
 
     plan = prepare_run(pair_config(config), _assets_for(config))
+    _check_workers(config)
     with api, _progress_bar(progress):  # the reference run's stages, then a `speculative` bar
         return mai_speculative(config, draft_tokens, plan)
 
@@ -193,18 +171,18 @@ def speculative(config: RunConfig, draft_tokens: int = 4, progress: bool = True)
 def regress(config: RunConfig, baseline: str | None = None, min_drop: float = 1.0,
             alpha: float = 0.05, require_all: bool = False) -> RegressionResult:
     """Run `config` and compare it with `baseline` (a file or stored run id; default: the shipped shapes
-    baseline) over the samples both scored. Raises `mai.flows.baseline.RegressionDetected` (its message is the
+    baseline) over the samples both scored. Raises `mai.run.baseline.RegressionDetected` (its message is the
     report) on a significant drop of at least `min_drop` points, on a baseline sample that is an error in the run,
     and, with `require_all`, on a baseline sample the run does not hold (else a warning: `result["warning"]`).
-    A run whose every output is stored is compared without Prefect (as `run`)."""
-    from mai.flows.baseline import default_baseline, judge, load_baseline
+    A run with nothing to compute is compared without Prefect (as `run`)."""
+    from mai.run.baseline import default_baseline, judge, load_baseline
 
     home = Home.at(config.home)
     chosen = load_baseline(home, baseline or str(default_baseline()))  # fails fast on a missing baseline
-    plan, stored = _from_store(config)
+    plan, stored = _resolved(config)
     if stored is not None:
         return judge(home, stored["run_id"], chosen, min_drop, alpha, require_all)
-    with _prefect_api():
+    with _prefect_api(config.home):
         from mai.flows.regression import mai_regression
 
         with _progress_bar(True):
@@ -215,7 +193,7 @@ def write_baseline(run_id: str, out: Path, home: str | Path | None = None) -> Pa
     """A stored run as a baseline file for `regress`."""
     import json
 
-    from mai.flows.baseline import baseline_file
+    from mai.run.baseline import baseline_file
     from mai.storage.runs import is_complete
 
     store = Home.at(home)
@@ -230,10 +208,9 @@ def serve(models: list[str], revision: str = "main", dtype: str = "float32", vll
           home: str | Path | None = None, say: Callable[[str], None] = print) -> None:
     """Keep a vLLM server per model up until Ctrl-C; runs with backend vllm on the same store find them.
     `say` gets the start line and each server's ready line."""
-    from mai.flows.assets import build_models
-
     from mai.backends.vllm_server import require_env, serve_forever
     from mai.config import BUILTIN_MODELS, resolve_model
+    from mai.run.assets import build_models
 
     store = Home.at(home)
     env = require_env(vllm_env)
@@ -252,7 +229,7 @@ def summary(manifest: RunManifest) -> str:
 
 
 def _assets_for(config: RunConfig) -> Home:
-    from mai.flows.assets import ensure_builtin_assets
+    from mai.run.assets import ensure_builtin_assets
     quiet_library_progress_bars()
     home = Home.at(config.home)
     ensure_builtin_assets(config, home)
@@ -260,7 +237,7 @@ def _assets_for(config: RunConfig) -> Home:
 
 
 def _progress_bar(show: bool) -> AbstractContextManager[object]:
-    from mai.flows.progress_bar import ProgressBar
+    from mai.progress_bar import ProgressBar
 
     return ProgressBar() if show else nullcontext()
 
@@ -285,35 +262,16 @@ def quiet_library_progress_bars() -> None:
 
 def score(benchmark: str, prediction_lines: Iterable[str | bytes], profile: str | None = None) -> ScoreReport:
     """Score JSONL lines (benchmark rows in the hub's column schema, or a spec's columns, plus `prediction`) without
-    a model; `benchmark` is a built-in's name or a spec file. The benchmark and profile are checked before the first line is read."""
-    from mai.evals.registry import benchmark_named
-    from mai.scoring import check_profile, read_prediction_lines, score_outputs
+    a model; `benchmark` is a built-in's name or a spec file. The benchmark and profile are checked before the first
+    line is read."""
+    from mai.scoring import score_prediction_lines
 
-    chosen = benchmark_named(benchmark)
-    scorer_profile = check_profile(chosen, profile)
-    lines = read_prediction_lines(chosen, prediction_lines)
-    usable = [(line.sample, line.prediction) for line in lines if line.sample is not None]
-    scored, metrics = score_outputs(chosen, usable, scorer_profile)
-    errors: list[LineError] = [{"line": line.line, "error": line.error} for line in lines if line.sample is None]
-    summary: ScoreSummary = {
-        "benchmark": chosen.name, "scorer_profile": scorer_profile, "scored": len(scored), "errors": errors,
-        "metrics": [{"name": m.name, "value": m.value, "n": m.n, "subset": m.subset, "unit": m.unit} for m in metrics]}
-    return ScoreReport(summary, _per_line(lines, scored))
-
-
-def _per_line(lines: list[PredictionLine], scored: list[ScoredSample]) -> list[LineScore | LineError]:
-    by_line = iter(scored)  # one scored sample per usable line, in order
-    records: list[LineScore | LineError] = []
-    for line in lines:
-        item = next(by_line) if line.sample is not None else None
-        records.append(LineScore(line=line.line, sample_id=item.sample.sample_id, parsed=item.parsed,
-                                 score=item.score) if item else LineError(line=line.line, error=line.error))
-    return records
+    return score_prediction_lines(benchmark, prediction_lines, profile)
 
 
 def rescore(run_id: str, profile: str, home: str | Path | None = None) -> Rescored:
     """Re-score a stored run under another scorer profile (no model)."""
-    from mai.flows.rescore import rescore_run
+    from mai.run.rescore import rescore_run
 
     return rescore_run(run_id, profile, _root(home))
 
@@ -345,11 +303,10 @@ def check_benchmark(spec_file: str | Path, home: str | Path | None = None, promp
     """Validate a benchmark spec and read its data as a run would (every row, images decoded), without running a
     model; with `prompts`, also count its prompts' tokens with the default models' tokenizers (built into the store
     `home` when missing, as a run builds them) and find the rows over their context."""
-    from mai.flows.benchmark_check import check_spec_file
-
     from mai.config import config_from_mapping
     from mai.evals.spec import load_spec
     from mai.evals.spec_check import check_spec
+    from mai.run.benchmark_check import check_spec_file
 
     if not prompts:
         return check_spec(load_spec(spec_file))
@@ -365,8 +322,8 @@ def profile(model: str, name: str, resolutions: list[int], query_tokens: list[in
             replace: bool = False, progress: bool = True) -> list[LatencyProfileRow]:
     """Measure a model on simulated inputs into the latency profile `name`; returns its rows. A `profile` bar on
     the terminal counts the timed model calls."""
-    api = _prefect_api()
-    from mai.flows.latency import mai_profile
+    api = _prefect_api(home)
+    from mai.flows.profiles import mai_profile
 
     quiet_library_progress_bars()
     with api, _progress_bar(progress):
@@ -394,8 +351,8 @@ def estimate(run_id: str, profiles: dict[str, str] | None = None, small_profile:
              large_profile: str | None = None, name: str | None = None, home: str | Path | None = None) -> Estimate:
     """Price a stored run under latency profiles (equation 27): `profiles` maps model names to profiles;
     `small_profile` / `large_profile` name the profiles of the run's own small and large model."""
-    api = _prefect_api()
-    from mai.flows.latency import mai_estimate
+    api = _prefect_api(home)
+    from mai.flows.profiles import mai_estimate
     mapping = dict(profiles or {})
     if small_profile or large_profile:
         for model, chosen in zip(_run_models(Home.at(home), run_id), (small_profile, large_profile)):
@@ -410,7 +367,7 @@ def time_runs(run_ids: list[str], name: str | None = None, batch_sizes: dict[str
               home: str | Path | None = None) -> TimingSummary:
     """Re-time stored runs in one regime as a timing set (`mai time`; mai/flows/timing.py): their outputs recomputed
     here, batched as fresh runs batch them, each checked identical to the stored one; stored outputs stay."""
-    from mai.flows.timing import time_runs as timed
+    from mai.run.timing import time_runs as timed
 
     return timed(_store_with_specs(home), run_ids, name, batch_sizes)
 
@@ -470,20 +427,20 @@ def catalog(home: str | Path | None = None) -> Path:
 
 def build_models(home: str | Path | None = None, force: bool = False) -> list[Path]:
     """The built-in tiny model pair (offline)."""
-    from mai.flows.assets import build_models as build
+    from mai.run.assets import build_models as build
     return build(Home.at(home), force=force)
 
 
 def build_shapes(home: str | Path | None = None, force: bool = False) -> Path:
     """The shapes benchmark's train/validation/test splits."""
-    from mai.flows.assets import build_shapes_dataset
+    from mai.run.assets import build_shapes_dataset
     return build_shapes_dataset(Home.at(home), force=force)
 
 
 def build_demo(home: str | Path | None = None, rows: int | None = None, seed: int | None = None,
                force: bool = False) -> Path:
     """The demo benchmark (offline, seeded); `rows` and `seed` default to the demo's own."""
-    from mai.flows.assets import DEMO_ROWS, DEMO_SEED, build_demo_dataset
+    from mai.run.assets import DEMO_ROWS, DEMO_SEED, build_demo_dataset
     return build_demo_dataset(Home.at(home), n=rows or DEMO_ROWS, seed=seed or DEMO_SEED, force=force)
 
 
@@ -572,7 +529,7 @@ def report(run_ids: list[str] | None = None, out: str | Path = "report.html", tr
     every table as CSV and LaTeX (booktabs). Returns its path, size in bytes, build seconds, runs, sections and the
     table files."""
     from mai.dashboards.report import build_report
-    from mai.flows.output_file import checked_output
+    from mai.run.output_file import checked_output
     if trace_samples < 1:
         raise ConfigError("--trace-samples must be at least 1")
     store = _store_with_specs(home)

@@ -6,20 +6,20 @@ from __future__ import annotations
 import time
 from typing import NamedTuple
 
-from mai.storage.claims import ClaimBoard, compute_once
-from mai.storage.generations import shared_store
-from mai.storage.paths import Home
-from mai.storage.samples import read_shard
-from mai.tasks.answers import load_stage_answers
-from mai.tasks.jobs import StageJob
-from mai.tasks.logs import run_logger
-
 from mai import cascade, progress, stop
 from mai.backends.registry import get_engine
 from mai.evals.registry import get_benchmark
 from mai.host import host_name
+from mai.pipeline import Log
 from mai.provenance import hardware
+from mai.run.answers import load_stage_answers
+from mai.run.jobs import StageJob
 from mai.stages import build_requests
+from mai.storage.claims import ClaimBoard, compute_once
+from mai.storage.generations import shared_store
+from mai.storage.paths import Home
+from mai.storage.samples import read_shard
+from mai.storage.stored import stored_among
 from mai.types import GenRequest, GenResult, Sample, StageAnswer, StageName
 
 
@@ -38,10 +38,11 @@ def step_inputs(job: StageJob) -> tuple[list[Sample], dict[StageName, dict[str, 
     return cascade.samples_needing(job.stage, ctx.mode, samples, answers, benchmark), answers
 
 
-def generate_outputs(job: StageJob) -> StepResult:
-    """sample_id -> gen_id for every sample of the shard that this stage answers, and how many it generated."""
+def generate_outputs(job: StageJob, log: Log) -> StepResult:
+    """sample_id -> gen_id for every sample of the shard that this stage answers, and how many it generated; what
+    the step decided goes to `log` (the step task's run logger: the Prefect UI)."""
     ctx = job.plan
-    store, model, kind = shared_store(ctx.home), ctx.models[job.stage.role], job.stage.prompt_kind
+    model, kind = ctx.models[job.stage.role], job.stage.prompt_kind
     todo, answers = step_inputs(job)
     upstream = answers.get(job.stage.upstream, {}) if job.stage.upstream else {}
     requests = build_requests(job.stage, todo, get_benchmark(ctx.benchmark), model, job.decoding, upstream,
@@ -54,14 +55,12 @@ def generate_outputs(job: StageJob) -> StepResult:
         _generate(job, [by_id[g] for g in gen_ids])
 
     board = ClaimBoard(Home.at(ctx.home), f"generations/{model.slug}/{kind}")
-    compute_once(board, by_id, lambda ids: store.stored_among(model, kind, ids), compute)
-    _log_step(job, len(todo), len(by_id), len(computed))
+    compute_once(board, by_id, lambda ids: stored_among(ctx.home, model, kind, ids), compute)
+    _log_step(log, job, len(todo), len(by_id), len(computed))
     return StepResult({r.sample_id: r.gen_id for r in requests}, len(computed))
 
 
-def _log_step(job: StageJob, samples: int, outputs: int, computed: int) -> None:
-    """What the step decided, for the task run's logs in the Prefect UI."""
-    log = run_logger()
+def _log_step(log: Log, job: StageJob, samples: int, outputs: int, computed: int) -> None:
     if not samples:
         log.info("%s: no sample of the shard reaches this stage", job.label)
     elif not computed:

@@ -1,24 +1,23 @@
 """The decision per sample, its score and the run's metrics, written to the store: the work of the
-`route-and-score` task (tasks/materialize.py), importable without Prefect (a run answered wholly from the store
-routes and scores without a flow engine, flows/stored_run.py)."""
+`route-and-score` task (tasks/materialize.py), importable without Prefect (a run with nothing to compute routes and
+scores without a flow engine, mai/pipeline.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mai.storage.generations import shared_store
-from mai.storage.paths import Home
-from mai.storage.rows import MetricRecord, ScoreRecord
-from mai.storage.runs import write_metrics, write_routes, write_scores
-from mai.storage.samples import read_shard
-from mai.tasks.answers import load_stage_answers
-
 from mai import cascade
 from mai.evals.base import Benchmark, Metric, ScoredSample
 from mai.evals.registry import get_benchmark
 from mai.manifest import ROUTE_LABELS, RouteCounts, RunScores, StageMaps
 from mai.plan import RunPlan
+from mai.run.answers import load_stage_answers
+from mai.storage.generations import shared_store
+from mai.storage.paths import Home
+from mai.storage.rows import MetricRecord, ScoreRecord
+from mai.storage.runs import write_metrics, write_routes, write_scores
+from mai.storage.samples import read_shard
 from mai.types import STAGE_NAMES, RouteDecision, Sample, StageName
 
 

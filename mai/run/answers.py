@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mai.storage.generations import GenerationStore
-
 from mai.evals.base import Benchmark
+from mai.storage.generations import GenerationStore
 from mai.types import ModelSpec, Role, Sample, StageAnswer, StageName, StageSpec
 
 

@@ -5,18 +5,17 @@ from __future__ import annotations
 
 from typing import TypedDict
 
+from mai.errors import ConfigError
+from mai.evals.registry import get_benchmark
+from mai.manifest import MetricSummary
+from mai.run.routes import metric_rows_for, score_rows_for
+from mai.scoring import check_profile, score_outputs
 from mai.storage.benchmark_specs import register_recorded_specs
 from mai.storage.catalog import build_catalog
 from mai.storage.generations import read_texts
 from mai.storage.paths import Home
 from mai.storage.runs import is_complete, read_manifest, read_routes, write_metrics, write_scores
 from mai.storage.samples import read_shard
-from mai.tasks.routes import metric_rows_for, score_rows_for
-
-from mai.errors import ConfigError
-from mai.evals.registry import get_benchmark
-from mai.manifest import MetricSummary
-from mai.scoring import check_profile, score_outputs
 
 
 class Rescored(TypedDict):

@@ -6,21 +6,6 @@ from __future__ import annotations
 
 import time
 
-from mai.storage.attention import (
-    captured_layers,
-    read_captures,
-    read_selections,
-    write_captures,
-    write_selections,
-)
-from mai.storage.claims import ClaimBoard, compute_once
-from mai.storage.generations import shared_store
-from mai.storage.paths import Home
-from mai.storage.rows import CaptureRow, GenerationRow, SelectionRow
-from mai.tasks.from_store import capture_ids_of
-from mai.tasks.generate import StepResult, step_inputs
-from mai.tasks.jobs import StageJob
-
 from mai import progress
 from mai.backends.registry import get_engine
 from mai.backends.transformers_backend import TransformersEngine
@@ -28,6 +13,20 @@ from mai.evals.base import Benchmark
 from mai.evals.registry import get_benchmark
 from mai.plan import RunPlan
 from mai.prompts import build_prompt
+from mai.run.generate import StepResult, step_inputs
+from mai.run.identities import capture_ids_of
+from mai.run.jobs import StageJob
+from mai.storage.attention import (
+    captured_layers,
+    read_captures,
+    write_captures,
+    write_selections,
+)
+from mai.storage.claims import ClaimBoard, compute_once
+from mai.storage.generations import shared_store
+from mai.storage.paths import Home
+from mai.storage.rows import CaptureRow, GenerationRow, SelectionRow
+from mai.storage.stored import stored_among
 from mai.transfer import select_indices, selection_id
 from mai.types import REASONING_MARK, CaptureRequest, LayerCapture, Sample
 
@@ -41,7 +40,7 @@ def select_outputs(job: StageJob) -> StepResult:
     todo, answers = step_inputs(job)
     reasoning = {s.sample_id: answers["r_small"][s.sample_id].gen_id for s in todo}
     captures = capture_ids_of(ctx, benchmark, todo, reasoning)
-    captured = _capture_missing(job, benchmark, todo, reasoning, captures)
+    captured = _capture(job, benchmark, todo, reasoning, captures)
     selections, selected = _select(job, captures)
     return StepResult(selections, captured + selected)
 
@@ -53,17 +52,13 @@ def _large_engine(plan: RunPlan) -> TransformersEngine:
     return engine
 
 
-def _capture_missing(job: StageJob, benchmark: Benchmark, todo: list[Sample], reasoning: dict[str, str],
+def _capture(job: StageJob, benchmark: Benchmark, todo: list[Sample], reasoning: dict[str, str],
                      captures: dict[str, str]) -> int:
     """One prefill per capture id that lacks a requested layer, each once across runs on the store; returns how
     many this step captured."""
     ctx = job.plan
     home, large, layers = Home.at(ctx.home), ctx.models["large"], set(ctx.capture_layers)
     by_capture = {captures[s.sample_id]: s for s in todo}
-
-    def complete(capture_ids: list[str]) -> set[str]:
-        have = captured_layers(home, large, capture_ids)
-        return {cid for cid, found in have.items() if layers <= found}
 
     def compute(capture_ids: list[str]) -> None:
         have = captured_layers(home, large, capture_ids)
@@ -83,7 +78,8 @@ def _capture_missing(job: StageJob, benchmark: Benchmark, todo: list[Sample], re
         write_captures(home, large, rows)
         progress.count(job.ledger, captures=len(requests), capture_s=elapsed)
 
-    return compute_once(ClaimBoard(home, f"attention/{large.slug}"), by_capture, complete, compute)
+    return compute_once(ClaimBoard(home, f"attention/{large.slug}"), by_capture,
+                        lambda ids: stored_among(ctx.home, large, "capture", ids, layers), compute)
 
 
 def _capture_request(engine: TransformersEngine, benchmark: Benchmark, sample: Sample, capture: str,
@@ -124,7 +120,7 @@ def _select(job: StageJob, captures: dict[str, str]) -> tuple[dict[str, str], in
         write_selections(home, large, rows)
 
     computed = compute_once(ClaimBoard(home, f"selections/{large.slug}"), capture_of,
-                            lambda ids: set(read_selections(home, large, ids)), compute)
+                            lambda ids: stored_among(ctx.home, large, "selection", ids), compute)
     return selections, computed
 
 

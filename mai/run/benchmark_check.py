@@ -11,8 +11,6 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from mai.tasks.prompt_limits import refused_samples
-
 from mai.backends.prompt_length import prompt_counter
 from mai.config import RunConfig
 from mai.evals.loading import ImageSink
@@ -20,6 +18,7 @@ from mai.evals.registry import get_benchmark
 from mai.evals.spec_check import PromptLengths, SpecCheck, read_spec_samples, summarise_check
 from mai.plan import RunPlan
 from mai.prompts import build_prompt
+from mai.run.prompt_limits import refused_samples
 from mai.types import Sample
 
 

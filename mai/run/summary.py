@@ -9,10 +9,6 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
-from mai.storage.generations import count_computed_by_run, shared_store
-from mai.storage.paths import Home
-from mai.storage.rows import RunRow
-
 from mai.backends.registry import loaded_engines
 from mai.manifest import (
     ROUTE_LABELS,
@@ -32,6 +28,9 @@ from mai.manifest import (
 from mai.plan import RunPlan
 from mai.progress import Tally
 from mai.provenance import machine, model_provenance
+from mai.storage.generations import count_computed_by_run, shared_store
+from mai.storage.paths import Home
+from mai.storage.rows import RunRow
 
 PACKAGES = ("mai", "torch", "transformers", "prefect", "duckdb", "pyarrow", "datasets", "tokenizers")
 

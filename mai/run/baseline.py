@@ -1,24 +1,25 @@
 """A run compared with a baseline, without Prefect: what the `mai-regression` flow (flows/regression.py) does after
 its run, and all that `mai regress` does when every output of its run is stored (the run is then a store lookup,
-flows/stored_run.py). A baseline is either a stored run id or a baseline file (`mai baseline RUN_ID --out FILE`
+mai/pipeline.py). A baseline is either a stored run id or a baseline file (`mai baseline RUN_ID --out FILE`
 writes one); the comparison is paired per sample (`mai.regression`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypedDict
-
-from mai.flows.finish import in_flow_run
-from mai.storage.paths import Home
-from mai.storage.runs import is_complete, read_manifest, read_routes, write_regression_report
-from mai.storage.samples import read_shard
 
 from mai.errors import ConfigError
 from mai.manifest import MetricSummary
 from mai.regression import SampleScores, Verdict, check_same_items, compare_runs
+from mai.storage.paths import Home
+from mai.storage.runs import is_complete, read_manifest, read_routes, write_regression_report
+from mai.storage.samples import read_shard
+
+# what a regression flow publishes: (run id, baseline name, baseline scores, run scores, report) -> None
+PublishRegression = Callable[[str, str, SampleScores, SampleScores, str], None]
 
 
 class RegressionDetected(RuntimeError):
@@ -115,9 +116,9 @@ def absent_warning(verdict: Verdict) -> str | None:
 
 
 def judge(home: Home, run_id: str, baseline: tuple[str, SampleScores, dict[str, str]], min_drop_points: float,
-          alpha: float, require_all: bool) -> RegressionResult:
+          alpha: float, require_all: bool, publish: PublishRegression | None = None) -> RegressionResult:
     """Compare the stored run `run_id` with `baseline` (`load_baseline`'s answer) over the samples both scored,
-    write the report beside the run (and, inside a flow run, publish it and the changed samples as artifacts), and
+    write the report beside the run (and hand it and the scores to `publish`: the flow's Prefect artifacts), and
     raise RegressionDetected on a significant drop; baseline samples the run does not hold are a warning, or a
     failure with `require_all`."""
     baseline_name, baseline_scores, baseline_contents = baseline
@@ -126,12 +127,8 @@ def judge(home: Home, run_id: str, baseline: tuple[str, SampleScores, dict[str, 
     verdict = compare_runs(baseline_scores, candidate_scores, min_drop_points, alpha, require_all)
     report = report_markdown(run_id, baseline_name, verdict, min_drop_points, alpha)
     write_regression_report(home, run_id, report)
-    if in_flow_run():
-        from mai.flows.artifacts import publish_regression_diff
-        from prefect.artifacts import create_markdown_artifact
-
-        publish_regression_diff(run_id, baseline_name, baseline_scores, candidate_scores)
-        create_markdown_artifact(report, key="mai-regression", description=f"run {run_id} vs {baseline_name}")
+    if publish is not None:
+        publish(run_id, baseline_name, baseline_scores, candidate_scores, report)
     if verdict.regressed:
         raise RegressionDetected(report)
     return {"run_id": run_id, "baseline": baseline_name, "regressed": False, "report": report,

@@ -7,7 +7,6 @@ import platform
 import statistics
 from typing import TypedDict
 
-from mai.flows.prefect_sync import synchronous
 from mai.storage.catalog import build_catalog
 from mai.storage.latency import profile_path, read_profile, read_run_calls, write_estimate, write_profile
 from mai.storage.paths import Home
@@ -22,7 +21,8 @@ from mai.backends.transformers_backend import TransformersEngine, profile_calls
 from mai.backends.transformers_profiling import ProfilePoint
 from mai.config import resolve_model
 from mai.errors import ConfigError
-from mai.latency import estimate
+from mai.latency_estimate import estimate
+from mai.run.prefect_sync import synchronous
 
 
 def hardware_description() -> str:
