@@ -109,11 +109,11 @@ def _stop_when_the_worker_or_the_run_goes() -> None:
     cancellations."""
     import threading
 
-    worker, looked = os.getppid(), time.monotonic()
+    worker, looked = _worker_process(), time.monotonic()
 
     def watch() -> None:
         nonlocal looked
-        while os.getppid() == worker and not stop.stop_requested():
+        while _lives(worker) and not stop.stop_requested():
             time.sleep(WORKER_WATCH_S)
             if time.monotonic() - looked > PARENT_WATCH_S:
                 looked = time.monotonic()
@@ -123,9 +123,45 @@ def _stop_when_the_worker_or_the_run_goes() -> None:
                     stop.request_stop(str(ended))
                 except Exception:  # noqa: BLE001, S112  (the API did not answer this time: look again later)
                     continue
-        stop.request_stop(f"its worker (pid {worker}) stopped")
+        stop.request_stop(f"its worker (pid {worker[0]}) stopped")
 
     threading.Thread(target=watch, name="mai-drain-watches-its-worker-and-run", daemon=True).start()
+
+
+def _worker_process() -> tuple[int, str]:
+    """The drain's worker: the nearest ancestor that runs `prefect worker` (Prefect 3.9 starts a drain through a
+    supervisor process of its own, which outlives a killed worker), else the drain's parent; with its start time, so
+    that a new process under a reused pid is not taken for it."""
+    pid = os.getppid()
+    for _ in range(4):
+        if pid <= 1:
+            break
+        command = _proc(pid, "cmdline").split("\0")
+        if "prefect" in " ".join(command) and "worker" in command:
+            return pid, _started(pid)
+        pid = _parent_pid(pid)
+    return os.getppid(), _started(os.getppid())
+
+
+def _lives(process: tuple[int, str]) -> bool:
+    return _started(process[0]) == process[1] != ""
+
+
+def _proc(pid: int, name: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/{name}").read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def _parent_pid(pid: int) -> int:
+    fields = _proc(pid, "stat").rpartition(")")[2].split()
+    return int(fields[1]) if len(fields) > 1 else 0
+
+
+def _started(pid: int) -> str:
+    fields = _proc(pid, "stat").rpartition(")")[2].split()
+    return fields[19] if len(fields) > 19 else ""  # starttime, field 22 of /proc/PID/stat
 
 
 class ParentEnded(Exception):

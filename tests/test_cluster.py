@@ -71,6 +71,11 @@ RUN_ARGS = ["--limit", "32", "--shards", "4", "--batch-size", "4",
             *[f"--max-new-tokens={kind}={n}" for kind, n in {**BUDGET, "R": 160}.items()], "--json"]
 
 
+# how long a run, a worker or a host may take here before a test calls it hung: not a goal, a limit that a loaded
+# machine meets (at load 30 the in-process 32-sample run took more than the 600 s this once was, #51)
+HUNG_S = 3600.0
+
+
 @dataclass
 class Cluster:
     postgres: Postgres
@@ -170,7 +175,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, assets_home: Path) -> Iter
         postgres.stop()
 
 
-def wait_for_workers(cluster: Cluster, wanted: dict[str, int], labels: str, timeout_s: float = 300) -> None:
+def wait_for_workers(cluster: Cluster, wanted: dict[str, int], labels: str, timeout_s: float = 900) -> None:
     """Until each pool has its workers polling (a worker registers with its first poll, seconds after its start:
     a run or probe before that would find no worker); fails at once when one of the hosts `labels` died."""
     from mai.flows.fanout import heard_lately
@@ -192,7 +197,7 @@ def wait_for_workers(cluster: Cluster, wanted: dict[str, int], labels: str, time
 def store_check(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "mai.flows.cli", "store", "check", "--home", str(cluster.store),
                            *args], cwd=REPO, env=prefect_env(cluster.api_url), capture_output=True, text=True,
-                          timeout=400, check=False)
+                          timeout=HUNG_S, check=False)
 
 
 def test_two_hosts_whose_locks_do_not_exclude_each_other_fail_the_check_across_the_pool_by_name(
@@ -222,7 +227,7 @@ def test_the_store_passes_its_checks_on_each_host_and_across_the_hosts_whose_loc
     wait_for_workers(cluster, {POOL: 2}, "ab")
     checked = store_check(cluster, "--pool", POOL)
     for label, process in on_each.items():
-        out, err = process.communicate(timeout=120)
+        out, err = process.communicate(timeout=600)
         assert process.returncode == 0 and f"store {cluster.hosts[label].store_path}" in out, out + err
     # and across the pool: each host held a lock while the other tried it, and none took the other's
     assert checked.returncode == 0, checked.stdout + checked.stderr
@@ -239,8 +244,8 @@ def mai_run(api_url: str, home: Path, *extra: str, args: list[str] = RUN_ARGS,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
-def finished(process: subprocess.Popen[bytes], timeout_s: float = 600) -> tuple[dict[str, Any], str]:
-    """The run's manifest and what it wrote to the terminal."""
+def finished(process: subprocess.Popen[bytes], timeout_s: float = HUNG_S) -> tuple[dict[str, Any], str]:
+    """The run's manifest and what it wrote to the terminal, once it ended."""
     out, err = process.communicate(timeout=timeout_s)
     assert process.returncode == 0, err.decode()[-4000:]
     manifest: dict[str, Any] = json.loads(out)
@@ -264,7 +269,7 @@ def kill_a_host_in_its_second_shard(cluster: Cluster, parent: subprocess.Popen[b
     another, then kills every process of that host; returns the host's label and the shard it lost."""
     home = Home.at(cluster.store)
     names = {cluster.hosts[label].hostname: label for label in HEALTHY}
-    deadline = time.monotonic() + 400
+    deadline = time.monotonic() + HUNG_S
     while time.monotonic() < deadline and parent.poll() is None:
         for lease in home.runs.glob("*/shards/*.lease"):
             holder = str(lease_holder(lease).get("host", "")) if lease_is_held(lease) else ""
@@ -275,7 +280,7 @@ def kill_a_host_in_its_second_shard(cluster: Cluster, parent: subprocess.Popen[b
                 cluster.hosts[names[holder]].kill()
                 return names[holder], lease.stem
         time.sleep(0.2)
-    _, err = parent.communicate(timeout=600) if parent.poll() is None else parent.communicate()
+    _, err = parent.communicate(timeout=HUNG_S) if parent.poll() is None else parent.communicate()
     pytest.fail(f"no host was caught running a second shard while the run went on: {err.decode()[-3000:]}")
 
 
@@ -327,7 +332,8 @@ def test_a_run_over_two_healthy_hosts_and_two_bad_ones_equals_the_in_process_run
     [crashed] = [run for run in shard_runs if run.state_name != "Completed"]
     assert crashed.name == lost and crashed.state is not None and crashed.state.name == "Crashed", crashed
     assert f"on mai-{victim} died" in (crashed.state.message or ""), crashed.state
-    assert (crashed.state.timestamp - killed_at).total_seconds() < 60, (crashed.state.timestamp, killed_at)
+    # (10 s of lease grace and a poll: a minute on a quiet machine; three allowed for a loaded one)
+    assert (crashed.state.timestamp - killed_at).total_seconds() < 180, (crashed.state.timestamp, killed_at)
     # the drains: the survivor's Completed, the victim's Crashed, the bad hosts' TakenOut (the victim's slot's new
     # drain too, when a bad host took it)
     drains = Counter(run.state_name for run in flow_runs_at(cluster.api_url, run_id, "drain"))
@@ -426,7 +432,7 @@ def test_with_no_healthy_host_left_a_run_fails_saying_so_in_one_line(cluster: Cl
     failed = subprocess.run([sys.executable, "-m", "mai.flows.cli", "--home", str(cluster.store), "run", "--limit", "4",
                              "--shards", "1", "--batch-size", "4", "--workers", "1", "--name", "no-healthy-host"],
                             cwd=REPO, env=prefect_env(cluster.api_url, MAI_DRAIN_DEPLOYMENT=DRAIN_DEPLOYMENT),
-                            capture_output=True, text=True, timeout=400, check=False)
+                            capture_output=True, text=True, timeout=HUNG_S, check=False)
     errors = [line for line in failed.stderr.splitlines() if line.startswith("error: ")]
     assert failed.returncode == 2 and len(errors) == 1, failed.stderr[-3000:]
     assert "Traceback" not in failed.stderr, failed.stderr[-3000:]
@@ -509,7 +515,7 @@ def test_a_hosts_vllm_servers_are_neither_used_nor_removed_by_the_other(cluster:
         assert registry_hosts(store) == {"mai-x": url_on_x}
 
         looked_up = subprocess.run(on_host(hosts["y"], [sys.executable, "-c", LOOK_UP, url_on_x], {}),
-                                   capture_output=True, text=True, timeout=120, check=True)
+                                   capture_output=True, text=True, timeout=600, check=True)
         assert looked_up.stdout.split() == ["none", "False"]  # not x's server, which y cannot reach
         assert registry_hosts(store) == {"mai-x": url_on_x}   # and x's entry is still there
 
@@ -522,7 +528,7 @@ def test_a_hosts_vllm_servers_are_neither_used_nor_removed_by_the_other(cluster:
         # while it lives, y's own server is the one y uses; then it ends (the process exits after its lookup)
         assert on_y.communicate("\n", timeout=60)[0].strip() == url_on_x
         again = subprocess.run(on_host(hosts["y"], [sys.executable, "-c", LOOK_UP, url_on_x], {}),
-                               capture_output=True, text=True, timeout=120, check=True)
+                               capture_output=True, text=True, timeout=600, check=True)
         assert again.stdout.split() == ["none", "False"]
         assert registry_hosts(store) == {"mai-x": url_on_x}   # y dropped its dead entry, and only its own
 
@@ -535,7 +541,7 @@ def test_a_hosts_vllm_servers_are_neither_used_nor_removed_by_the_other(cluster:
 
 def wait_for_namespaces(hosts: object) -> None:
     """A host's namespaces exist once its first process runs the command (the mounts are made before it)."""
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 300
     for host in hosts:  # type: ignore[attr-defined]
         while "infinity" not in " ".join(child_commands(host.process.pid)):
             assert host.alive() and time.monotonic() < deadline, host.log.read_text()

@@ -254,7 +254,7 @@ def test_concurrent_runs_on_one_store_each_compute_only_their_own_identities(hom
     processes = [subprocess.Popen([sys.executable, "-m", "mai.flows.cli", "--home", str(home), "run", *common, *extra],
                                   cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
                  for extra in variants]
-    outputs = [p.communicate(timeout=600) for p in processes]
+    outputs = [p.communicate(timeout=3600) for p in processes]  # a limit a loaded machine meets
     assert [p.returncode for p in processes] == [0, 0, 0, 0], [err.decode()[-2000:] for _, err in outputs]
     manifests = [json.loads(out) for out, _ in outputs]
 
@@ -384,10 +384,10 @@ def test_stopping_a_fanned_out_parent_cancels_its_drains_and_shards(workers: Wor
                               stderr=subprocess.PIPE, start_new_session=True)
     # until a shard runs on a worker: its lease held and its subflow run Running (a condition, not a time: on a
     # loaded machine the subflow run may appear seconds after the drain took the lease)
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + 900
     while not _a_shard_runs(Home.at(other)):
         assert parent.poll() is None, parent.communicate()[1].decode()[-2000:]
-        assert time.monotonic() < deadline, "no shard ran within 300 s"
+        assert time.monotonic() < deadline, "no shard ran within 900 s"
         time.sleep(0.2)
     started = time.monotonic()
     parent.send_signal(signum)
@@ -438,7 +438,7 @@ def test_a_worker_stopped_by_sigterm_ends_within_seconds_and_its_drain_gives_its
         run(other, limit=24, shards=3, batch_size=4, max_new_tokens=budget, workers=3)))
     thread.start()
     lease = None
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + 900
     while lease is None and time.monotonic() < deadline and thread.is_alive():
         held = [path for path in Home.at(other).runs.glob("*/shards/*.lease") if lease_is_held(path)]
         # the drain's parent is worker-c's Prefect worker, the child of `mai worker`
