@@ -5,20 +5,22 @@ between (the M-RoPE offset the model keeps), and the store's bounds."""
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
 import pytest
 import torch
+from mai.storage.materialise import materialise_samples
 from mai.storage.paths import Home
 from mai.storage.samples import read_shard
-from mai.tasks.materialize import materialize_samples
 
 from mai import api
 from mai.backends.prefix_kv import CachedPrefix, PrefixStore
 from mai.backends.registry import clear_engines, get_engine
 from mai.cascade import R_SMALL, RT_LARGE, S2_SMALL, S_LARGE, S_SMALL
 from mai.config import shapes_pair_config
+from mai.evals.loading import DEFAULT_MAX_IMAGE_PIXELS
 from mai.evals.registry import get_benchmark
 from mai.run.plan import prepare_run
 from mai.stages import build_requests
@@ -30,7 +32,8 @@ def _shapes_samples(home: Path, limit: int) -> list[Sample]:
     config = shapes_pair_config(home=str(home), limit=limit)
     api.plan_run(config)
     plan = prepare_run(config, Home.at(home))
-    (shard,) = materialize_samples.fn(str(home), config.benchmark, plan.source, 1, config.limit)
+    (shard,) = materialise_samples(Home.at(home), config.benchmark, plan.source, 1, config.limit,
+                                   DEFAULT_MAX_IMAGE_PIXELS, logging.getLogger("mai"))
     return [s for s in read_shard(Home.at(home).root / shard) if s.error is None]
 
 

@@ -6,6 +6,7 @@ batch size of a request list gives the same tokens per request (float32 greedy i
 
 from __future__ import annotations
 
+import logging
 import shutil
 import threading
 from pathlib import Path
@@ -13,9 +14,9 @@ from typing import Any
 
 import pytest
 from mai.storage.catalog import query
+from mai.storage.materialise import materialise_samples
 from mai.storage.paths import Home
 from mai.storage.samples import read_shard
-from mai.tasks.materialize import materialize_samples
 
 from mai import api
 from mai.backends import compute, prefix_kv
@@ -23,6 +24,7 @@ from mai.backends.processor import PROCESSED_IMAGES
 from mai.backends.registry import clear_engines, get_engine
 from mai.cascade import RT_LARGE
 from mai.config import SHAPES_BATCH_SIZES, shapes_pair_config
+from mai.evals.loading import DEFAULT_MAX_IMAGE_PIXELS
 from mai.evals.registry import get_benchmark
 from mai.run.generate import by_prompt_size
 from mai.run.plan import prepare_run
@@ -92,7 +94,8 @@ def test_order_and_batch_size_never_change_an_engines_outputs(home: Path) -> Non
     api.plan_run(config)
     plan = prepare_run(config, Home.at(home))
     benchmark = get_benchmark(config.benchmark)
-    (shard,) = materialize_samples.fn(str(home), config.benchmark, plan.source, 1, config.limit)
+    (shard,) = materialise_samples(Home.at(home), config.benchmark, plan.source, 1, config.limit,
+                                   DEFAULT_MAX_IMAGE_PIXELS, logging.getLogger("mai"))
     samples = [s for s in read_shard(Home.at(home).root / shard) if s.error is None]
     upstream = {s.sample_id: StageAnswer(gen_id=f"u{i}", text=" ".join(["there are two red shapes"] * (i % 7)),
                                          answer=None) for i, s in enumerate(samples)}
