@@ -88,22 +88,22 @@ def _completed_in_store(error: Exception, plan: RunPlan) -> RunManifest:
 
 def _resolved(config: RunConfig) -> tuple[RunPlan, RunManifest | None]:
     """The one place a command decides on its executor: the run's plan, and its manifest when it has nothing to
-    compute (the pipeline on the in-process executor, with an empty to-do list: no Prefect, no worker). A store whose
-    locks, renames or links fail is refused first (about 0.1 s, once per process), before the lookup writes samples
-    or loads a tokenizer. When something is missing, nothing is written beyond the samples, and the workers are
-    checked; the command then runs the `mai-run` flow."""
+    compute (the pipeline on the in-process executor, with an empty to-do list: no lock, no Prefect, no worker).
+    When something is missing, nothing is written beyond the samples, and what computing needs is checked (a store
+    whose locks work, the workers); the command then runs the `mai-run` flow."""
     import logging
 
     from mai.pipeline import NothingToCompute, complete, resolve
-    from mai.run.plan import prepare_run
+    from mai.run.plan import check_can_compute, prepare_run
     from mai.run.steps import StoreSteps
 
-    plan = prepare_run(config, _assets_for(config))
+    plan = prepare_run(config, _assets_for(config), check_store=False)
     log = logging.getLogger("mai")
     steps = StoreSteps(log)
     resolved = resolve(plan, steps)
     if not resolved.todo:
         return plan, complete(plan, resolved, steps, NothingToCompute(), log)
+    check_can_compute(plan)
     _check_workers(config)
     return plan, None
 

@@ -276,7 +276,8 @@ def kill_a_host_in_its_second_shard(cluster: Cluster, parent: subprocess.Popen[b
             done_there = {Path(o.shard_path).stem for o in read_shard_outcomes(home, lease.parent.parent.name)
                           if o.host == holder}
             if holder in names and done_there and lease.stem not in done_there:
-                time.sleep(1.5)  # inside the shard: it generates
+                # at once: the lease is held and the shard has no outcome, so the host is inside it (a second shard,
+                # its models loaded, took 1.1 s: a fixed wait let it finish before the kill)
                 cluster.hosts[names[holder]].kill()
                 return names[holder], lease.stem
         time.sleep(0.2)

@@ -71,7 +71,8 @@ def test_temporary_servers_started_together_share_a_fresh_database(tmp_path: Pat
     assert [out.strip() for out, _ in results] == ["ok"] * 3, [err[-1500:] for _, err in results]
 
 
-def test_runs_on_two_stores_do_not_wait_on_each_other_for_their_servers(tmp_path: Path) -> None:
+def test_runs_on_two_stores_do_not_wait_on_each_other_for_their_servers(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Two `mai run` on two stores, started together with no server configured: while the first is held at its
     server start (the test holds that store's start lock), the second starts its own server and completes. Before,
     every temporary server's start took one lock for the whole machine, and runs on unrelated stores waited 2-5
@@ -86,6 +87,7 @@ def test_runs_on_two_stores_do_not_wait_on_each_other_for_their_servers(tmp_path
     args = ["run", "--limit", "2", "--shards", "1", "--max-new-tokens", "S=4", "--max-new-tokens", "R=4",
             "--max-new-tokens", "RT=4"]
     stores = [tmp_path / "store-a", tmp_path / "store-b"]
+    monkeypatch.setenv("PREFECT_HOME", env["PREFECT_HOME"])  # the lock where the commands' own PREFECT_HOME puts it
     lock_path = server_start_lock(Home.at(stores[0]))
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_path, "a") as held:
@@ -115,7 +117,7 @@ def test_a_run_whose_prefect_api_dies_fails_with_one_line_and_resumes(tmp_path: 
            "PREFECT_HOME": str(tmp_path / "prefect-home")}
     os.environ["PREFECT_HOME"] = env["PREFECT_HOME"]  # the server's database: this test's own
     try:
-        server, url = _start_server_process()
+        server, url = _start_server_process(tmp_path / "prefect.db")
     finally:
         del os.environ["PREFECT_HOME"]
     home = tmp_path / "store"
@@ -181,7 +183,7 @@ def test_a_run_in_the_store_is_completed_though_its_prefect_api_died(tmp_path: P
            "PREFECT_HOME": str(tmp_path / "prefect-home")}
     os.environ["PREFECT_HOME"] = env["PREFECT_HOME"]  # the server's database: this test's own
     try:
-        server, url = _start_server_process()
+        server, url = _start_server_process(tmp_path / "prefect.db")
     finally:
         del os.environ["PREFECT_HOME"]
     try:

@@ -21,7 +21,8 @@ def store_locations(home: Home) -> StoreLocations:
 
 def prepare_run(config: RunConfig, home: Home, run_id: str | None = None, check_store: bool = True) -> RunPlan:
     """Validate and resolve `config` on `home`; raises ConfigError (what to fix) before any model loads.
-    `check_store=False`: for a caller that writes no output through claims (`mai time` writes a timing set only)."""
+    `check_store=False`: for a caller that first looks the run up in the store (which takes no lock, writes no
+    output and needs no worker) and calls `check_can_compute` itself before it computes (`mai.api`)."""
     if check_store:  # a store whose locks, renames or links fail: refused first
         require_working_store(home.locks)
     config = _with_recorded_spec(config, home)
@@ -31,6 +32,12 @@ def prepare_run(config: RunConfig, home: Home, run_id: str | None = None, check_
 
         record_spec(home, config.benchmark_spec)
     return plan
+
+
+def check_can_compute(plan: RunPlan) -> None:
+    """What a run that computes needs beyond its plan: a store whose locks work (else it would compute twice); a
+    fanned-out run also needs its workers (flows/fanout.py `check_workers`)."""
+    require_working_store(Home.at(plan.home).locks)
 
 
 def _with_recorded_spec(config: RunConfig, home: Home) -> RunConfig:
