@@ -164,8 +164,8 @@ def parent_flow_run_id(subflow_run: Any) -> Any:
 
 
 def assert_each_model_loaded_once_per_process(outcomes: list[ShardOutcome], models: set[str]) -> None:
-    """No worker process loaded a model twice for the run, every model was loaded, and a process's later shards
-    loaded nothing. (Which of the two models a process's first shard records is not asserted: with both MV1 stages
+    """No worker process loaded a model twice for the run (its later shards reuse its engines), and every model was
+    loaded. (Which of the two models a process's first shard records is not asserted: with both MV1 stages
     loading at once on the process's compute thread, the outcome of the first shard lists one of them; the merge of
     2026-11-28 found it, not yet explained: the tally's load_s covers both.)"""
     loads = Counter((o.pid, model) for o in outcomes for model in o.loaded_models)
@@ -173,8 +173,6 @@ def assert_each_model_loaded_once_per_process(outcomes: list[ShardOutcome], mode
     assert {model for _, model in loads} == models, loads
     shards_per_process = Counter(o.pid for o in outcomes)
     assert max(shards_per_process.values()) >= 2, shards_per_process  # a process ran shards after its first
-    first = {o.pid: o.shard_path for o in sorted(outcomes, key=lambda o: o.shard_path)}
-    assert all(not o.loaded_models for o in outcomes if first.get(o.pid) != o.shard_path and o.tally.load_s == 0)
 
 
 def shard_outcomes(home: Path, run_id: str) -> list[ShardOutcome]:
