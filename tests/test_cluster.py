@@ -275,14 +275,20 @@ def kill_a_host_in_its_second_shard(cluster: Cluster, parent: subprocess.Popen[b
             holder = str(lease_holder(lease).get("host", "")) if lease_is_held(lease) else ""
             done_there = {Path(o.shard_path).stem for o in read_shard_outcomes(home, lease.parent.parent.name)
                           if o.host == holder}
-            if holder in names and done_there and lease.stem not in done_there:
-                # at once: the lease is held and the shard has no outcome, so the host is inside it (a second shard,
-                # its models loaded, took 1.1 s: a fixed wait let it finish before the kill)
+            if holder in names and done_there and lease.stem not in done_there and _shard_run_is_running(
+                    cluster, lease.parent.parent.name, lease.stem):
+                # inside the shard: its lease held, no outcome, its subflow run Running (a condition: a second shard,
+                # its models loaded, took 1.1 s, and a fixed 1.5 s wait let it finish before the kill)
                 cluster.hosts[names[holder]].kill()
                 return names[holder], lease.stem
         time.sleep(0.2)
     _, err = parent.communicate(timeout=HUNG_S) if parent.poll() is None else parent.communicate()
     pytest.fail(f"no host was caught running a second shard while the run went on: {err.decode()[-3000:]}")
+
+
+def _shard_run_is_running(cluster: Cluster, run_id: str, shard_run: str) -> bool:
+    return any(run.name == shard_run and run.state_name == "Running"
+               for run in flow_runs_at(cluster.api_url, run_id, "shard"))
 
 
 def test_a_run_over_two_healthy_hosts_and_two_bad_ones_equals_the_in_process_run_and_survives_losing_a_host(
