@@ -99,11 +99,19 @@ def _cpu_name() -> str:
 
 def _accelerators() -> list[str]:
     """The GPUs this process sees, named only where torch is already loaded (a cached run loads no model library:
-    importing torch here would cost it seconds)."""
+    importing torch here would cost it seconds). A torch that another thread is still importing counts as not
+    loaded: its half-built module has no `cuda` yet (the two MV1 steps of a worker's first shard start together)."""
     torch = sys.modules.get("torch")
-    if torch is None or not torch.cuda.is_available():
+    if torch is None or _still_importing(torch) or not torch.cuda.is_available():
         return []
     return [str(torch.cuda.get_device_name(i)) for i in range(torch.cuda.device_count())]
+
+
+def _still_importing(module: object) -> bool:
+    """Whether `module` is in sys.modules only because some thread is running its import: CPython marks the
+    module's spec `_initializing` until the import ends (it is how `import` itself names a "partially initialized
+    module")."""
+    return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
 
 
 def hardware() -> str:

@@ -164,15 +164,15 @@ def parent_flow_run_id(subflow_run: Any) -> Any:
 
 
 def assert_each_model_loaded_once_per_process(outcomes: list[ShardOutcome], models: set[str]) -> None:
-    """No worker process loaded a model twice for the run (its later shards reuse its engines), and every model was
-    loaded. (Which of the two models a process's first shard records is not asserted: with both MV1 stages
-    loading at once on the process's compute thread, the outcome of the first shard lists one of them; the merge of
-    2026-11-28 found it, not yet explained: the tally's load_s covers both.)"""
-    loads = Counter((o.pid, model) for o in outcomes for model in o.loaded_models)
-    assert loads and max(loads.values()) == 1, loads
-    assert {model for _, model in loads} == models, loads
-    shards_per_process = Counter(o.pid for o in outcomes)
-    assert max(shards_per_process.values()) >= 2, shards_per_process  # a process ran shards after its first
+    """Each worker process loaded every model with its first shard and none after (its later shards reuse its
+    engines)."""
+    by_process: dict[int, list[ShardOutcome]] = {}
+    for outcome in outcomes:
+        by_process.setdefault(outcome.pid, []).append(outcome)
+    assert max(len(shards) for shards in by_process.values()) >= 2, by_process  # a process ran shards after its first
+    for shards in by_process.values():
+        loads = [(o.shard_path, o.loaded_models) for o in shards]
+        assert sorted(o.loaded_models for o in shards if o.loaded_models) == [sorted(models)], loads
 
 
 def shard_outcomes(home: Path, run_id: str) -> list[ShardOutcome]:
@@ -203,6 +203,9 @@ def test_shards_fan_out_to_two_workers_with_the_in_process_results(
     assert sorted(r.name for r in shard_runs) == [f"shard-{i:05d}" for i in range(4)]
     assert parent.state_type.value == "COMPLETED"
     assert {r.state_type.value for r in shard_runs} == {"COMPLETED"}  # type: ignore[union-attr]
+    # each at its first try: the shard flow's retries are for a lost API call, never a defect of the run's own code
+    # (two steps importing torch at once failed every drain's first shard once, hidden by the retry)
+    assert {r.name: r.run_count for r in shard_runs} == {r.name: 1 for r in shard_runs}
     assert {parent_flow_run_id(r) for r in shard_runs} <= {r.id for r in drains}
     # both workers took shards: each drain is a child process of the worker that runs it
     outcomes = shard_outcomes(other, fanned["run_id"])

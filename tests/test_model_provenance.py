@@ -65,3 +65,20 @@ def test_a_local_checkpoint_records_its_content_fingerprint(tmp_path: Path) -> N
     recorded = model_provenance(model)
     assert recorded["revision"].startswith("sha256:") and recorded["weights"] == recorded["revision"]
     assert recorded["name"] == "ckpt" and recorded["family"] == "internvl"
+
+
+def test_the_machine_is_named_while_another_thread_still_imports_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker's first shard starts its two MV1 steps together: one names the machine while the other is still
+    importing torch, whose half-built module (as CPython keeps it in sys.modules during the import) has no `cuda`.
+    The machine is then named without GPUs rather than failing the step."""
+    import importlib.util
+    import sys
+
+    from mai.provenance import hardware
+
+    spec = importlib.util.spec_from_loader("torch", loader=None)
+    assert spec is not None
+    half_built = importlib.util.module_from_spec(spec)
+    spec._initializing = True  # type: ignore[attr-defined]  # what importlib sets until the module's code has run
+    monkeypatch.setitem(sys.modules, "torch", half_built)
+    assert " cores" in hardware() and ";" not in hardware()

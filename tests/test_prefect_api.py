@@ -17,6 +17,11 @@ pytestmark = pytest.mark.prefect
 
 REPO = Path(__file__).resolve().parents[1]
 PROGRESS_BAR = re.compile(r" \d+/\d+ \d+:\d\d:\d\d ")  # a line of the terminal's progress bar (on stderr)
+# A client that gives up soon once its server is dead (the default five retries with backoff would take a minute per
+# call) but rides out a busy database: the test's SQLite server answers 503 "Service Unavailable" while another of
+# its writers holds the file (prefect.server.api.server `is_client_retryable_exception`), on a loaded machine often;
+# with no retry at all that failed the run before the server was killed. Retried after 2, 4 and 8 s.
+FEW_CLIENT_RETRIES = {"PREFECT_CLIENT_MAX_RETRIES": "3", "PREFECT_CLIENT_RETRY_JITTER_FACTOR": "0"}
 
 
 def session_processes(session: int) -> list[int]:
@@ -102,12 +107,10 @@ def test_runs_on_two_stores_do_not_wait_on_each_other_for_their_servers(tmp_path
     assert runs[0].returncode == 0, out_a[-2000:]
 
 
-@pytest.mark.xfail(strict=False, reason="open (#48, 2026-11-28 merge): on the server `_start_server_process(database)` starts "
-                   "for this test, the run's flow fails at once with HTTP 503 'Service Unavailable' before the server "
-                   "is killed; the test passed before the per-store server change and was not yet rerun against it")
 def test_a_run_whose_prefect_api_dies_fails_with_one_line_and_resumes(tmp_path: Path) -> None:
     """The configured Prefect server dies while `mai run` generates: the command fails with one line (no traceback,
-    none of Prefect's own reports of the dead API) and keeps what it stored; run again, it computes only the rest."""
+    none of Prefect's own reports of the dead API, also while its client retries) and keeps what it stored; run
+    again, it computes only the rest."""
     import json
     import signal
     import time
@@ -115,8 +118,7 @@ def test_a_run_whose_prefect_api_dies_fails_with_one_line_and_resumes(tmp_path: 
     import pyarrow.parquet as pq
     from mai.flows.prefect_api import _start_server_process
 
-    # the client gives up at once (its retries only make the failure slower to come)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PREFECT_LOGGING_LEVEL": "WARNING", "PREFECT_CLIENT_MAX_RETRIES": "0",
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PREFECT_LOGGING_LEVEL": "WARNING", **FEW_CLIENT_RETRIES,
            "PREFECT_HOME": str(tmp_path / "prefect-home")}
     os.environ["PREFECT_HOME"] = env["PREFECT_HOME"]  # the server's database: this test's own
     try:
@@ -145,7 +147,8 @@ def test_a_run_whose_prefect_api_dies_fails_with_one_line_and_resumes(tmp_path: 
     # again with a temporary server of its own and the client's default retries: the re-run is a user's normal run,
     # and with none a busy machine's slow SQLite answer alone fails it
     env.pop("PREFECT_API_URL", None)
-    env.pop("PREFECT_CLIENT_MAX_RETRIES")
+    for setting in FEW_CLIENT_RETRIES:
+        env.pop(setting)
     again = subprocess.run(command, check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-4000:]
     counts = json.loads(again.stdout)["counts"]
@@ -170,9 +173,6 @@ sys.exit(main(sys.argv[3:]))
 """
 
 
-@pytest.mark.xfail(strict=False, reason="open (#48, 2026-11-28 merge): on the server `_start_server_process(database)` starts "
-                   "for this test, the run's flow fails at once with HTTP 503 'Service Unavailable' before the server "
-                   "is killed; the test passed before the per-store server change and was not yet rerun against it")
 def test_a_run_in_the_store_is_completed_though_its_prefect_api_died(tmp_path: Path) -> None:
     """Recording in Prefect never changes a run's outcome: the configured server dies after the run is written to
     the store (publishing its artifacts and ending its flow run fail), and the command still reports the run as
@@ -185,7 +185,7 @@ def test_a_run_in_the_store_is_completed_though_its_prefect_api_died(tmp_path: P
     from mai.storage.paths import Home
     from mai.storage.runs import is_complete, read_manifest
 
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PREFECT_LOGGING_LEVEL": "WARNING", "PREFECT_CLIENT_MAX_RETRIES": "0",
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PREFECT_LOGGING_LEVEL": "WARNING", **FEW_CLIENT_RETRIES,
            "PREFECT_HOME": str(tmp_path / "prefect-home")}
     os.environ["PREFECT_HOME"] = env["PREFECT_HOME"]  # the server's database: this test's own
     try:

@@ -50,8 +50,10 @@ _API_LOST = re.compile(r"\b(?:Connect|Read|Write|Pool)(?:Error|Timeout)\b|Remote
                        r"'ws|All connection attempts failed|Connect call failed|'EventsWorker' failed to process item")
 
 
-# the loggers of Prefect's flow and task engines, whose records report a run's failure
-ENGINE_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")
+# the loggers whose records report a run's failure: Prefect's flow and task engines, and (a lost API) its events
+# client and events worker, which may be the first to log at all: with PREFECT_LOGGING_LEVEL=WARNING the engines
+# log nothing before the failure, and the console filter must be in place before the events client's warning
+REPORTING_LOGGERS = ("prefect.flow_runs", "prefect.task_runs", "prefect.events.clients", "prefect._internal.concurrency")
 
 
 class _InstallOnFirstRecord(logging.Filter):
@@ -69,8 +71,8 @@ class _InstallOnFirstRecord(logging.Filter):
 
 def quiet_expected_failures(errnos: Collection[int]) -> None:
     """Keep the engines' failure records of an OSError of `errnos` off the console. Imports no Prefect (a run
-    answered from the store never loads it): the console filter is installed when an engine logs its first record."""
-    for name in ENGINE_LOGGERS:
+    answered from the store never loads it): the console filter is installed when one of REPORTING_LOGGERS logs its first record."""
+    for name in REPORTING_LOGGERS:
         logger = logging.getLogger(name)
         if not any(isinstance(f, _InstallOnFirstRecord) for f in logger.filters):
             logger.addFilter(_InstallOnFirstRecord(errnos))

@@ -75,11 +75,15 @@ def _generate(job: StageJob, pending: list[GenRequest]) -> None:
     stop.check()  # no new stage starts after a stop request (the engines check between batches and steps)
     store, model = shared_store(ctx.home), ctx.models[job.stage.role]
     by_id = {r.gen_id: r for r in pending}
-    # the machine each row was timed on (a fanned-out run computes on several): read once per step
-    host, machine = host_name(), hardware()
+    # the machine each row was timed on (a fanned-out run computes on several): named at the step's first batch,
+    # once the engine has loaded its model library (its GPUs are then known: mai.provenance.hardware)
+    named: list[tuple[str, str]] = []
     progress.stage_started(job.stage.name, len(pending), run_id=ctx.run_id)
 
     def persist(batch: list[GenResult]) -> None:
+        if not named:
+            named.append((host_name(), hardware()))
+        host, machine = named[0]
         store.write(model, job.stage.prompt_kind, by_id, batch,
                     {"benchmark": ctx.benchmark, "backend": ctx.backends[job.stage.role], "run_id": ctx.run_id,
                      "host": host, "hardware": machine})
