@@ -260,12 +260,16 @@ def _uses_only_shipped(values: Mapping[str, Any]) -> bool:
     return all(m in SHIPPED_MODELS for m in used)
 
 
+def shapes_pair_fields() -> dict[str, Any]:
+    """The fields that make a configuration the trained shapes pair's (shipped weights) on the shapes test split,
+    MAI cascade; everything else (budgets and batch sizes included) follows from them, as for any configuration."""
+    return {"benchmark": "shapes", "small_model": SHAPES_SMALL, "large_model": SHAPES_LARGE}
+
+
 def shapes_pair_config(**overrides: Any) -> RunConfig:
-    """The trained shapes pair (shipped weights) on the shapes test split, MAI cascade: what `mai demo` runs and
-    the default configuration of the regression flow. Its budgets are the pair's (`default_budgets`)."""
-    values: dict[str, Any] = {"benchmark": "shapes", "small_model": SHAPES_SMALL, "large_model": SHAPES_LARGE,
-                              **overrides}
-    return RunConfig(**values)
+    """What `mai demo` runs and the default configuration of the regression flow: `shapes_pair_fields` with
+    `overrides`. Its budgets are the pair's (`default_budgets`)."""
+    return RunConfig(**{**shapes_pair_fields(), **overrides})
 
 
 def check_transfer(config: RunConfig, large: ModelSpec | None) -> None:

@@ -335,6 +335,29 @@ def test_spec_budgets_are_the_runs_unless_the_command_sets_them(home: Path, tmp_
     assert built["runs"] == 2 and "compare" not in built["sections"] and "traces" in built["sections"]
 
 
+def test_mai_regress_on_a_spec_uses_the_specs_budgets_and_the_models_defaults(tmp_path: Path) -> None:
+    """`mai regress --benchmark SPEC` starts from the shapes pair's fields, not from its whole configuration: the
+    spec's budgets and the given models' defaults apply, as for `mai run` (they were the pair's S 12 / R 160)."""
+    from mai.flows.cli import _parser
+    from mai.flows.cli.runs import regress_config
+
+    from mai.config import DEFAULT_MAX_NEW_TOKENS, SHAPES_MAX_NEW_TOKENS, default_batch_sizes
+
+    write_tsv(tmp_path / "colours.tsv")
+    budgets = {"S": 3, "R": 6}
+    spec = write_spec(tmp_path, name="colours", data="colours.tsv", format="vlmevalkit-tsv", answer_kind="choice",
+                      max_new_tokens=budgets)
+    on_spec = regress_config(_parser().parse_args(["regress", "--benchmark", str(spec)]))
+    assert on_spec.max_new_tokens == {**SHAPES_MAX_NEW_TOKENS, **budgets}  # the pair's models, the spec's budgets
+    given = regress_config(_parser().parse_args(["regress", "--benchmark", str(spec), "--max-new-tokens", "R=9"]))
+    assert given.max_new_tokens["R"] == 9 and given.max_new_tokens["S"] == 3
+    tiny = regress_config(_parser().parse_args(["regress", "--small-model", "mai-tiny-small",
+                                                "--large-model", "mai-tiny-large"]))
+    assert tiny.max_new_tokens == DEFAULT_MAX_NEW_TOKENS  # models that are not the pair: the general defaults
+    assert tiny.batch_sizes == default_batch_sizes(tiny.model_dump())
+    assert regress_config(_parser().parse_args(["regress"])).run_name == "regression"
+
+
 def image_rows(folder: Path, outside: Path) -> list[dict[str, Any]]:
     """A yes/no JSONL's rows naming images by path: inside, absolute, `..`, a link out, a URL, a list of two."""
     (folder / "images").mkdir(parents=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
-from mai.flows.cli import _parser
+from mai.flows.cli import _parser, runs
 from mai.flows.cli.options import run_config
 
 from mai.config import DEFAULT_MAX_NEW_TOKENS, SHAPES_MAX_NEW_TOKENS, RunConfig, shapes_pair_config
@@ -19,11 +19,15 @@ def cli_config(*args: str) -> RunConfig:
     return run_config(_parser().parse_args(list(args)))
 
 
+def regress_config(*args: str) -> RunConfig:
+    return runs.regress_config(_parser().parse_args(["regress", *args]))
+
+
 def test_mai_run_with_the_shipped_pair_is_the_demos_configuration() -> None:
     run = cli_config("run", *PAIR)
     assert run.max_new_tokens == SHAPES_MAX_NEW_TOKENS
     assert run.key() == shapes_pair_config(run_name="demo").key()  # what `mai demo` runs
-    regress = run_config(_parser().parse_args(["regress"]), defaults=shapes_pair_config(run_name="regression"))
+    regress = regress_config()
     assert regress.key() == run.key()
     deployments = yaml.safe_load((Path(__file__).resolve().parents[1] / "prefect.yaml").read_text())["deployments"]
     cascade = next(d for d in deployments if d["name"] == "cascade")["parameters"]["config"]

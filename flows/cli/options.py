@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,11 +60,14 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--json", action="store_true", help="print the run manifest as JSON")
 
 
-def run_config(args: argparse.Namespace, defaults: RunConfig | None = None) -> RunConfig:
-    """Flags over a --config file over `defaults` (default: RunConfig's own defaults)."""
+def run_config(args: argparse.Namespace, defaults: Mapping[str, Any] | None = None) -> RunConfig:
+    """Flags over a --config file over `defaults` (the fields a command's default configuration names, e.g.
+    `mai regress`'s shapes pair; RunConfig's own defaults for the rest). What follows from the fields (budgets and
+    batch sizes: the models' and a benchmark spec's) is decided once all are merged, so `mai regress --benchmark
+    SPEC` gets the spec's budgets, not the default pair's."""
     from mai.config import RunConfig, config_from_mapping  # pydantic: loaded by the run commands only
 
-    values: dict[str, Any] = defaults.model_dump(exclude={"home"}) if defaults else {}
+    values: dict[str, Any] = dict(defaults or {})
     values.update(config_file(args.config) if args.config else {})
     for field in RunConfig.model_fields:
         value = getattr(args, field, None)

@@ -6,10 +6,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mai.flows.cli.options import add_run_options, layers_and_deltas, run_config
 
 from mai import api
+
+if TYPE_CHECKING:  # pydantic: imported by the commands that build a configuration
+    from mai.config import RunConfig
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -115,11 +119,17 @@ def _speculative(args: argparse.Namespace) -> int:
     return 0
 
 
+def regress_config(args: argparse.Namespace) -> RunConfig:
+    """What `mai regress` runs: the shapes pair's cascade, the flags (a benchmark spec's budgets included) over it."""
+    from mai.config import shapes_pair_fields
+
+    return run_config(args, defaults={**shapes_pair_fields(), "run_name": "regression"})
+
+
 def _regress(args: argparse.Namespace) -> int:
-    from mai.config import shapes_pair_config
     from mai.run.baseline import RegressionDetected
 
-    config = run_config(args, defaults=shapes_pair_config(run_name="regression"))
+    config = regress_config(args)
     try:
         result = api.regress(config, args.baseline, args.min_drop, args.alpha, args.require_all)
     except RegressionDetected as regression:
