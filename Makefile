@@ -51,10 +51,15 @@ postgresql:
 	@if [ -z "$(POSTGRES_INITDB)" ] || ! command -v ip >/dev/null || ! command -v bindfs >/dev/null; then \
 	  $(call APT_INSTALL,postgresql iproute2 bindfs); fi
 
-# the Debian packages of every tier (Chromium, PostgreSQL, iproute2, bindfs) in one apt-get: dpkg takes one lock,
-# so two apt-gets at once (`make -j`) would fail; only those missing are installed, nothing runs when none is
+# the report's LaTeX tables are compiled by a test (tests/test_report_groups.py): pdflatex with booktabs (TeX Live's
+# base and recommended sets), and pdftotext (poppler-utils) to read the numbers back; ~50 s to install
+TEX_PACKAGES = $(if $(shell command -v pdflatex),,texlive-latex-base texlive-latex-recommended) \
+	$(if $(shell command -v pdftotext),,poppler-utils)
+
+# the Debian packages of every tier (Chromium, PostgreSQL, iproute2, bindfs, TeX) in one apt-get: dpkg takes one
+# lock, so two apt-gets at once (`make -j`) would fail; only those missing are installed, nothing runs when none is
 SYSTEM_PACKAGES = $(strip $(if $(wildcard $(CHROMIUM)),,chromium) $(if $(POSTGRES_INITDB),,postgresql) \
-	$(if $(shell command -v ip),,iproute2) $(if $(shell command -v bindfs),,bindfs))
+	$(if $(shell command -v ip),,iproute2) $(if $(shell command -v bindfs),,bindfs) $(TEX_PACKAGES))
 system-packages:
 	@$(if $(SYSTEM_PACKAGES),$(call APT_INSTALL,$(SYSTEM_PACKAGES)),true)
 

@@ -63,15 +63,22 @@ def table_csv(table: Table) -> str:
     return buffer.getvalue()
 
 
+# what a document that \input's the tables needs in its preamble
+PACKAGES = r"\usepackage{booktabs,graphicx}"
+
+
 def table_latex(table: Table, title: str, label: str) -> str:
-    """A booktabs table: caption (the section's heading and the table's caption), header, rows, footnotes."""
+    """A booktabs table: caption (the section's heading and the table's caption), header, rows, footnotes. A
+    tabular wider than the text (the policy lab's, table 12's) is scaled down to the text width, a narrower one is
+    set as it is: LaTeX measures it in a box first (plain LaTeX and graphicx, no package beyond PACKAGES)."""
     row_end = r" \\"
-    lines = [f"% {latex_escape(title)}", r"\begin{table}[htbp]", r"\centering", r"\small",
+    lines = [f"% {latex_escape(title)}", f"% needs {PACKAGES}", r"\begin{table}[htbp]", r"\centering", r"\small",
              rf"\caption{{{latex_escape(table.caption or title)}}}", rf"\label{{tab:{label}}}",
-             rf"\begin{{tabular}}{{{'l' * len(table.columns)}}}", r"\toprule",
+             r"\sbox0{%", rf"\begin{{tabular}}{{{'l' * len(table.columns)}}}", r"\toprule",
              " & ".join(latex_escape(c) for c in table.columns) + row_end, r"\midrule",
              *(" & ".join(latex_escape(cell_text(c)) for c in row) + row_end for row in table.rows),
-             r"\bottomrule", r"\end{tabular}"]
+             r"\bottomrule", r"\end{tabular}}",
+             r"\ifdim\wd0>\linewidth\resizebox{\linewidth}{!}{\usebox0}\else\usebox0\fi"]
     lines += [rf"\par\footnotesize {number}. {latex_escape(note)}" for number, note in
               enumerate(table.footnotes, start=1)]
     return "\n".join([*lines, r"\end{table}", ""])

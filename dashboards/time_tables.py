@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Literal, TypedDict
 
 from mai.dashboards.charts import Cell, Section, Table, num, short
-from mai.dashboards.groups import paired_cell, score_cell
+from mai.dashboards.groups import given_name, paired_cell, score_cell
 from mai.dashboards.rows import SpeculativeRow, SpeedupRow, TimingSetRow
 from mai.dashboards.saved import load_saved
 from mai.dashboards.sections import Store
@@ -237,11 +237,25 @@ def table_11(store: Store, section: Section, rows: list[SpeedupRow], timings: Ti
                 [(c.run_s, c.ref_s, c.speedup) for c in cells], ["measured on", *(c.source for c in cells)]))
 
 
-def _columns(rows: list[SpeedupRow]) -> list[str]:
-    """A table-11 column per row: the MAI setting and run, and the estimate where the run has several."""
+def _columns(store: Store, rows: list[SpeedupRow]) -> list[str]:
+    """A table-11 column per row, headed as the paper heads it: the MAI setting, the estimate where the run has
+    several, and where two runs share a setting the name given with --name (else 'run 1', 'run 2', in order). The
+    run ids are in the table's "MAI run" row."""
     per_run = {r["run_id"]: sum(o["run_id"] == r["run_id"] for o in rows) for r in rows}
-    return [f"{r['setting']} ({short(r['run_id'])})" + (f" {r['estimate_name']}" if per_run[r["run_id"]] > 1 else "")
-            for r in rows]
+    names = {r["run_id"]: given_name(r) for r in store.all_runs}
+    heads = [r["setting"] + (f" {r['estimate_name']}" if per_run[r["run_id"]] > 1 else "") for r in rows]
+    runs_under: dict[str, list[str]] = {}
+    for row, head in zip(rows, heads):
+        if row["run_id"] not in runs_under.setdefault(head, []):
+            runs_under[head].append(row["run_id"])
+    columns = []
+    for row, head in zip(rows, heads):
+        under = runs_under[head]
+        if len(under) > 1:
+            position = under.index(row["run_id"]) + 1
+            head += f" ({names.get(row['run_id']) or f'run {position}'})"
+        columns.append(head)
+    return columns
 
 
 def _pairs(store: Store, rows: list[SpeedupRow]) -> list[Cell]:
@@ -253,7 +267,7 @@ def _paper_rows_11(store: Store, key: str, label: str, rows: list[SpeedupRow], h
                    timed: list[tuple[float | None, float | None, str]], provenance: list[Cell]) -> Table:
     """One table-11 table in the paper's rows: Full RT, MAI and Speedup from each column's (MAI seconds, Full RT
     seconds, speed-up cell), the model pair, where the times come from (`provenance`), and the Full RT run."""
-    columns = _columns(rows)
+    columns = _columns(store, rows)
     table = Table([head, *columns], [], f"{label}: {caption}", wrap=tuple(columns), group=key)
     table.rows = [
         ["Full RT (s)", *(num(full_rt) for _, full_rt, _ in timed)],
@@ -261,6 +275,7 @@ def _paper_rows_11(store: Store, key: str, label: str, rows: list[SpeedupRow], h
         ["Speedup", *(speedup for _, _, speedup in timed)],
         _pairs(store, rows),
         provenance,
+        ["MAI run", *(r["run_id"] for r in rows)],
         ["Full RT run", *(r["full_rt_run_id"] for r in rows)]]
     table.runs = sorted({r["run_id"] for r in rows} | {r["full_rt_run_id"] or "" for r in rows})
     return table
