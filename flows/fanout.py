@@ -314,6 +314,7 @@ def _watch_drains(client: SyncPrefectClient, home: Home, run_id: str, drains: li
                                   "the Prefect UI have the traceback; what the shards stored is kept)")
             elif state.is_crashed():
                 drain.lost = f"its flow run ended Crashed: {message}"
+                _say_lost(drain)
             ended.append(drain)
         elif state.is_scheduled() or state.is_pending():
             now = time.monotonic()
@@ -346,7 +347,15 @@ def _lost_its_worker(client: SyncPrefectClient, drain: _Drain, flow_run: FlowRun
     _crash_shards_of(client, drain.flow_run_id, f"its drain's worker on {host} died; the shard is taken by another "
                      "drain")
     drain.lost = f"its lease in the store free for {LEASE_GRACE_S:.0f} s, on {host}"
+    _say_lost(drain, marked=True)
     return True
+
+
+def _say_lost(drain: _Drain, marked: bool = False) -> None:
+    """The Logs tab's line for a lost drain, when its loss is found: whatever the run does next (a new drain in its
+    slot, or nothing when every shard was done), the loss is said once."""
+    get_run_logger().warning("drain '%s' lost its worker (%s)%s; the shard it ran is taken by the next drain to look",
+                             drain.name, drain.lost, ": marked Crashed" if marked else "")
 
 
 def _crash_shards_of(client: SyncPrefectClient, drain_run_id: UUID, message: str) -> None:
@@ -377,9 +386,8 @@ def _replace(plan: RunPlan, shard_paths: list[str], drains: list[_Drain], ended:
         if drain.lost is None:
             continue  # it completed (there was nothing left for it to take), or its host was taken out
         again = drain.attempt < MAX_ATTEMPTS
-        get_run_logger().warning("drain '%s' lost its worker (%s): marked Crashed; %s; the shard it ran is taken by the "
-                             "next drain to look", drain.name, drain.lost,
-                             "submitting it again" if again else "giving its slot up")
+        get_run_logger().warning("drain '%s' was lost: %s", drain.name, f"submitting drain {drain.slot} again"
+                                 if again else f"giving slot {drain.slot} up after {MAX_ATTEMPTS} lost drains")
         if again:
             live.append(_submit_drain(plan, shard_paths, drain.slot, drain.attempt + 1))
     if not live:
@@ -407,11 +415,8 @@ def _end_drains(client: SyncPrefectClient, home: Home, run_id: str, drains: list
                 continue
             if state.is_scheduled() or state.is_pending():
                 _cancel(client, drain.flow_run_id, running=False, message="every shard of its run was done")
-            elif _lost_its_worker(client, drain, flow_run, drain_lease_path(home, run_id, str(drain.flow_run_id))):
-                get_run_logger().warning("drain '%s' lost its worker (%s): marked Crashed; every shard was done",
-                                     drain.name, drain.lost)
-            else:
-                still.append(drain)
+            elif not _lost_its_worker(client, drain, flow_run, drain_lease_path(home, run_id, str(drain.flow_run_id))):
+                still.append(drain)  # a lost one says so itself; every shard is done: none is submitted again
         waiting = still
         if waiting:
             time.sleep(POLL_S / 4)
