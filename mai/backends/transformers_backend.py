@@ -107,8 +107,12 @@ class TransformersEngine:
     def _generate_on_device(self, batch: list[GenRequest], decoding: Decoding) -> tuple[LoadedModel, list[BatchRun]]:
         """The batch's generations: rows whose image + question prefix this model has cached continue from it
         (mai/backends/prefix_kv.py), the others prefill in full; a batch with both runs as two on a CPU, and as one
-        full prefill on a GPU (`splits_mixed_batches`)."""
-        with self.lock:
+        full prefill on a GPU (`splits_mixed_batches`). Under torch's inference mode, as plain `generate` is run
+        for speed (no version counters or view tracking on any tensor: 3-7 % of a tiny model's decoding step on the
+        CPU, benchmarks/engine_step.py); the prefix cache holds inference tensors, read only here, in that mode."""
+        import torch
+
+        with self.lock, torch.inference_mode():
             model = self.load()
             inputs = encode_prompts(batch, model.processor, model.device)
             hits = prefix_hits(self.prefixes, model, batch, inputs)
