@@ -11,7 +11,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mai.flows.fanout import heard_lately
-from mai.storage.filesystem_check import CROSS_HOST_PROBES, cross_host_results, hosts_whose_locks_leak
+from mai.storage.filesystem_check import (
+    CROSS_HOST_PROBES,
+    cross_host_results,
+    hosts_whose_locks_leak,
+    on_one_kernel,
+)
 from mai.storage.paths import Home, store_id
 
 from mai.errors import ConfigError
@@ -30,6 +35,7 @@ class PoolProbe:
     hosts: list[str]          # the hosts that took part
     leaks: list[str]          # "<host> took the lock <host> held", one per pair whose locks do not exclude
     missing: list[str]        # the probe's flow runs that ended without a result, with their state
+    one_kernel: bool = False  # every host ran on one machine's kernel: excluding locks there prove nothing between machines
 
 
 def probe_pool(home: Home, pool: str, deployment: str = PROBE_DEPLOYMENT, timeout_s: float = 60.0) -> PoolProbe:
@@ -72,4 +78,5 @@ def probe_pool(home: Home, pool: str, deployment: str = PROBE_DEPLOYMENT, timeou
     results = cross_host_results(home.locks / CROSS_HOST_PROBES / probe_id)
     missing = [f"{name} ended {state.name if state else 'unstarted'}: {state.message if state else ''}"
                for name, state in states.items() if state is None or not state.is_completed()]
-    return PoolProbe(pool, sorted({probe.host for probe in results}), hosts_whose_locks_leak(results), missing)
+    return PoolProbe(pool, sorted({probe.host for probe in results}), hosts_whose_locks_leak(results), missing,
+                     on_one_kernel(results))

@@ -404,6 +404,17 @@ class HostProbe:
 
     host: str
     took: list[str]
+    kernel: str = ""  # the boot id of the kernel it ran on ('' where the OS has none): hosts on one kernel prove nothing
+
+
+def this_kernel() -> str:
+    """This machine's boot id (Linux: a random id per boot), '' where the OS has none. Two "hosts" that report one
+    boot id are one machine (containers or namespaces on it): their locks exclude each other there whatever the
+    filesystem does between machines."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
 
 
 def cross_host_lock_probe(directory: Path, host: str, participants: int, timeout_s: float = 60.0) -> HostProbe:
@@ -428,8 +439,9 @@ def cross_host_lock_probe(directory: Path, host: str, participants: int, timeout
                 if _try_exclusive(other.fileno()):
                     took.append(theirs.read_text().strip() or theirs.name.split(".")[0])
                     fcntl.flock(other.fileno(), fcntl.LOCK_UN)
-        probe = HostProbe(host, sorted(took))
-        mine.with_suffix(".done").write_text(json.dumps({"host": probe.host, "took": probe.took}))
+        probe = HostProbe(host, sorted(took), this_kernel())
+        mine.with_suffix(".done").write_text(json.dumps({"host": probe.host, "took": probe.took,
+                                                         "kernel": probe.kernel}))
         _await_files(directory, "*.done", participants, timeout_s, "try the others' locks")
     return probe
 
@@ -437,7 +449,14 @@ def cross_host_lock_probe(directory: Path, host: str, participants: int, timeout
 def cross_host_results(directory: Path) -> list[HostProbe]:
     """What each participant of the probe in `directory` published (the caller of `cross_host_lock_probe`)."""
     found = [json.loads(path.read_text()) for path in sorted(directory.glob("*.done"))]
-    return [HostProbe(str(entry["host"]), [str(h) for h in entry["took"]]) for entry in found]
+    return [HostProbe(str(entry["host"]), [str(h) for h in entry["took"]], str(entry.get("kernel", "")))
+            for entry in found]
+
+
+def on_one_kernel(probes: list[HostProbe]) -> bool:
+    """Whether every participant ran on one machine's kernel (a simulation of hosts on one machine)."""
+    kernels = {probe.kernel for probe in probes}
+    return len(probes) > 1 and len(kernels) == 1 and "" not in kernels
 
 
 def hosts_whose_locks_leak(probes: list[HostProbe]) -> list[str]:

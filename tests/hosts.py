@@ -124,7 +124,12 @@ def host_script(hostname: str, store: Path, store_path: str, command: list[str],
     exports = " ".join(f"{key}={shlex.quote(value)}" for key, value in env.items())
     keep = kept_under_tmp() + [str(path) for path in also_kept if path.is_relative_to("/tmp")]
     lines = ["set -e", f"hostname {shlex.quote(hostname)}", "mount --make-rprivate /",
-             "mount -t tmpfs mai-host-mnt /mnt", f"mkdir -p {shlex.quote(store_path)}",
+             "mount -t tmpfs mai-host-mnt /mnt",
+             # a boot id of its own, as another machine's kernel has (`mai store check --pool` tells hosts on one
+             # kernel from separate machines by it)
+             "cat /proc/sys/kernel/random/uuid > /mnt/.boot_id",
+             "mount --bind /mnt/.boot_id /proc/sys/kernel/random/boot_id",
+             f"mkdir -p {shlex.quote(store_path)}",
              f"{'bindfs' if bindfs else 'mount --bind'} {shlex.quote(str(store))} {shlex.quote(store_path)}",
              *after_mount]
     if keep:  # the machine's /tmp stays reachable for a moment, to bind the kept paths back from it

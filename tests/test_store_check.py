@@ -321,3 +321,28 @@ def test_the_cross_host_probe_fails_two_mounts_whose_locks_stay_on_each_and_pass
     finally:
         for mount in mounted:
             subprocess.run(["fusermount", "-u", str(mount)], check=False, capture_output=True, timeout=60)
+
+
+def test_a_lock_probe_whose_hosts_run_on_one_kernel_proves_nothing_between_machines(tmp_path: Path) -> None:
+    """Two participants of the cross-host probe on this machine (two threads, as two simulated hosts sharing a
+    kernel): neither takes the other's lock, which is what one kernel's locks always do, so the probe cannot say
+    that the store's locks work between machines (`mai store check --pool` says NOT PROVEN); participants with boot
+    ids of their own are separate machines."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mai.storage.filesystem_check import (
+        HostProbe,
+        cross_host_lock_probe,
+        cross_host_results,
+        on_one_kernel,
+    )
+
+    probe = tmp_path / "probe"
+    with ThreadPoolExecutor(2) as pool:
+        ran = list(pool.map(lambda host: cross_host_lock_probe(probe, host, 2, timeout_s=60), ["mai-a", "mai-b"]))
+    assert [p.took for p in ran] == [[], []]
+    results = cross_host_results(probe)
+    assert {p.kernel for p in results} == {Path("/proc/sys/kernel/random/boot_id").read_text().strip()}
+    assert on_one_kernel(results)
+    assert not on_one_kernel([HostProbe("mai-a", [], "1"), HostProbe("mai-b", [], "2")])
+    assert not on_one_kernel([HostProbe("mai-a", [], ""), HostProbe("mai-b", [], "")])  # unknown: not claimed

@@ -184,16 +184,22 @@ def _store_check(args: argparse.Namespace) -> int:
     for check in report.checks:
         print(f"{'PASS' if check.passed else 'FAIL'}  {check.name}: {check.meaning}")
     failed = [f"{c.name}: {c.fix}" for c in report.failed]
+    proven_across = False
     if args.pool:
-        failed += _check_pool(home, args.pool, args.probe_deployment)
+        pool_failed, proven_across = _check_pool(home, args.pool, args.probe_deployment)
+        failed += pool_failed
     else:
         for line in report.unproven:
             print(f"NOT PROVEN  {line}")
     if failed:
         print(f"store check failed: {'; '.join(failed)}", file=sys.stderr)
         return 1
-    if args.pool:
+    if proven_across:
         print(f"store check passed on this host and across the hosts of pool {args.pool}")
+        return 0
+    if args.pool:  # the probe passed, but its hosts were one machine: nothing was shown between machines
+        print(f"store check passed on this host; locks between the machines of pool {args.pool} are NOT PROVEN: its "
+              "workers ran on one machine")
         return 0
     if report.unproven:  # the verdict claims only what was proven: this host's processes, not other hosts'
         print("store check passed for the processes of this host; locks between hosts are NOT PROVEN: run `mai store "
@@ -203,8 +209,9 @@ def _store_check(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_pool(home: Home, pool: str, deployment: str) -> list[str]:
-    """The line of the probe across the pool's hosts; what to fix when it failed."""
+def _check_pool(home: Home, pool: str, deployment: str) -> tuple[list[str], bool]:
+    """The line of the probe across the pool's hosts; what to fix when it failed, and whether it proved that locks
+    exclude each other between machines (not where every host ran on one machine's kernel)."""
     from mai.flows.cross_host_check import probe_pool
 
     probe = probe_pool(home, pool, deployment)
@@ -213,11 +220,16 @@ def _check_pool(home: Home, pool: str, deployment: str) -> list[str]:
               "other's processes, so they would compute the same outputs")
         return [("locks between hosts: mount the store on those hosts with locks the server holds (NFS without "
                 "local_lock/nolock, Lustre with flock; a FUSE filesystem that forwards locks), or keep their workers "
-                "off this store")]
+                "off this store")], False
     if probe.missing or len(probe.hosts) < 2:
         print(f"FAIL  locks between hosts: the probe did not complete on every worker of pool {pool} ("
               f"{'; '.join(probe.missing) or 'fewer than two hosts took part'})")
-        return ["locks between hosts: see the probe's flow runs (lock-probe-*) in the Prefect UI"]
+        return ["locks between hosts: see the probe's flow runs (lock-probe-*) in the Prefect UI"], False
+    if probe.one_kernel:
+        print(f"NOT PROVEN  locks between hosts: hosts {', '.join(probe.hosts)} of pool {pool} run on one machine (one "
+              "kernel boot id): none took another's lock, but locks on one kernel exclude each other whatever the "
+              "filesystem does between machines; run the probe with the pool's workers on separate machines")
+        return [], False
     print(f"PASS  locks between hosts: hosts {', '.join(probe.hosts)} of pool {pool} each held a lock in the store "
           "while the others tried it, and none took another's")
-    return []
+    return [], True
