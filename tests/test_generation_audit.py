@@ -129,6 +129,9 @@ def test_sql_tells_a_vllm_output_from_a_transformers_one_with_the_servers_versio
     assert (vllm["transformers_version"], vllm["torch_version"]) == (server.transformers, server.torch)
     assert vllm["backend_identity"] == (f"vllm {server.vllm} transformers {server.transformers} torch {server.torch} "
                                         "images torchvision")
+    # the time's engine names the server's libraries too (it was 'vllm' alone)
+    _, engines = api.query(home, "SELECT DISTINCT timing_engine FROM generations WHERE backend = 'vllm'")
+    assert engines == [(f"vllm {server.vllm} (transformers {server.transformers}, torch {server.torch})",)], engines
     versions = runs_versions(home)["vllm"]
     assert (versions["vllm"], versions["transformers"], versions["torch"]) == (server.vllm, server.transformers,
                                                                              server.torch)

@@ -200,11 +200,23 @@ class VllmEngine:
             raise ServerGone(str(error)) from error
         if not completion.complete:
             raise ServerGone("stream ended without a finish reason")  # cut off mid-stream
-        result = replace(_result(request, completion, concurrency), device=f"vLLM server {url}", engine="vllm",
-                         load_start=load_start, load_end=one_minute_load())  # the load of the machine that waits
+        result = replace(_result(request, completion, concurrency), device=f"vLLM server {url}",
+                         engine=timing_engine(self.server), load_start=load_start,
+                         load_end=one_minute_load())  # the load of the machine that waits
         if self._detokenizer is not None:  # the text from the ids, as transformers decodes them
             result = replace(result, text=self._detokenizer.decode(list(result.token_ids), skip_special_tokens=True))
         return result
+
+
+def timing_engine(server: servers.ServerInfo | None) -> str:
+    """The engine a stored time was measured with, as far as the client knows it: the server's vLLM, transformers
+    and torch where it recorded them (a server this run or `mai serve` started), else just 'vllm' (a server given
+    by URL tells only its vLLM version, which the output's identity holds)."""
+    if server is None or server.vllm_version is None:
+        return "vllm"
+    libraries = [f"transformers {server.transformers_version}"] if server.transformers_version else []
+    libraries += [f"torch {server.torch_version}"] if server.torch_version else []
+    return f"vllm {server.vllm_version}" + (f" ({', '.join(libraries)})" if libraries else "")
 
 
 def _result(request: GenRequest, completion: StreamedCompletion, concurrency: int) -> GenResult:
