@@ -244,18 +244,16 @@ def _columns(store: Store, rows: list[SpeedupRow]) -> list[str]:
     per_run = {r["run_id"]: sum(o["run_id"] == r["run_id"] for o in rows) for r in rows}
     names = {r["run_id"]: given_name(r) for r in store.all_runs}
     heads = [r["setting"] + (f" {r['estimate_name']}" if per_run[r["run_id"]] > 1 else "") for r in rows]
-    runs_under: dict[str, list[str]] = {}
-    for row, head in zip(rows, heads):
-        if row["run_id"] not in runs_under.setdefault(head, []):
-            runs_under[head].append(row["run_id"])
-    columns = []
-    for row, head in zip(rows, heads):
+    runs_under = {head: list(dict.fromkeys(r["run_id"] for r, h in zip(rows, heads) if h == head)) for head in heads}
+
+    def column(row: SpeedupRow, head: str) -> str:
         under = runs_under[head]
-        if len(under) > 1:
-            position = under.index(row["run_id"]) + 1
-            head += f" ({names.get(row['run_id']) or f'run {position}'})"
-        columns.append(head)
-    return columns
+        if len(under) == 1:
+            return head
+        position = under.index(row["run_id"]) + 1
+        return f"{head} ({names.get(row['run_id']) or f'run {position}'})"
+
+    return [column(row, head) for row, head in zip(rows, heads)]
 
 
 def _pairs(store: Store, rows: list[SpeedupRow]) -> list[Cell]:
