@@ -10,8 +10,11 @@ out the prefill. Each case is the median over `--repeats` calls per path, the pa
 first in every other pair (ABBA).
 
 Run: `.venv/bin/python benchmarks/engine_step.py [--models mai-tiny-small,mai-tiny-large,random:qwen3-vl-2b]
-[--batches 1,8] [--tokens 16] [--repeats 3] [--random-tokens 6] [--random-repeats 1] [--home DIR]`: the
-real-size random-weight models (`random:...`) decode fewer tokens, fewer times (a CPU step of the 2B takes seconds). It prints a line per case and ends with
+[--batches 1,8] [--tokens 64] [--repeats 10] [--random-tokens 6] [--random-repeats 2] [--home DIR]`: the
+real-size random-weight models (`random:...`) decode fewer tokens, fewer times (a CPU step of the 2B takes seconds).
+The tiny pair decodes 64 tokens (the demo's answers run to 96) in 10 calls per path: with 16 tokens in 5 calls, a
+mean over 15 steps of 2-6 ms moved by 10-15 % from call to call on this 2-core CPU while the per-step medians of the
+two paths agreed within 2 % (docs/benchmarks.md, "Engine step"). It prints a line per case and ends with
 `ratio <max over cases of run step / plain step>` (goal <= 1.10). Results: docs/benchmarks.md, "Engine step".
 """
 
@@ -106,10 +109,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="mai-tiny-small,mai-tiny-large,random:qwen3-vl-2b")
     parser.add_argument("--batches", default="1,8")
-    parser.add_argument("--tokens", type=int, default=16)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--random-tokens", type=int, default=6)
-    parser.add_argument("--random-repeats", type=int, default=1)
+    parser.add_argument("--random-repeats", type=int, default=2)
     parser.add_argument("--home", type=Path, help="a store with the built-in models (default: built in a temp dir)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:

@@ -43,3 +43,22 @@ def test_forced_output_length_is_exact(home: Path) -> None:
     model = resolve_model("mai-tiny-large", "main", "float32", Home.at(home).models)
     results = get_engine(model, "transformers").generate(requests(home, Decoding(16, min_new_tokens=16)), 3)
     assert [r.output_tokens for r in results] == [16] * 5
+
+
+def test_a_calls_time_counts_its_prompts_encoding_as_a_vllm_server_does(home: Path, monkeypatch) -> None:
+    """The image processing and tokenizing of a batch are part of each row's TTFT and wall time (the call's clock
+    starts before them), so transformers and vLLM rows price the same work; here encoding is slowed by 0.3 s."""
+    import time
+
+    import mai.backends.transformers_backend as backend
+
+    real_encode = backend.encode_prompts
+
+    def slow_encode(*args, **kwargs):  # type: ignore[no-untyped-def]
+        time.sleep(0.3)
+        return real_encode(*args, **kwargs)
+
+    monkeypatch.setattr(backend, "encode_prompts", slow_encode)
+    model = resolve_model("mai-tiny-small", "main", "float32", Home.at(home).models)
+    results = get_engine(model, "transformers").generate(requests(home, Decoding(max_new_tokens=4)), batch_size=5)
+    assert all(r.ttft_s >= 0.3 and r.wall_s >= r.ttft_s + r.decode_s - 1e-9 for r in results)

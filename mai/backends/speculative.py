@@ -44,11 +44,11 @@ def speculative_generate(large: TransformersEngine, small: TransformersEngine, r
         raise ConfigError("draft tokens must be >= 1")
     with large.lock, small.lock:
         model_large, model_small = large.load(), small.load()
+        started = time.perf_counter()  # encoding included, as in a batch call's stored times
         inputs = encode_prompts([request], model_large.processor, model_large.device)
         small_inputs = encode_prompts([request], model_small.processor, model_small.device)
         if not torch.equal(small_inputs["input_ids"], inputs["input_ids"]):
             raise ConfigError("speculative decoding needs models that share a tokenizer and processor")
-        started = time.perf_counter()
         with torch.no_grad():
             result = _decode(model_large.network, model_small.network, inputs, request, draft_tokens)
         return SpeculativeResult(request.gen_id, *result, wall_s=time.perf_counter() - started)

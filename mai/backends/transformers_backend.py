@@ -114,6 +114,9 @@ class TransformersEngine:
 
         with self.lock, torch.inference_mode():
             model = self.load()
+            # the call's clock starts before its prompts are encoded (image processing, tokenizing), as a vLLM
+            # server's does: a stored time prices the whole call on either backend (docs/latency.md)
+            started = time.perf_counter()
             inputs = encode_prompts(batch, model.processor, model.device)
             hits = prefix_hits(self.prefixes, model, batch, inputs)
             if None in hits and not splits_mixed_batches(model.device.type):
@@ -124,16 +127,16 @@ class TransformersEngine:
             if fresh:  # mixed batch: the uncached rows encoded on their own (their images come from PROCESSED_IMAGES)
                 fresh_inputs = inputs if not continued else encode_prompts([batch[r] for r in fresh], model.processor,
                                                                            model.device)
-                runs.append(self._prefill(model, [batch[r] for r in fresh], fresh, fresh_inputs, decoding))
-            if continued:
+                runs.append(self._prefill(model, [batch[r] for r in fresh], fresh, fresh_inputs, decoding, started))
+            if continued:  # after the fresh rows on a CPU: the batch's rows wait for both runs, and their times say so
                 found = [hit for hit in hits if hit is not None]
-                runs.append(continue_from_prefixes(model, continued, found, inputs, decoding))
+                runs.append(continue_from_prefixes(model, continued, found, inputs, decoding, started))
             return model, runs
 
     def _prefill(self, model: LoadedModel, requests: list[GenRequest], rows: list[int], inputs: ModelInputs,
-                 decoding: Decoding) -> BatchRun:
+                 decoding: Decoding, started: float) -> BatchRun:
         keep = prefix_keeper(self.prefixes, model, requests, inputs)
-        return prefill_and_generate(model, rows, inputs, decoding, keep_cache=keep)
+        return prefill_and_generate(model, rows, inputs, decoding, started, keep_cache=keep)
 
     # --- attention capture -----------------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 """Batched greedy generation with left padding, and what each row's result records.
 
-Per call it records prompt tokens, output tokens, time to first token (prefill + first token, measured by a
-stopping criterion that sees every decoding step), decode time and wall time. Rows of one batch share the prefill,
+Per call it records prompt tokens, output tokens, time to first token (from the batch call's start, the prompts'
+encoding included as a vLLM server includes it, to the first token, measured by a stopping criterion that sees
+every decoding step), decode time and wall time. Rows of one batch share the prefill,
 so they share the TTFT; each row's decode time ends at the step where that row finished.
 """
 
@@ -133,12 +134,11 @@ def shared_decoding(batch: list[GenRequest]) -> Decoding:
     return decoding
 
 
-def prefill_and_generate(model: LoadedModel, rows: list[int], inputs: ModelInputs, decoding: Decoding,
+def prefill_and_generate(model: LoadedModel, rows: list[int], inputs: ModelInputs, decoding: Decoding, started: float,
                          keep_cache: Callable[[Any], None] | None = None) -> BatchRun:
-    """Generate for the batch rows `rows`, encoded as `inputs`. `keep_cache`, if given, receives the KV cache of
-    the call (prefix reuse keeps the prompts' part of it)."""
+    """Generate for the batch rows `rows`, encoded as `inputs`, timed from `started` (when the batch's call
+    began). `keep_cache`, if given, receives the KV cache of the call (prefix reuse keeps the prompts' part of it)."""
     network = model.network
-    started = time.perf_counter()
     clock = StepClock(eos_ids(network), len(rows), started)
     settings = greedy_settings(decoding, network, with_cache=keep_cache is not None)
     output = network.generate(**inputs, **settings, stopping_criteria=[clock])

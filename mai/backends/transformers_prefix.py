@@ -67,8 +67,8 @@ def keep_prefixes(store: PrefixStore, model: LoadedModel, batch: list[GenRequest
 
 
 def continue_from_prefixes(model: LoadedModel, rows: list[int], found: list[PrefixHit], inputs: ModelInputs,
-                           decoding: Decoding) -> BatchRun:
-    """Prefill only what follows each row's cached prefix. Layout per row: left padding, the cached prefix
+                           decoding: Decoding, started: float) -> BatchRun:
+    """Prefill only what follows each row's cached prefix (timed from `started`, when the batch's call began). Layout per row: left padding, the cached prefix
     (right-aligned at the cache's end), padding, the rest of the prompt (right-aligned at the end), so every
     row's cache ends at one column and every row's last prompt token is the batch's last column; padding is
     masked, and positions count only real tokens."""
@@ -79,7 +79,6 @@ def continue_from_prefixes(model: LoadedModel, rows: list[int], found: list[Pref
     cached = [hit.tokens for hit in found]
     input_ids, mask = _continuation_layout(prompts, cached, int(network.generation_config.pad_token_id))
     cache_width, width = max(cached), len(input_ids[0])
-    started = time.perf_counter()
     cache = _prefix_cache(found, cache_width, network)
     # each row continues at its own prefix's position offset, not the one the model kept from its last prefill
     model.family.restore_position_offsets(network, [hit.prefix.rope_delta for hit in found])
