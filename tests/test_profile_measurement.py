@@ -57,3 +57,30 @@ def test_a_stopped_profile_keeps_its_measured_points_and_a_taken_name_fails_befo
         mai_profile("mai-tiny-large", "stopped", resolutions=[64], query_tokens=[16], output_tokens=[2],
                     repeats=1, home=str(home))
     assert loaded_engines() == []
+
+
+def test_a_profiles_ttft_counts_the_inputs_preprocessing(home: Path) -> None:
+    """A profile's TTFT starts before the input is preprocessed, as a run's stored calls and a vLLM server's TTFT
+    do, so an estimate from it prices what a measured call covers: preprocessing slowed by 0.2 s shows in every TTFT."""
+    import time
+    from dataclasses import replace
+
+    from mai.backends.registry import get_engine
+    from mai.backends.transformers_profiling import measure_profile_point
+    from mai.config import resolve_model
+
+    class SlowProcessor:
+        def __init__(self, processor: Any) -> None:
+            self.processor = processor
+
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            time.sleep(0.2)
+            return self.processor(*args, **kwargs)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.processor, name)
+
+    engine = get_engine(resolve_model("mai-tiny-small", "main", "float32", Home.at(home).models), "transformers")
+    model = engine.load()
+    point = measure_profile_point(replace(model, processor=SlowProcessor(model.processor)), 64, 16, 4, repeats=2)
+    assert min(point.timings.preprocess) >= 0.2 and min(point.timings.ttft) >= 0.2

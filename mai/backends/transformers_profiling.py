@@ -68,7 +68,10 @@ def measure_profile_point(model: LoadedModel, resolution: int, query_tokens: int
     produced: list[int] = []
 
     def forced() -> tuple[float, float]:
-        ttft_s, decode_s, tokens = _forced_generation(model.network, inputs, output_tokens)
+        # TTFT from before preprocessing, as a run's stored calls (and a vLLM server's TTFT) count it, so that an
+        # estimate from this profile prices what a measured call's time covers
+        started = time.perf_counter()
+        ttft_s, decode_s, tokens = _forced_generation(model.network, preprocess(), output_tokens, started)
         produced.append(tokens)
         return ttft_s, decode_s
 
@@ -96,11 +99,11 @@ def _simulated_prompt(model: LoadedModel, resolution: int, query_tokens: int, se
     return image, text
 
 
-def _forced_generation(network: Any, inputs: ModelInputs, output_tokens: int) -> tuple[float, float, int]:
-    """(TTFT, decode time, tokens produced) of one generation forced to `output_tokens` tokens."""
+def _forced_generation(network: Any, inputs: ModelInputs, output_tokens: int, started: float
+                       ) -> tuple[float, float, int]:
+    """(TTFT from `started`, decode time, tokens produced) of one generation forced to `output_tokens` tokens."""
     import torch
 
-    started = time.perf_counter()
     clock = StepClock(set(), 1, started)
     with torch.no_grad():
         out = network.generate(**inputs, max_new_tokens=output_tokens, min_new_tokens=output_tokens,
