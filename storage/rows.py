@@ -110,7 +110,7 @@ class GenerationRow(TypedDict, total=False):
     host: str | None
     hardware: str | None
     device: str | None
-    timing_engine: str | None  # "transformers 5.23.0, torch 2.13.0, dynamic KV cache"; vLLM: "vllm"
+    timing_engine: str | None  # "transformers 5.23.0, torch 2.13.0, timed from prompt encoding, dynamic KV cache"
     load_start: float | None
     load_end: float | None
 

@@ -171,10 +171,15 @@ def device_name(device: Any) -> str:
 
 
 def engine_version(device: Any) -> str:
-    """The engine a stored time was measured with: the libraries that run the decode loop, and how it decodes."""
+    """The engine a stored time was measured with: the libraries that run the decode loop, where the call's clock
+    starts (rows stored before it started ahead of the prompts' encoding say nothing: another regime), and how it
+    decodes."""
     decode = ("static KV cache, compiled step" if device.type == "cuda" else "static KV cache") if static_decode() \
         else "dynamic KV cache"
-    return f"{_libraries()}, {decode}"
+    return f"{_libraries()}, {TIMED_FROM}, {decode}"
+
+
+TIMED_FROM = "timed from prompt encoding"
 
 
 @functools.cache
