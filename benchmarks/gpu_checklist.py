@@ -18,7 +18,8 @@ value, each step's results written under `--out` as soon as the step ends, the w
 
 Run (the device's Python, wheels unpacked on PYTHONPATH): `python benchmarks/gpu_checklist.py --out $OUT
 --budget-s 470`. On a CPU, `--small mai-tiny-small --large mai-tiny-large --dtype float32 --samples 8 --quick`
-checks the script itself. Results: docs/benchmarks.md ("GPU").
+checks the script itself (its InternVL step on the built-in tiny InternVL pair). Results: docs/benchmarks.md
+("GPU").
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from mai.config import INTERNVL_LARGE_BUILTIN, INTERNVL_SMALL_BUILTIN
 
 if TYPE_CHECKING:
     from mai.manifest import RunManifest
@@ -245,8 +248,8 @@ def main() -> int:
     parser.add_argument("--internvl-samples", type=int, default=64)
     parser.add_argument("--small", default="random:qwen3-vl-2b")
     parser.add_argument("--large", default="random:qwen3-vl-8b")
-    parser.add_argument("--internvl-small", default="random:internvl3.5-2b")
-    parser.add_argument("--internvl-large", default="random:internvl3.5-8b")
+    parser.add_argument("--internvl-small", help="default: random:internvl3.5-2b (--quick: the built-in tiny one)")
+    parser.add_argument("--internvl-large", help="default: random:internvl3.5-8b (--quick: the built-in tiny one)")
     parser.add_argument("--dtype", default="bfloat16")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--quick", action="store_true", help="tiny lengths and grid: checks the script on a CPU")
@@ -260,9 +263,13 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     checklist = Checklist(args.out, args.budget_s)
     lengths, large_r, grid = FIXED_LENGTHS, LARGE_R_TOKENS, PROFILE_GRID
+    internvl_pair = ("random:internvl3.5-2b", "random:internvl3.5-8b")
     if args.quick:
         lengths, large_r = {"S": 2, "R": 8, "RT": 2}, 9
         grid = ["--resolutions", "256", "--query-tokens", "16", "--output-tokens", "4"]
+        # the real-size InternVL pair does not fit a CPU check (the 8B in float32 is 32 GB): the tiny pair checks
+        # the step, as the tiny Qwen pair checks the others
+        internvl_pair = (INTERNVL_SMALL_BUILTIN, INTERNVL_LARGE_BUILTIN)
     common = ["--benchmark", "shapes", "--limit", str(args.samples), "--dtype", args.dtype, "--shards", "1",
               "--batch-size", str(args.batch_size)]
     pair = ["--small-model", args.small, "--large-model", args.large]
@@ -283,8 +290,8 @@ def main() -> int:
             checklist.mai("sql", "--format", "json", "SELECT * FROM latency_profiles ORDER BY ALL"))))
         if label == "8b" and args.large.startswith("random:") and not args.quick:
             checklist.step("roofline", 30, lambda: roofline(args.out, args.large, args.dtype, (1, 32), 128))
-    internvl = ["--small-model", args.internvl_small, "--large-model", args.internvl_large,
-                "--limit", str(args.internvl_samples)]
+    internvl = ["--small-model", args.internvl_small or internvl_pair[0],
+                "--large-model", args.internvl_large or internvl_pair[1], "--limit", str(args.internvl_samples)]
     checklist.step("internvl", 60, lambda: checklist.run("internvl-mai", *common, *internvl,
                                                          *fixed_lengths(lengths)), cap_s=150)
     return 0
