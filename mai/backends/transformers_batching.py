@@ -2,8 +2,8 @@
 
 Per call it records prompt tokens, output tokens, time to first token (from the batch call's start, the prompts'
 encoding included as a vLLM server includes it, to the first token, measured by a stopping criterion that sees
-every decoding step), decode time and wall time. Rows of one batch share the prefill,
-so they share the TTFT; each row's decode time ends at the step where that row finished.
+every decoding step), decode time and wall time. Rows of one batch share the prefill, so they share the TTFT; each
+row's decode time ends at the step where that row finished.
 """
 
 from __future__ import annotations

@@ -68,10 +68,10 @@ def keep_prefixes(store: PrefixStore, model: LoadedModel, batch: list[GenRequest
 
 def continue_from_prefixes(model: LoadedModel, rows: list[int], found: list[PrefixHit], inputs: ModelInputs,
                            decoding: Decoding, started: float) -> BatchRun:
-    """Prefill only what follows each row's cached prefix (timed from `started`, when the batch's call began). Layout per row: left padding, the cached prefix
-    (right-aligned at the cache's end), padding, the rest of the prompt (right-aligned at the end), so every
-    row's cache ends at one column and every row's last prompt token is the batch's last column; padding is
-    masked, and positions count only real tokens."""
+    """Prefill only what follows each row's cached prefix, timed from `started` (when the batch's call began).
+    Layout per row: left padding, the cached prefix (right-aligned at the cache's end), padding, the rest of the
+    prompt (right-aligned at the end), so every row's cache ends at one column and every row's last prompt token is
+    the batch's last column; padding is masked, and positions count only real tokens."""
     import torch
 
     network = model.network
