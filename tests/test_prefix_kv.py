@@ -156,3 +156,41 @@ def test_a_mixed_batch_runs_as_two_calls_only_on_a_cpu() -> None:
     from mai.backends.transformers_backend import splits_mixed_batches
 
     assert splits_mixed_batches("cpu") and not splits_mixed_batches("cuda")
+
+
+@pytest.mark.usefixtures("shapes_dataset")
+def test_a_split_mixed_batch_times_every_row_from_the_batchs_start(home: Path, monkeypatch: pytest.MonkeyPatch
+                                                                   ) -> None:
+    """On a CPU a batch whose rows partly continue from cached prefixes runs as two generate calls, the fresh rows
+    first: the continued rows wait for them, so their times count from the batch's start too, and the batch's
+    engine time (its slowest row's) is what the batch took. The fresh rows' call is slowed by 0.3 s here."""
+    import time
+
+    import mai.backends.transformers_backend as backend
+
+    samples = _shapes_samples(home, limit=4)
+    config = shapes_pair_config(home=str(home))
+    plan = prepare_run(config, Home.at(home))
+    benchmark = get_benchmark(config.benchmark)
+    upstream = {s.sample_id: StageAnswer(gen_id=f"u{i}", text="two", answer=None) for i, s in enumerate(samples)}
+    clear_engines()
+    model = plan.models[S_SMALL.role]
+    engine = get_engine(model, "transformers")
+
+    def generate(stage: StageSpec, chosen: list[Sample]) -> list[GenResult]:
+        decoding = plan.decodings.get(stage.prompt_kind, plan.decodings["S"])
+        return engine.generate(build_requests(stage, chosen, benchmark, model, decoding, upstream,
+                                              plan.backend_ids[stage.role]), len(chosen))
+
+    generate(S_SMALL, samples[:2])  # the first two samples' prefixes cached
+    real_prefill = backend.prefill_and_generate
+
+    def slow_prefill(*args, **kwargs):  # type: ignore[no-untyped-def]
+        time.sleep(0.3)
+        return real_prefill(*args, **kwargs)
+
+    monkeypatch.setattr(backend, "prefill_and_generate", slow_prefill)
+    results = generate(R_SMALL, samples)
+    continued = [r for r in results if r.cached_prompt_tokens]
+    assert len(continued) == 2 and all(r.batch_size == 2 for r in results)  # two calls of two rows
+    assert all(r.ttft_s >= 0.3 for r in continued)  # they started after the fresh rows' call
