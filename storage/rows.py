@@ -106,7 +106,8 @@ class GenerationRow(TypedDict, total=False):
     greedy: bool | None
     backend_identity: str | None  # the text the identity hashes
     # how `wall_s` was measured (None in rows written before these existed): the machine (host name and hardware in
-    # words), the device, the libraries and decode mode (`timing_engine`), and the 1-minute load average at the call's start and end
+    # words), the device, the libraries, where the clock starts and the decode mode (`timing_engine`), and the
+    # 1-minute load average at the call's start and end
     host: str | None
     hardware: str | None
     device: str | None
