@@ -30,6 +30,7 @@ import urllib.error
 import urllib.request
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
+from typing import Any
 
 from mai.storage.paths import Home, store_id
 
@@ -124,12 +125,13 @@ def _start_server_process(database: Path) -> tuple[subprocess.Popen[bytes], str]
     """Prefect's API app on a free port on `database`, once its API answers (its database created and migrated by
     then)."""
     port = _free_port()
-    # the app and settings Prefect's own temporary server runs with (prefect.server.api.server.SubprocessASGIServer,
-    # prefect 3.8-3.9): no UI, and the reduced set of background services of an ephemeral server
+    # the settings Prefect's own temporary server runs with (prefect.server.api.server.SubprocessASGIServer,
+    # prefect 3.8-3.9): no UI, and the reduced set of background services of an ephemeral server; its app is
+    # Prefect's, retrying requests SQLite refused as locked (`temporary_app`)
     env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
            "PREFECT__SERVER_EPHEMERAL": "1",
            "PREFECT_SERVER_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{database}"}
-    process = subprocess.Popen([sys.executable, "-m", "uvicorn", "--factory", "prefect.server.api.server:create_app",
+    process = subprocess.Popen([sys.executable, "-m", "uvicorn", "--factory", "mai.flows.prefect_api:temporary_app",
                                 "--host", "127.0.0.1", "--port", str(port), "--log-level", "error", "--lifespan", "on"],
                                env=env, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)  # noqa: PLW1509
     url = f"http://127.0.0.1:{port}/api"
@@ -140,6 +142,77 @@ def _start_server_process(database: Path) -> tuple[subprocess.Popen[bytes], str]
             raise RuntimeError(f"the temporary Prefect server did not start (exit status {process.poll()})")
         time.sleep(0.1)
     return process, url
+
+
+LOCKED_RETRY_S = 0.05     # between a request's tries after SQLite answered "database is locked" (503)
+LOCKED_PATIENCE_S = 60.0  # how long the temporary server retries one request itself (SQLite's own busy timeout)
+
+
+def temporary_app() -> Any:
+    """The temporary server's app: Prefect's (`prefect.server.api.server:create_app`), whose requests that SQLite
+    refused with "database is locked" are tried again here within `LOCKED_RETRY_S` rather than by the client after
+    ~2 s. On one SQLite database Prefect's task-run recorder (writing the task runs of the run's events) and the
+    API (creating the first shard's subflow) collide in about half of the demo's runs: a deferred transaction that
+    must upgrade to write gets "locked" at once, whatever the busy timeout, and the server answers 503, which
+    Prefect's client retries after 2 s x jitter (2.0-2.4 s measured; docs/benchmarks.md, "The demo's wall time
+    against its engine time"). A request still refused after `LOCKED_PATIENCE_S` gets its 503, and the client's own
+    retries, as before."""
+    from prefect.server.api.server import create_app
+
+    return RetryWhileLocked(create_app())
+
+
+class RetryWhileLocked:
+    """ASGI middleware: an HTTP request answered 503 is run again (its body replayed) until it is answered otherwise
+    or `patience_s` has passed; any other response, and every websocket and lifespan message, passes as it is."""
+
+    def __init__(self, app: Any, retry_s: float = LOCKED_RETRY_S, patience_s: float = LOCKED_PATIENCE_S) -> None:
+        self.app, self.retry_s, self.patience_s = app, retry_s, patience_s
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        import anyio
+
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        body, more = b"", True
+        while more:  # the whole request body, to replay it
+            message = await receive()
+            body, more = body + message.get("body", b""), message.get("more_body", False)
+        deadline = time.monotonic() + self.patience_s
+        while True:
+            refused = await self._try(scope, body, receive, send, last=time.monotonic() >= deadline)
+            if not refused:
+                return
+            await anyio.sleep(self.retry_s)
+
+    async def _try(self, scope: dict[str, Any], body: bytes, receive: Any, send: Any, last: bool) -> bool:
+        """Runs the request once; True when it was refused with 503 (and nothing of the answer was sent)."""
+        given, refused = False, False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal given
+            if given:  # after the body: what the client does next (a disconnect)
+                message: dict[str, Any] = await receive()
+                return message
+            given = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def answer(message: dict[str, Any]) -> None:
+            nonlocal refused
+            if message["type"] == "http.response.start":
+                refused = message["status"] == 503 and not last
+            if not refused:
+                await send(message)
+
+        try:
+            await self.app(dict(scope), replay, answer)  # a copy: routing rewrites the scope it is given
+        except Exception:
+            if not refused:
+                raise
+            # Starlette's error middleware sends the handler's 503 and then raises the error again: the refusal
+            # is answered by the next try
+        return refused
 
 
 def _die_with_parent() -> None:
