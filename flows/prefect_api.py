@@ -30,9 +30,12 @@ import urllib.error
 import urllib.request
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from mai.storage.paths import Home, store_id
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 START_TIMEOUT_S = 180.0
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -148,7 +151,7 @@ LOCKED_RETRY_S = 0.05     # between a request's tries after SQLite answered "dat
 LOCKED_PATIENCE_S = 60.0  # how long the temporary server retries one request itself (SQLite's own busy timeout)
 
 
-def temporary_app() -> Any:
+def temporary_app() -> ASGIApp:
     """The temporary server's app: Prefect's (`prefect.server.api.server:create_app`), whose requests that SQLite
     refused with "database is locked" are tried again here within `LOCKED_RETRY_S` rather than by the client after
     ~2 s. On one SQLite database Prefect's task-run recorder (writing the task runs of the run's events) and the
@@ -166,10 +169,11 @@ class RetryWhileLocked:
     """ASGI middleware: an HTTP request answered 503 is run again (its body replayed) until it is answered otherwise
     or `patience_s` has passed; any other response, and every websocket and lifespan message, passes as it is."""
 
-    def __init__(self, app: Any, retry_s: float = LOCKED_RETRY_S, patience_s: float = LOCKED_PATIENCE_S) -> None:
+    def __init__(self, app: ASGIApp, retry_s: float = LOCKED_RETRY_S, patience_s: float = LOCKED_PATIENCE_S
+                 ) -> None:
         self.app, self.retry_s, self.patience_s = app, retry_s, patience_s
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         import anyio
 
         if scope["type"] != "http":
@@ -186,19 +190,18 @@ class RetryWhileLocked:
                 return
             await anyio.sleep(self.retry_s)
 
-    async def _try(self, scope: dict[str, Any], body: bytes, receive: Any, send: Any, last: bool) -> bool:
+    async def _try(self, scope: Scope, body: bytes, receive: Receive, send: Send, last: bool) -> bool:
         """Runs the request once; True when it was refused with 503 (and nothing of the answer was sent)."""
         given, refused = False, False
 
-        async def replay() -> dict[str, Any]:
+        async def replay() -> Message:
             nonlocal given
             if given:  # after the body: what the client does next (a disconnect)
-                message: dict[str, Any] = await receive()
-                return message
+                return await receive()
             given = True
             return {"type": "http.request", "body": body, "more_body": False}
 
-        async def answer(message: dict[str, Any]) -> None:
+        async def answer(message: Message) -> None:
             nonlocal refused
             if message["type"] == "http.response.start":
                 refused = message["status"] == 503 and not last
