@@ -65,7 +65,7 @@ def _run(config: RunConfig, plan: RunPlan | None) -> RunManifest:
         check_workers(config)
         plan = plan.model_copy(update={"command": started_by(plan.command)})
     name_flow_run(plan)
-    log.info("run %s: %s of %s on %s, stages %s", plan.run_id, plan.mode, describe_models(plan), plan.benchmark,
+    log.info("run %s: %s of %s on %s, stages %s", plan.run_id, plan.config.mode, describe_models(plan), plan.benchmark,
              " -> ".join(stage.name for stage in plan.stages))
     phases.end("plan_s")
     return run_pipeline(plan, FlowSteps(log, publish_run), PrefectShards(), log, phases)

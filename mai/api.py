@@ -547,7 +547,6 @@ def _report_to_stdout(store: Home, run_ids: list[str] | None, trace_samples: int
     """The report written whole to a private temp file, then copied to standard output: nothing reaches stdout
     unless the page was built."""
     import shutil
-    import sys
     import tempfile
 
     from mai.dashboards.report import build_report

@@ -15,9 +15,8 @@ from mai.backends.base import BACKENDS
 from mai.backends.untested_family import check_checkpoint_config
 from mai.errors import ConfigError
 from mai.evals.loading import DEFAULT_MAX_IMAGE_PIXELS
-from mai.evals.spec import NAME_PATTERN, BenchmarkSpec, is_spec_path, load_spec
+from mai.evals.spec import NAME_PATTERN, BenchmarkSpec, is_spec_path, load_spec, per_prompt_kind
 from mai.types import (
-    PROMPT_KINDS,
     BackendName,
     BenchmarkName,
     Decoding,
@@ -163,7 +162,7 @@ class RunConfig(BaseModel):
     @field_validator("batch_sizes")
     @classmethod
     def _batch_kinds(cls, value: dict[str, int]) -> dict[str, int]:
-        return _per_kind(value, "batch_sizes")
+        return per_prompt_kind(value, "batch_sizes")
 
     def batch_for(self, kind: PromptKind) -> int:
         return self.batch_sizes.get(kind, self.batch_size)
@@ -171,7 +170,7 @@ class RunConfig(BaseModel):
     @field_validator("max_new_tokens")
     @classmethod
     def _known_kinds(cls, value: dict[str, int]) -> dict[str, int]:
-        _per_kind(value, "max_new_tokens")
+        per_prompt_kind(value, "max_new_tokens")
         too_large = {kind: v for kind, v in value.items() if v > MAX_NEW_TOKENS_LIMIT}
         if too_large:
             raise ValueError(f"max_new_tokens {too_large} over the limit of {MAX_NEW_TOKENS_LIMIT} tokens (the longest "
@@ -180,7 +179,7 @@ class RunConfig(BaseModel):
 
     @model_validator(mode="after")
     def _floors_under_budgets(self) -> RunConfig:
-        _per_kind(self.min_new_tokens, "min_new_tokens")
+        per_prompt_kind(self.min_new_tokens, "min_new_tokens")
         over = {kind: n for kind, n in self.min_new_tokens.items() if n > self.max_new_tokens[kind]}
         if over:
             raise ValueError(f"min_new_tokens {over} above max_new_tokens for the same kind "
@@ -232,16 +231,6 @@ def default_budgets(values: Mapping[str, Any]) -> dict[str, int]:
     deployments of prefect.yaml compute (the general defaults, S 32 / R 1024, would be other identities and so
     recompute everything); else DEFAULT_MAX_NEW_TOKENS."""
     return dict(SHAPES_MAX_NEW_TOKENS if _uses_only_shipped(values) else DEFAULT_MAX_NEW_TOKENS)
-
-
-def _per_kind(value: dict[str, int], field: str) -> dict[str, int]:
-    """A {prompt kind: positive int} setting, checked: known kinds only, every value >= 1."""
-    unknown = sorted(set(value) - set(PROMPT_KINDS))
-    if unknown:
-        raise ValueError(f"{field} has unknown prompt kinds {unknown}; use {list(PROMPT_KINDS)}")
-    if any(v < 1 for v in value.values()):
-        raise ValueError(f"{field} values must be >= 1")
-    return value
 
 
 def default_batch_sizes(values: Mapping[str, Any]) -> dict[str, int]:

@@ -39,7 +39,7 @@ from mai.evals.spec import SpecBenchmark
 from mai.host import host_name
 from mai.identity import BackendIdentity
 from mai.provenance import command_line, load_average
-from mai.types import Decoding, ModelSpec, PromptKind, Role, RunMode, StageSpec
+from mai.types import Decoding, ModelSpec, PromptKind, Role, StageSpec
 
 
 class StoreLocations(BaseModel):
@@ -93,41 +93,14 @@ class RunPlan(BaseModel):
         return {role: backend.text for role, backend in self.backends.items()}
 
     @property
-    def mode(self) -> RunMode:
-        return self.config.mode
-
-    @property
-    def backend(self) -> str:
-        return self.config.backend
-
-    @property
     def run_name(self) -> str:
         return self.config.run_name or self.run_id
-
-    @property
-    def transfer(self) -> str:
-        return self.config.transfer
-
-    @property
-    def transfer_layer(self) -> int | None:
-        return self.config.transfer_layer
-
-    @property
-    def transfer_delta(self) -> float:
-        return self.config.transfer_delta
 
     @property
     def capture_layers(self) -> list[int]:
         """Every layer whose attention a capture prefill records: the transfer layer and the extra ones."""
         layer = self.config.transfer_layer
         return sorted({*self.config.capture_layers, *([layer] if layer is not None else [])})
-
-    @property
-    def batch_size(self) -> int:
-        return self.config.batch_size
-
-    def batch_for(self, kind: PromptKind) -> int:
-        return self.config.batch_for(kind)
 
     def engine_options(self, role: Role) -> EngineOptions:
         return EngineOptions(url=self.config.vllm_urls.get(role), env=self.config.vllm_env, home=self.home)
@@ -136,7 +109,7 @@ class RunPlan(BaseModel):
     def tags(self) -> list[str]:
         """How a person finds the run among flow runs: benchmark, mode and the models it used."""
         models = [f"{role}:{Path(m.identity_name).name}" for role, m in sorted(self.models.items())]
-        return ["mai", f"mai-run:{self.run_id}", f"benchmark:{self.benchmark}", f"mode:{self.mode}", *models]
+        return ["mai", f"mai-run:{self.run_id}", f"benchmark:{self.benchmark}", f"mode:{self.config.mode}", *models]
 
 
 def localize_models(plan: RunPlan, models_dir: Path) -> RunPlan:

@@ -37,7 +37,7 @@ from pathlib import Path
 import duckdb
 from mai.storage.partitions import table_files
 from mai.storage.paths import Home
-from mai.storage.query_results import UNBOUNDED, ResultRules, final_rows
+from mai.storage.query_results import UNBOUNDED, ResultRules, Rows, final_rows
 from mai.storage.rows import Columns
 from mai.storage.tables import TABLES, Table
 
@@ -110,14 +110,9 @@ def _inside(path: Path, store: Path) -> Path:
         return path.relative_to(store.resolve())
 
 
-def view_definitions(home: Home, read_root: Path | None = None) -> dict[str, str]:
-    """Each table's view, in the registry's order (a view is created after the views it reads)."""
-    return {table.name: view_definition(home, table, read_root) for table in TABLES}
-
-
 def _create_views(connection: duckdb.DuckDBPyConnection, home: Home, read_root: Path | None = None) -> None:
-    for name, query in view_definitions(home, read_root).items():
-        connection.execute(f"CREATE OR REPLACE VIEW {name} AS {query}")
+    for table in TABLES:  # in the registry's order: a view is created after the views it reads
+        connection.execute(f"CREATE OR REPLACE VIEW {table.name} AS {view_definition(home, table, read_root)}")
 
 
 def _plain_alias(store: Path) -> Path:
@@ -270,7 +265,6 @@ def query(home: Home, sql: str, limits: QueryLimits = QueryLimits()) -> Rows:
     return _in_worker(home, statements, limits, limits.timeout_s)
 
 
-Rows = tuple[list[str], list[tuple[object, ...]]]
 # how long a worker may run past its timeout before it is killed: DuckDB checks for an interrupt between chunks of
 # work, and one huge function call (`length(repeat('x', 1500000000))`: 80 s, 2.9 GB) is one chunk
 WORKER_GRACE_S = 1.0

@@ -33,7 +33,7 @@ from types import TracebackType
 from typing import IO, Self
 
 from filelock import FileLock
-from mai.storage.filesystem_check import require_working_store
+from mai.storage.filesystem_check import require_working_store, try_exclusive
 from mai.storage.paths import Home
 
 from mai import stop
@@ -63,7 +63,9 @@ def _let_go(path: Path) -> None:
         _HELD_HERE.pop(path, None)
 
 
-def _held_here(path: Path) -> bool:
+def held_by_this_process(path: Path) -> bool:
+    """Whether this process holds the lease or claim at `path` (a drain's shard, which its subflow must not take
+    again: a second flock of one file from one process would wait for itself)."""
     with _HERE_LOCK:
         return path in _HELD_HERE
 
@@ -93,17 +95,15 @@ def _try_lock(path: Path) -> IO[bytes] | None:
         handle = open(path, "r+b")  # noqa: SIM115  (returned open: the caller holds the lock)
     except FileNotFoundError:
         return None
-    try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.close()
-        return None
-    return handle
+    if try_exclusive(handle.fileno()):
+        return handle
+    handle.close()
+    return None
 
 
 def _is_dead(path: Path) -> bool:
     """A claim file whose claimant is gone (removes it); a file that no longer exists counts as gone."""
-    if _held_here(path):
+    if held_by_this_process(path):
         return False
     if not path.exists():
         return True
@@ -149,8 +149,7 @@ class ClaimBoard:
 
     def claim(self, wanted: Iterable[str], stored: Stored) -> Claim:
         ids = list(dict.fromkeys(wanted))
-        self.directory.mkdir(parents=True, exist_ok=True)
-        require_working_store(self.directory)  # never claim on a store whose claims would not exclude anyone
+        require_working_store(self.directory)  # makes it; never claim on a store whose claims would not exclude anyone
         self.lock_path.parent.mkdir(parents=True, exist_ok=True)
         with _section(self.lock_path):
             theirs = self._live_claims()
@@ -165,7 +164,7 @@ class ClaimBoard:
             path, handle = self._publish(mine)
         return Claim(mine, relevant, path, handle)
 
-    def wait_for_others(self, claim: Claim, stored: Stored, poll_s: float = POLL_S) -> list[str]:
+    def wait_for_others(self, claim: Claim, stored: Stored) -> list[str]:
         """Blocks until every id of `claim.theirs` is stored, or returns the ids whose claimant died (to claim
         them again; a live claimant may still take some of them first)."""
         awaited = sorted(set().union(*claim.theirs.values())) if claim.theirs else []
@@ -179,7 +178,7 @@ class ClaimBoard:
             if orphaned:
                 return sorted(set(orphaned) - stored(orphaned))
             stop.check()
-            time.sleep(poll_s)
+            time.sleep(POLL_S)
 
     def _live_claims(self) -> dict[Path, set[str]]:
         claims: dict[Path, set[str]] = {}
@@ -242,7 +241,7 @@ class Lease:
     def try_take(cls, path: Path) -> Lease | None:
         """The lease held (use it as a context manager to let it go), or None when a live holder has it, this
         process included (its threads are separate holders; opening the file again would drop the lock on NFS)."""
-        if _held_here(path):
+        if held_by_this_process(path):
             return None
         lease = cls(path)
         return lease if lease._take(blocking=False) else None
@@ -253,7 +252,6 @@ class Lease:
         return self
 
     def _take(self, blocking: bool) -> bool:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         require_working_store(self.path.parent)  # a lease nobody can tell from a dead one would rerun live work
         _hold(self.path)
         try:
@@ -283,14 +281,8 @@ class Lease:
         _let_go(self.path)
 
 
-def held_by_this_process(path: Path) -> bool:
-    """Whether this process holds the lease or claim at `path` (a drain's shard, which its subflow must not take
-    again: a second flock of one file from one process would wait for itself)."""
-    return _held_here(path)
-
-
 def lease_is_held(path: Path) -> bool:
-    if _held_here(path):
+    if held_by_this_process(path):
         return True
     handle = _try_lock(path)
     if handle is None:
@@ -301,7 +293,7 @@ def lease_is_held(path: Path) -> bool:
 
 def lease_holder(path: Path) -> dict[str, object]:
     """What the lease file says about its (last) holder: host, pid, ppid; empty when there is none."""
-    if _held_here(path):  # this process (reading the file would drop its lock on NFS)
+    if held_by_this_process(path):  # this process (reading the file would drop its lock on NFS)
         return {"host": host_name(), "pid": os.getpid(), "ppid": os.getppid()}
     try:
         holder: dict[str, object] = json.loads(path.read_text() or "{}")

@@ -4,7 +4,7 @@ A file of the store can be damaged outside mai's control (a disk error, a copy c
 hand). Such a file costs its rows, never the store: every listing of a table's files (`storage/partitions.py`
 `table_files` and `Partition.files`, so the catalog's views, the generation store's lookups, statistics and
 compaction) leaves it out, so commands keep working over the rest, and a reader that is given one by path
-(`read_checked`) stops with one line that names the file and says what to run. `mai store verify` lists them and
+(`parquet.reading`) stops with one line that names the file and says what to run. `mai store verify` lists them and
 `--repair` moves them into the store's quarantine folder (storage/verify.py).
 
 The check on a listing is cheap and reads no footer: a Parquet file starts with `PAR1`, ends with a 4-byte footer
@@ -83,20 +83,3 @@ def split_readable(files: Iterable[Path]) -> tuple[list[Path], list[Unreadable]]
         else:
             damaged.append(Unreadable(path, reason))
     return readable, damaged
-
-
-def readable_files(files: Iterable[Path]) -> list[Path]:
-    return split_readable(files)[0]
-
-
-def checked(path: Path) -> Path:
-    """`path`, when it looks whole; a DamagedFileError naming it otherwise (for a reader given a file by path)."""
-    reason = parquet_damage(path)
-    if reason is not None:
-        raise DamagedFileError(Unreadable(path, reason))
-    return path
-
-
-def read_error(path: Path, error: Exception) -> DamagedFileError:
-    """What a reader raises when pyarrow cannot read a file that looked whole (a footer damaged inside)."""
-    return DamagedFileError(Unreadable(path, f"{type(error).__name__}: {' '.join(str(error).split())}"))

@@ -30,7 +30,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from mai.errors import ConfigError
@@ -101,11 +101,11 @@ def lock_problem(directory: Path, release_wait_s: float = RELEASE_WAIT_S) -> str
             reason = (holder.stderr.read().strip().splitlines() or ["it exited"])[-1]
             return f"a process could not take an exclusive lock here ({reason})"
         with open(path, "r+b") as handle:
-            if _try_exclusive(handle.fileno()):
+            if try_exclusive(handle.fileno()):
                 return "a second process took the exclusive lock another process held: locks do not exclude here"
             holder.send_signal(signal.SIGKILL)
             holder.wait(timeout=30)
-            if not _wait_for(lambda: _try_exclusive(handle.fileno()), release_wait_s):
+            if not _wait_for(lambda: try_exclusive(handle.fileno()), release_wait_s):
                 return f"the lock of a killed process was not freed within {release_wait_s:g} s"
         return None
     except OSError as error:
@@ -117,7 +117,7 @@ def lock_problem(directory: Path, release_wait_s: float = RELEASE_WAIT_S) -> str
         path.unlink(missing_ok=True)
 
 
-def _try_exclusive(fd: int) -> bool:
+def try_exclusive(fd: int) -> bool:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -214,9 +214,9 @@ def require_working_store(directory: Path) -> None:
 def _run_checks(directory: Path) -> Iterator[Check]:
     """The checks a run depends on, cheapest first; lazily, so that a later probe runs only after the earlier ones
     passed. A mount option that keeps locks on one host fails the locks check without a probe."""
-    yield _locks_check(directory, lambda: host_local_locks(mount_of(directory)) or lock_problem(directory))
-    yield _rename_check(directory)
-    yield _symlink_check(directory)
+    yield _probed("locks across processes", lambda: host_local_locks(mount_of(directory)) or lock_problem(directory))
+    yield _probed("atomic rename", lambda: rename_problem(directory))
+    yield _probed("symlinks", lambda: symlink_problem(directory))
 
 
 # --- the other needs ------------------------------------------------------------------------------------------
@@ -225,7 +225,7 @@ def rename_problem(directory: Path, versions: int = RENAME_VERSIONS) -> str | No
     """None when files renamed over one name (temp + os.replace) are seen whole by a process reading it all along,
     and the last one replaced the others; else what the reader saw."""
     path = directory / f".tmp-renameprobe-{uuid.uuid4().hex}"
-    _write_version(path, 0)
+    path.write_bytes(_version(0))
     reader = subprocess.Popen([sys.executable, "-c", _READER, str(path)], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
     try:
@@ -234,7 +234,7 @@ def rename_problem(directory: Path, versions: int = RENAME_VERSIONS) -> str | No
             return "a second process could not read the file"
         for number in range(1, versions + 1):
             temp = path.with_name(f"{path.name}-{number}")
-            _write_version(temp, number)
+            temp.write_bytes(_version(number))
             os.replace(temp, path)
         reads, bad, *seen = reader.communicate("stop\n", timeout=60)[0].split()
         last = path.read_bytes()
@@ -254,11 +254,6 @@ def _version(number: int) -> bytes:
     """A file whose reader can tell it is whole: its length, then 16-144 KiB of data, then `$`."""
     body = bytes([48 + number % 10]) * (16384 * (1 + number % 9)) + b"$"
     return f"{len(body)}:".encode() + body
-
-
-def _write_version(path: Path, number: int) -> None:
-    with open(path, "wb") as handle:
-        handle.write(_version(number))
 
 
 def symlink_problem(directory: Path) -> str | None:
@@ -311,8 +306,9 @@ def check_store(root: Path, min_free_gib: float = MIN_FREE_GIB) -> StoreReport:
     directory = root / "locks"  # where the probes write: on the store's filesystem, beside its lock files
     directory.mkdir(parents=True, exist_ok=True)
     mount = mount_of(directory)
-    checks = [_locks_check(directory, lambda: lock_problem(directory)), _lock_options_check(mount),
-              _rename_check(directory), _symlink_check(directory), _fsync_check(directory),
+    checks = [_probed("locks across processes", lambda: lock_problem(directory)), _lock_options_check(mount),
+              _probed("atomic rename", lambda: rename_problem(directory)),
+              _probed("symlinks", lambda: symlink_problem(directory)), _probed("fsync", lambda: fsync_problem(directory)),
               _space_check(root, min_free_gib)]
     return StoreReport(checks, [_across_hosts_unproven(mount)])
 
@@ -321,13 +317,23 @@ def _outcome(name: str, problem: str | None, works: str, fix: str) -> Check:
     return Check(name, problem is None, works if problem is None else problem, "" if problem is None else fix)
 
 
-def _locks_check(directory: Path, probe: Callable[[], str | None]) -> Check:
-    return _outcome(
-        "locks across processes", _guarded(probe),
-        "a lock held by one process excludes another, and the kernel frees it when its holder is killed: claims "
-        "compute each output once, and a dead worker's shards are taken over",
-        "mount the store with working file locks (NFS: without nolock or local_lock=flock|all; Lustre: flock, not "
-        "localflock), or use another store")
+# what a passed probe means for the store, and what to do when it fails
+_PROBES = {
+    "locks across processes": (
+        ("a lock held by one process excludes another, and the kernel frees it when its holder is killed: claims "
+         "compute each output once, and a dead worker's shards are taken over"),
+        ("mount the store with working file locks (NFS: without nolock or local_lock=flock|all; Lustre: flock, not "
+         "localflock), or use another store")),
+    "atomic rename": (("a file renamed over another replaces it whole: readers see the old file or the new one, "
+                       "never a part"), "use a filesystem whose rename is atomic (not an object-store mount)"),
+    "symlinks": ("links can be made and swapped by rename: each partition's path is a link to its current version",
+                 "use a filesystem with symbolic links (compaction publishes partitions through them)"),
+    "fsync": ("written files can be flushed to disk before they are published", "use a filesystem that supports fsync"),
+}
+
+
+def _probed(name: str, probe: Callable[[], str | None]) -> Check:
+    return _outcome(name, _guarded(probe), *_PROBES[name])
 
 
 def _lock_options_check(mount: Mount | None) -> Check:
@@ -356,24 +362,6 @@ def _across_hosts_unproven(mount: Mount | None) -> str:
     return ("locks between hosts: that a lock taken on another host excludes this host's processes. A check run on "
             "one host cannot show it; only a probe run on every host sharing the store, each trying the locks the "
             "others hold, can" + (f" ({reach[filesystem_kind(mount)]})" if filesystem_kind(mount) in reach else ""))
-
-
-def _rename_check(directory: Path) -> Check:
-    return _outcome("atomic rename", _guarded(lambda: rename_problem(directory)),
-                    "a file renamed over another replaces it whole: readers see the old file or the new one, never a "
-                    "part", "use a filesystem whose rename is atomic (not an object-store mount)")
-
-
-def _symlink_check(directory: Path) -> Check:
-    return _outcome("symlinks", _guarded(lambda: symlink_problem(directory)),
-                    "links can be made and swapped by rename: each partition's path is a link to its current version",
-                    "use a filesystem with symbolic links (compaction publishes partitions through them)")
-
-
-def _fsync_check(directory: Path) -> Check:
-    return _outcome("fsync", _guarded(lambda: fsync_problem(directory)),
-                    "written files can be flushed to disk before they are published",
-                    "use a filesystem that supports fsync")
 
 
 def _space_check(root: Path, min_free_gib: float) -> Check:
@@ -436,21 +424,18 @@ def cross_host_lock_probe(directory: Path, host: str, participants: int, timeout
             if theirs == mine:
                 continue
             with open(theirs, "r+b") as other:
-                if _try_exclusive(other.fileno()):
+                if try_exclusive(other.fileno()):
                     took.append(theirs.read_text().strip() or theirs.name.split(".")[0])
                     fcntl.flock(other.fileno(), fcntl.LOCK_UN)
         probe = HostProbe(host, sorted(took), this_kernel())
-        mine.with_suffix(".done").write_text(json.dumps({"host": probe.host, "took": probe.took,
-                                                         "kernel": probe.kernel}))
+        mine.with_suffix(".done").write_text(json.dumps(asdict(probe)))
         _await_files(directory, "*.done", participants, timeout_s, "try the others' locks")
     return probe
 
 
 def cross_host_results(directory: Path) -> list[HostProbe]:
     """What each participant of the probe in `directory` published (the caller of `cross_host_lock_probe`)."""
-    found = [json.loads(path.read_text()) for path in sorted(directory.glob("*.done"))]
-    return [HostProbe(str(entry["host"]), [str(h) for h in entry["took"]], str(entry.get("kernel", "")))
-            for entry in found]
+    return [HostProbe(**json.loads(path.read_text())) for path in sorted(directory.glob("*.done"))]
 
 
 def on_one_kernel(probes: list[HostProbe]) -> bool:

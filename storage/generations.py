@@ -13,7 +13,7 @@ from typing import TypedDict
 import pyarrow as pa
 import pyarrow.compute as pc
 from mai.storage.parquet import arrow_array, read_columns
-from mai.storage.partitions import Partition, partitions, table_files, write_part
+from mai.storage.partitions import Partition, table_files, write_part
 from mai.storage.paths import Home
 from mai.storage.rows import GenerationRow
 from mai.storage.tables import table_named
@@ -112,11 +112,10 @@ def read_texts(home: Home, gen_ids: Iterable[str]) -> dict[str, str]:
     return {row["gen_id"]: row["text"] for row in table.to_pylist()}
 
 
-def count_computed_by_run(home: Home, run_id: str, directories: Iterable[Path] | None = None) -> int:
+def count_computed_by_run(home: Home, run_id: str, directories: Iterable[Path]) -> int:
     """How many distinct identities this run computed (every other output it used was reused). `directories`:
-    the partitions the run used (default: the whole store); only their `gen_id` and `run_id` columns are read."""
-    chosen = list(directories) if directories is not None else [p.path for p in partitions(home, GENERATIONS_TABLE)]
-    files = [f for d in chosen for f in Partition(home, d).files()]
+    the partitions the run used; only their `gen_id` and `run_id` columns are read."""
+    files = [f for d in directories for f in Partition(home, d).files()]
     if not files:
         return 0
     table = read_columns(files, ["gen_id", "run_id"], key="run_id", wanted=[run_id])

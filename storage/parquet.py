@@ -9,11 +9,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import cast
+from typing import TypeVar, cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from mai.storage.damage import checked, read_error
+from mai.storage.damage import DamagedFileError, Unreadable, parquet_damage
 from mai.storage.tables import TableName, table_named
 
 from mai.files import atomic_path
@@ -53,10 +53,13 @@ def read_rows(paths: list[Path], columns: list[str] | None = None) -> list[dict[
 def reading(path: Path) -> Iterator[pq.ParquetFile]:
     """The file opened with the Parquet reader; a missing or damaged file (or one pyarrow fails on while it is read
     inside the block) is a DamagedFileError naming it (storage/damage.py), not a traceback."""
+    reason = parquet_damage(path)
+    if reason is not None:
+        raise DamagedFileError(Unreadable(path, reason))
     try:
-        yield pq.ParquetFile(checked(path))
-    except (OSError, pa.ArrowException) as error:
-        raise read_error(path, error) from error
+        yield pq.ParquetFile(path)
+    except (OSError, pa.ArrowException) as error:  # a footer damaged inside
+        raise DamagedFileError(Unreadable(path, f"{type(error).__name__}: {' '.join(str(error).split())}")) from error
 
 
 def read_columns(paths: Sequence[Path], columns: list[str], key: str | None = None,
@@ -85,6 +88,7 @@ def read_columns(paths: Sequence[Path], columns: list[str], key: str | None = No
 # (docs/benchmarks.md, "Startup"). The store's schemas (storage/schemas.py) use only the types below.
 _NUMBERS = {pa.int32(): "i", pa.int64(): "q", pa.float64(): "d"}  # array.array type codes of the same width
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_T = TypeVar("_T")
 
 
 def arrow_table(rows: Sequence[Mapping[str, object]], schema: pa.Schema) -> pa.Table:
@@ -100,17 +104,18 @@ def arrow_array(values: Sequence[object], type_: pa.DataType) -> pa.Array:
     present = [value is not None for value in values]
     validity = None if all(present) else _bitmap(present)
     if pa.types.is_string(type_):
-        encoded = [_str(value).encode() if value is not None else b"" for value in values]
+        encoded = [_typed(value, str, "a string").encode() if value is not None else b"" for value in values]
         offsets = array.array("i", itertools.accumulate(map(len, encoded), initial=0))
         buffers = [validity, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))]
         return pa.Array.from_buffers(type_, len(values), buffers)
     if pa.types.is_list(type_):
-        lists = [_list(value) if value is not None else [] for value in values]
+        lists = [value if isinstance(value, tuple) else _typed(value, list, "a list") if value is not None else []
+                 for value in values]
         offsets = array.array("i", itertools.accumulate(map(len, lists), initial=0))
         children = [arrow_array([item for items in lists for item in items], type_.value_type)]
         return pa.Array.from_buffers(type_, len(values), [validity, pa.py_buffer(offsets)], children=children)
     if pa.types.is_boolean(type_):
-        bits = [_bool(value) if value is not None else False for value in values]
+        bits = [_typed(value, bool, "a boolean") if value is not None else False for value in values]
         return pa.Array.from_buffers(type_, len(values), [validity, _bitmap(bits)])
     if type_ == pa.timestamp("us", tz="UTC"):
         micros = [_micros(value) if value is not None else 0 for value in values]
@@ -131,26 +136,13 @@ def _bitmap(bits: Sequence[bool]) -> pa.Buffer:
     return pa.py_buffer(packed)
 
 
-def _str(value: object) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"expected a string, got {type(value).__name__}: {value!r}")
-    return value
-
-
-def _list(value: object) -> list[object] | tuple[object, ...]:
-    if not isinstance(value, list | tuple):
-        raise TypeError(f"expected a list, got {type(value).__name__}: {value!r}")
-    return value
-
-
-def _bool(value: object) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"expected a boolean, got {type(value).__name__}: {value!r}")
+def _typed(value: object, kind: type[_T], what: str) -> _T:
+    if not isinstance(value, kind):
+        raise TypeError(f"expected {what}, got {type(value).__name__}: {value!r}")
     return value
 
 
 def _micros(value: object) -> int:
-    if not isinstance(value, datetime):
-        raise TypeError(f"expected a datetime, got {type(value).__name__}: {value!r}")
-    moment = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    moment = _typed(value, datetime, "a datetime")
+    moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
     return (moment - _EPOCH) // timedelta(microseconds=1)

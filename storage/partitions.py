@@ -27,13 +27,14 @@ import os
 import shutil
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mai.storage.damage import readable_files, split_readable
+from mai.storage.damage import split_readable
 from mai.storage.paths import Home
 from mai.storage.tables import Table, TableName
 
@@ -88,7 +89,7 @@ class Partition:
         """The readable files of the published version, by their version paths: a compaction that publishes the
         next version meanwhile leaves these in place (for GRACE_S), so a reader that listed them can read them. A
         damaged file is left out (storage/damage.py): it costs its rows, which a run then computes again."""
-        return readable_files(self.listed())
+        return split_readable(self.listed())[0]
 
     def listed(self) -> list[Path]:
         """Every file of the published version, damaged ones included (for verification and compaction)."""
@@ -124,7 +125,7 @@ def write_part(home: Home, directory: Path, rows: Sequence[Mapping[str, object]]
 
 def table_files(home: Home, table: Table) -> list[Path]:
     """Every readable published file of a table (a damaged one is left out: storage/damage.py)."""
-    return readable_files(listed_files(home, table))
+    return split_readable(listed_files(home, table))[0]
 
 
 def listed_files(home: Home, table: Table) -> list[Path]:
@@ -156,9 +157,9 @@ class Compaction:
     removed_versions: list[str] = field(default_factory=list)
 
 
-def compact(partition: Partition, table: Table, min_small_files: int = 2,
-            target_rows: int = TARGET_ROWS, grace_s: float = GRACE_S, tiered: bool = False) -> Compaction:
-    """Merges the partition's files under `target_rows` rows into one file sorted by id, without duplicates
+def compact(partition: Partition, table: Table, min_small_files: int = 2, grace_s: float = GRACE_S,
+            tiered: bool = False) -> Compaction:
+    """Merges the partition's files under TARGET_ROWS rows into one file sorted by id, without duplicates
     (`tiered`: only files of the lowest size tiers, see `_tiered_choice`). Skips (saying why) when another
     compaction of the partition runs or fewer than `min_small_files` files would be merged."""
     import pyarrow.parquet as pq
@@ -176,7 +177,7 @@ def compact(partition: Partition, table: Table, min_small_files: int = 2,
             report.skipped = damaged[0].line()
             return report
         rows = {f: pq.ParquetFile(f).metadata.num_rows for f in files}
-        small = [f for f in files if rows[f] < target_rows]
+        small = [f for f in files if rows[f] < TARGET_ROWS]
         small = _tiered_choice(small, rows) if tiered else small
         report.files_before = report.files_after = len(files)
         if len(small) < max(2, min_small_files):
@@ -202,11 +203,9 @@ def _tiered_choice(files: list[Path], rows: dict[Path, int]) -> list[Path]:
     chosen: list[Path] = []
     remaining, merged = list(files), 0
     while True:
-        counts: dict[int, int] = {}
-        for file in remaining:
-            counts[tier(rows[file])] = counts.get(tier(rows[file]), 0) + 1
+        counts = Counter(tier(rows[file]) for file in remaining)
         if merged:
-            counts[tier(merged)] = counts.get(tier(merged), 0) + 1
+            counts[tier(merged)] += 1
         full = [t for t, n in counts.items() if n >= TIER_FANOUT]
         if not full:
             return chosen
@@ -236,20 +235,12 @@ def _merge(files: list[Path], known: set[RowKey], table: Table) -> pa.Table:
     import pyarrow.parquet as pq
     from mai.storage.parquet import arrow_array
 
-    tables = [_conform(pq.read_table(f), table.schema) for f in files]
+    tables = [pq.read_table(f, schema=table.schema) for f in files]  # missing columns null, unknown ones dropped
     merged = pa.concat_tables(tables) if tables else table.schema.empty_table()
     merged = merged.sort_by([*((c, "ascending") for c in table.key), ("created_at", "ascending")])
     keys = list(zip(*(merged.column(c).to_pylist() for c in table.key)))
     keep = [key != (keys[n - 1] if n else None) and key not in known for n, key in enumerate(keys)]
     return merged.filter(arrow_array(keep, pa.bool_()))
-
-
-def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    import pyarrow as pa
-
-    columns = [table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
-               for f in schema]
-    return pa.Table.from_arrays(columns, schema=schema)
 
 
 def _publish_next(partition: Partition, snapshot: list[Path], kept: list[Path], merged: pa.Table) -> int:

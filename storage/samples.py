@@ -103,18 +103,13 @@ def read_shard(path: Path, images: Path | None = None) -> list[Sample]:
     # the Parquet reader alone (`pq.read_table` goes through pyarrow.dataset, which imports pandas)
     with reading(path) as parquet:  # a missing or damaged shard: one line naming it (storage/damage.py)
         rows: list[SampleRow] = parquet.read().to_pylist()  # a shard file has the samples table's columns
-    samples = [_row_sample(row) for row in rows]
+    samples = [sample_from_row(row) for row in rows]
     return samples if images is None else [_with_images_in(sample, images) for sample in samples]
 
 
 def _with_images_in(sample: Sample, images: Path) -> Sample:
     paths = tuple(str(image_file(images, digest)) for digest in sample.image_sha256)
     return sample if paths == sample.image_paths else replace(sample, image_paths=paths)
-
-
-def sample_from_row(row: Mapping[str, object]) -> Sample:
-    """A row of a shard file, or of the `samples` view (the samples table's columns), as a Sample."""
-    return _row_sample(cast("SampleRow", row))
 
 
 def _sample_row(sample: Sample, source: DataSource) -> SampleRow:
@@ -129,7 +124,9 @@ def _sample_row(sample: Sample, source: DataSource) -> SampleRow:
     }
 
 
-def _row_sample(row: SampleRow) -> Sample:
+def sample_from_row(mapping: Mapping[str, object]) -> Sample:
+    """A row of a shard file, or of the `samples` view (the samples table's columns), as a Sample."""
+    row = cast("SampleRow", mapping)
     return Sample(
         sample_id=row["sample_id"], benchmark=row["benchmark"], question=row["question"],
         options=tuple(row["options"]), answer=row["answer"], image_paths=tuple(row["image_paths"]),

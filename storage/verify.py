@@ -94,14 +94,8 @@ Check = Callable[[StoreScan], list[Finding]]
 
 
 def unreadable_files(scan: StoreScan) -> list[Finding]:
-    found = []
-    for table in TABLES:
-        for path in scan.listed[table.name]:
-            if path in scan.damage:
-                targets, next_run = _consequences(scan.home, table.name, path)
-                found.append(Finding("unreadable", f"{path}: unreadable ({scan.damage[path]})", remedy="quarantine",
-                                     targets=targets, next_run=next_run))
-    return found
+    return [_quarantine("unreadable", f"{path}: unreadable ({scan.damage[path]})", scan.home, table.name, path)
+            for table in TABLES for path in scan.listed[table.name] if path in scan.damage]
 
 
 def schema_mismatches(scan: StoreScan) -> list[Finding]:
@@ -114,27 +108,28 @@ def schema_mismatches(scan: StoreScan) -> list[Finding]:
                      if f.name in expected.names and not f.type.equals(expected.field(f.name).type)]
             unknown = [f.name for f in schema if f.name not in expected.names]
             if wrong or unknown:
-                targets, next_run = _consequences(scan.home, table.name, path)
-                found.append(Finding("schema", f"{path}: columns of the wrong type {wrong}, unknown columns {unknown}",
-                                     remedy="quarantine", targets=targets, next_run=next_run))
+                found.append(_quarantine("schema", f"{path}: columns of the wrong type {wrong}, unknown columns "
+                                                   f"{unknown}", scan.home, table.name, path))
     return found
 
 
-def _consequences(home: Home, table: TableName, path: Path) -> tuple[tuple[Path, ...], str]:
-    """What repair moves for a damaged file of `table`, and what then comes back."""
+def _quarantine(check: str, message: str, home: Home, table: TableName, path: Path) -> Finding:
+    """A damaged file of `table`: what repair moves, and what then comes back."""
     run = path.parent.name
+    targets: tuple[Path, ...] = (path,)
+    next_run = f"the next run that needs its {table} rows computes them again"
     if table == "samples":
-        return (path.parent,), f"the next run over these samples materialises {path.parent.name} again"
-    if table == "runs" or table == "routes":
-        moved = (path, home.runs / run / "run.parquet") if table == "routes" else (path,)
-        return moved, f"run {run} no longer counts as complete: run its configuration again (stored outputs are reused)"
-    if table in ("metrics", "scores"):
-        return (path,), f"`mai rescore {run} --profile {path.stem}` writes run {run}'s {table} again"
-    if table == "estimates":
-        return (path,), f"`mai estimate {run} ...` writes the estimate {path.stem} again"
-    if table == "generations":
-        return (path,), "the next run that needs its outputs generates them again (see the dangling routes)"
-    return (path,), f"the next run that needs its {table} rows computes them again"
+        targets, next_run = (path.parent,), f"the next run over these samples materialises {run} again"
+    elif table == "runs" or table == "routes":
+        targets = (path, home.runs / run / "run.parquet") if table == "routes" else (path,)
+        next_run = f"run {run} no longer counts as complete: run its configuration again (stored outputs are reused)"
+    elif table in ("metrics", "scores"):
+        next_run = f"`mai rescore {run} --profile {path.stem}` writes run {run}'s {table} again"
+    elif table == "estimates":
+        next_run = f"`mai estimate {run} ...` writes the estimate {path.stem} again"
+    elif table == "generations":
+        next_run = "the next run that needs its outputs generates them again (see the dangling routes)"
+    return Finding(check, message, remedy="quarantine", targets=targets, next_run=next_run)
 
 
 def duplicate_identities(scan: StoreScan) -> list[Finding]:
@@ -219,12 +214,8 @@ def dangling_routes(scan: StoreScan) -> list[Finding]:
     """Routes of completed runs whose generations are not in the store."""
     generated = _ids(scan, "generations", "gen_id")
     found = []
-    for run in scan.complete_runs:
-        routes = scan.home.routes / run / "routes.parquet"
-        if routes not in scan.readable("routes"):
-            continue
-        columns = ["final_gen_id", *(f"gen_{stage}" for stage in STAGE_NAMES)]
-        table = read_columns([routes], columns)
+    for run, routes in _complete_routes(scan).items():
+        table = read_columns([routes], ["final_gen_id", *(f"gen_{stage}" for stage in STAGE_NAMES)])
         used = {g for name in table.column_names for g in table.column(name).to_pylist() if g}
         lost = sorted(used - generated)
         if lost:
@@ -251,10 +242,7 @@ def dangling_selections(scan: StoreScan) -> list[Finding]:
 def dangling_scores(scan: StoreScan) -> list[Finding]:
     """Scores of completed runs for samples their routes do not hold."""
     found = []
-    for run in scan.complete_runs:
-        routes = scan.home.routes / run / "routes.parquet"
-        if routes not in scan.readable("routes"):
-            continue
+    for run, routes in _complete_routes(scan).items():
         routed = set(read_columns([routes], ["sample_id"]).column("sample_id").to_pylist())
         for path in (p for p in scan.readable("scores") if p.parent.name == run):
             lost = sorted(set(read_columns([path], ["sample_id"]).column("sample_id").to_pylist()) - routed)
@@ -264,30 +252,30 @@ def dangling_scores(scan: StoreScan) -> list[Finding]:
     return found
 
 
+def _complete_routes(scan: StoreScan) -> dict[str, Path]:
+    """run id -> its routes file, for the completed runs whose routes are readable."""
+    readable = set(scan.readable("routes"))
+    return {run: path for run in scan.complete_runs if (path := scan.home.routes / run / "routes.parquet") in readable}
+
+
 def _ids(scan: StoreScan, name: TableName, column: str) -> set[str]:
     return {str(v) for v in read_columns(scan.readable(name), [column]).column(column).to_pylist() if v}
 
 
 def leftover_temp_files(scan: StoreScan) -> list[Finding]:
-    return [Finding("temp", f"{path}: a temp file its writer left (killed mid-write, or the disk was full); `mai "
-                            "store verify --repair` removes it", remedy="remove-temp", targets=(path,))
-            for path in orphan_temp_files(scan.home)]
-
-
-def orphan_temp_files(home: Home, age_s: float = TEMP_AGE_S) -> list[Path]:
     """Temp files (`.tmp-*`: batch files, manifests, the catalog, partition links) anywhere under the store root
-    that no live writer can still own: older than `age_s` (a writer renames its temp file within seconds)."""
-    if not home.root.is_dir():
-        return []
+    that no live writer can still own: older than TEMP_AGE_S (a writer renames its temp file within seconds)."""
     now, found = time.time(), set()
-    for path in home.root.rglob(".tmp-*"):
+    for path in scan.home.root.rglob(".tmp-*") if scan.home.root.is_dir() else ():
         try:
             status = path.lstat()
         except FileNotFoundError:  # renamed into place meanwhile
             continue
-        if (stat.S_ISREG(status.st_mode) or stat.S_ISLNK(status.st_mode)) and now - status.st_mtime > age_s:
+        if (stat.S_ISREG(status.st_mode) or stat.S_ISLNK(status.st_mode)) and now - status.st_mtime > TEMP_AGE_S:
             found.add(path)
-    return sorted(found)
+    return [Finding("temp", f"{path}: a temp file its writer left (killed mid-write, or the disk was full); `mai "
+                            "store verify --repair` removes it", remedy="remove-temp", targets=(path,))
+            for path in sorted(found)]
 
 
 def catalog_file(scan: StoreScan) -> list[Finding]:
@@ -300,16 +288,12 @@ def catalog_file(scan: StoreScan) -> list[Finding]:
         with catalog.open("rb") as handle:
             header = handle.read(12)
         size = catalog.stat().st_size
+        problem = "not a DuckDB database" if header[8:12] != b"DUCK" else \
+            f"truncated ({size} bytes)" if size < DUCKDB_HEADERS_BYTES else ""
     except OSError as error:
-        return [Finding("catalog", f"{catalog}: unreadable ({error.strerror or error}); `mai catalog` rebuilds it",
-                        remedy="rebuild-catalog")]
-    if header[8:12] != b"DUCK":
-        return [Finding("catalog", f"{catalog}: not a DuckDB database; `mai catalog` rebuilds it",
-                        remedy="rebuild-catalog")]
-    if size < DUCKDB_HEADERS_BYTES:
-        return [Finding("catalog", f"{catalog}: truncated ({size} bytes); `mai catalog` rebuilds it",
-                        remedy="rebuild-catalog")]
-    return []
+        problem = f"unreadable ({error.strerror or error})"
+    return [Finding("catalog", f"{catalog}: {problem}; `mai catalog` rebuilds it", remedy="rebuild-catalog")
+            ] if problem else []
 
 
 # a DuckDB database file starts with its main header and two database headers of 4 KiB each

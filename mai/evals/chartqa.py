@@ -66,7 +66,7 @@ class ChartQABenchmark:
                 + unparsed_rate(scored))
 
 
-def _to_float(text: str) -> float | None:
+def to_float(text: str) -> float | None:
     try:
         if text.endswith("%"):
             return float(text.rstrip("%")) / 100.0
@@ -101,7 +101,7 @@ def _relaxed_wide(prediction: str, target: str, max_relative_change: float) -> b
 
 
 def relaxed_correctness(prediction: str, target: str, max_relative_change: float = 0.05) -> bool:
-    prediction_float, target_float = _to_float(prediction), _to_float(target)
+    prediction_float, target_float = to_float(prediction), to_float(target)
     if prediction_float is not None and target_float:
         if math.isinf(prediction_float) or math.isinf(target_float):
             wide = _relaxed_wide(prediction, target, max_relative_change)

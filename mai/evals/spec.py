@@ -121,6 +121,16 @@ class SpecColumns(BaseModel):
         return (self.image,) if isinstance(self.image, str) else tuple(self.image)
 
 
+def per_prompt_kind(value: dict[str, int], field: str) -> dict[str, int]:
+    """A {prompt kind: positive int} setting, checked: known kinds only, every value >= 1."""
+    unknown = sorted(set(value) - set(PROMPT_KINDS))
+    if unknown:
+        raise ValueError(f"{field} has unknown prompt kinds {unknown}; use {list(PROMPT_KINDS)}")
+    if any(v < 1 for v in value.values()):
+        raise ValueError(f"{field} values must be >= 1")
+    return value
+
+
 class BenchmarkSpec(BaseModel):
     """A benchmark spec file's content, checked. `data` is absolute once loaded (`load_spec`), or a hub id."""
 
@@ -164,12 +174,7 @@ class BenchmarkSpec(BaseModel):
     @field_validator("max_new_tokens")
     @classmethod
     def _budget_kinds(cls, value: dict[str, int]) -> dict[str, int]:
-        unknown = sorted(set(value) - set(PROMPT_KINDS))
-        if unknown:
-            raise ValueError(f"max_new_tokens has unknown prompt kinds {unknown}; use {list(PROMPT_KINDS)}")
-        if any(n < 1 for n in value.values()):
-            raise ValueError("max_new_tokens values must be >= 1")
-        return value
+        return per_prompt_kind(value, "max_new_tokens")
 
     @model_validator(mode="after")
     def _consistent(self) -> BenchmarkSpec:

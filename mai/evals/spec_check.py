@@ -8,6 +8,7 @@ import hashlib
 from collections import Counter
 from dataclasses import dataclass
 
+from mai.evals.chartqa import to_float
 from mai.evals.loading import DEFAULT_MAX_IMAGE_PIXELS, ImageSink, resolve_source, rows_to_samples
 from mai.evals.spec import BenchmarkSpec, SpecBenchmark, spec_split
 from mai.types import Sample
@@ -112,13 +113,5 @@ def _answer_kind_of(spec: BenchmarkSpec, sample: Sample) -> str:
     if spec.answer_kind in ("choice", "yes_no"):
         return sample.answer
     if spec.answer_kind == "number":
-        return "number" if _is_number(sample.answer) else "not a number (string match)"
+        return "number" if to_float(sample.answer) is not None else "not a number (string match)"
     return "several answers" if len(sample.references) > 1 else "one answer"
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text.rstrip("%"))
-    except ValueError:
-        return False
-    return True

@@ -35,7 +35,7 @@ def step_inputs(job: StageJob) -> tuple[list[Sample], dict[StageName, dict[str, 
     home = Home.at(ctx.home)  # on a worker: where this host mounts the store, images included
     samples = [s for s in read_shard(home.root / job.shard_path, home.images) if s.error is None]
     answers = load_stage_answers(shared_store(ctx.home), benchmark, samples, job.earlier, ctx.stages, ctx.models)
-    return cascade.samples_needing(job.stage, ctx.mode, samples, answers, benchmark), answers
+    return cascade.samples_needing(job.stage, ctx.config.mode, samples, answers, benchmark), answers
 
 
 def generate_outputs(job: StageJob, log: Log) -> StepResult:
@@ -91,10 +91,10 @@ def _generate(job: StageJob, pending: list[GenRequest]) -> None:
         progress.count(job.ledger, generations=len(batch), generate_s=max(r.wall_s for r in batch))
         progress.advanced(job.stage.name, len(batch), run_id=ctx.run_id)
 
-    engine = get_engine(model, ctx.backend, ctx.engine_options(job.stage.role))
+    engine = get_engine(model, ctx.config.backend, ctx.engine_options(job.stage.role))
     loaded_before = engine.counters.load_s
     started = time.perf_counter()
-    engine.generate(by_prompt_size(pending), ctx.batch_for(job.stage.prompt_kind), on_batch=persist)
+    engine.generate(by_prompt_size(pending), ctx.config.batch_for(job.stage.prompt_kind), on_batch=persist)
     if not loaded_before and engine.counters.load_s:  # this call loaded the model
         progress.count(job.ledger, load_s=min(engine.counters.load_s, time.perf_counter() - started))
 

@@ -70,7 +70,7 @@ def _stage_outputs(plan: RunPlan, benchmark: Benchmark, stage: StageSpec, pool: 
                    ) -> tuple[dict[str, str], set[str]]:
     """sample_id -> the step's output id for the samples of `pool` that reach the stage, and which of those
     outputs the store holds (one lookup for every shard)."""
-    todo = cascade.samples_needing(stage, plan.mode, pool, answers, benchmark)
+    todo = cascade.samples_needing(stage, plan.config.mode, pool, answers, benchmark)
     model = plan.models[stage.role]
     if not stage.generates:  # sparse RT's token selection
         outputs = selection_ids_of(plan, benchmark, todo, answers)
@@ -104,9 +104,9 @@ def selection_ids_of(plan: RunPlan, benchmark: Benchmark, todo: Sequence[Sample]
                      answers: Mapping[StageName, Mapping[str, StageAnswer]]) -> dict[str, str]:
     """sample_id -> the step's selection id for `todo`: identities only, nothing is read or computed (what
     `select_outputs` returns, for the parent's lookup of stored shards, mai/run/identities.py)."""
-    assert plan.transfer_layer is not None  # validated in the plan
+    assert plan.config.transfer_layer is not None  # validated in the plan
     reasoning = {s.sample_id: answers["r_small"][s.sample_id].gen_id for s in todo}
-    return {sid: selection_id(cid, plan.transfer_layer, plan.transfer_delta)
+    return {sid: selection_id(cid, plan.config.transfer_layer, plan.config.transfer_delta)
             for sid, cid in capture_ids_of(plan, benchmark, todo, reasoning).items()}
 
 

@@ -36,6 +36,7 @@ from mai.evals.base import Benchmark
 from mai.evals.registry import get_benchmark
 from mai.files import write_atomically
 from mai.identity import canonical_hash
+from mai.pipeline import Log
 from mai.plan import RunPlan
 from mai.stages import build_request
 from mai.storage.paths import Home
@@ -47,10 +48,6 @@ PROMPT_CHECK_VERSION = "3"  # 2: the carried reasoning counts against --max-prom
 # the prompt's exact size below 100k characters (it gave a lower bound where the length alone was over the limit)
 # the upstream output of an S2 / RT prompt as the check builds it: empty, its tokens are added at their budget
 _NO_TEXT_YET = StageAnswer(gen_id="", text="", answer=None)
-
-
-# where the decisions are logged (the `limit-prompts` task of tasks/materialize.py passes its run logger)
-Log = logging.Logger | logging.LoggerAdapter[logging.Logger]
 
 
 def checked_shards(plan: RunPlan, shard_paths: list[str], log: Log | None = None) -> list[str]:
@@ -173,7 +170,7 @@ def _context(plan: RunPlan, stage: StageSpec, counter: PromptCounter) -> tuple[i
 
 
 def served_context(plan: RunPlan, role: str) -> int | None:
-    if plan.backend != "vllm":
+    if plan.config.backend != "vllm":
         return None
     from mai.backends.vllm_backend import served_context_length
 

@@ -39,7 +39,7 @@ def score_run(plan: RunPlan, shard_paths: list[str], stage_maps: dict[str, Stage
         if sample.error is not None:
             rows.append(_error_row(plan.run_id, sample))
             continue
-        decision = cascade.route(sample, plan.mode, answers, benchmark)
+        decision = cascade.route(sample, plan.config.mode, answers, benchmark)
         score = benchmark.score(decision.final_answer, sample, benchmark.profiles[0])
         scored.append(ScoredSample(sample, decision.final_answer, score))
         rows.append(_route_row(plan.run_id, sample, decision, score))

@@ -64,7 +64,7 @@ def run_versions(plan: RunPlan) -> dict[str, str]:
     tell; the roles' values joined by ", " where they differ), and this process's own are `client_transformers`
     and `client_torch`."""
     versions = package_versions()
-    if plan.backend != "vllm":
+    if plan.config.backend != "vllm":
         return versions
     backends = list(plan.backends.values())
 
@@ -109,7 +109,7 @@ def run_partitions(plan: RunPlan, appended: bool = False) -> set[Path]:
     partition the run may have appended to (sparse RT's attention and selections too)."""
     store, large = shared_store(plan.home), plan.models.get("large")
     found = {store.directory(plan.models[s.role], s.prompt_kind) for s in plan.stages if s.generates}
-    if appended and large and plan.transfer == "sparse":
+    if appended and large and plan.config.transfer == "sparse":
         from mai.storage.attention import attention_dir, selections_dir  # pyarrow.dataset: only here
 
         found |= {attention_dir(store.home, large), selections_dir(store.home, large)}
@@ -132,7 +132,7 @@ def build_manifest(plan: RunPlan, stage_maps: dict[str, StageMaps], scores: RunS
         "shard_paths": sorted(stage_maps), "scorer_profile": scores["scorer_profile"],
         "counts": _counts(plan, stage_maps, scores, tally), "routes": scores["routes"],
         "stages": stage_statistics(plan, stage_maps), "metrics": scores["metrics"], "errors": scores["errors"],
-        "timings": timings, "backend": backend_report(plan.backend, started_at),
+        "timings": timings, "backend": backend_report(plan.config.backend, started_at),
         "provenance": run_provenance(plan, scores, tally, commit),
     }
 
@@ -164,7 +164,7 @@ def _counts(plan: RunPlan, stage_maps: dict[str, StageMaps], scores: RunScores, 
 def _attention_computed(plan: RunPlan) -> dict[str, int]:
     """Attention rows and selections the run computed: only sparse RT computes any (and reading the attention
     tables imports pyarrow.dataset, and so pandas, which a cached run does without)."""
-    if plan.transfer != "sparse":
+    if plan.config.transfer != "sparse":
         return {"attention_rows_computed": 0, "selections_computed": 0}
     from mai.storage.attention import computed_by_run
 

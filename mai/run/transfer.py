@@ -70,7 +70,7 @@ def _capture(job: StageJob, benchmark: Benchmark, todo: list[Sample], reasoning:
         requests = [_capture_request(engine, benchmark, s, captures[s.sample_id], texts[reasoning[s.sample_id]])
                     for s in pending]
         started = time.perf_counter()
-        results = engine.capture(requests, missing_layers, ctx.batch_size)
+        results = engine.capture(requests, missing_layers, ctx.config.batch_size)
         elapsed = time.perf_counter() - started
         rows = [_capture_row(r, by_capture[r.capture_id], reasoning, large.identity_name, ctx.run_id,
                              elapsed / len(requests))
@@ -107,7 +107,7 @@ def _capture_row(result: LayerCapture, sample: Sample, reasoning: dict[str, str]
 def _select(job: StageJob, captures: dict[str, str]) -> tuple[dict[str, str], int]:
     ctx = job.plan
     home, large = Home.at(ctx.home), ctx.models["large"]
-    layer, delta = ctx.transfer_layer, ctx.transfer_delta
+    layer, delta = ctx.config.transfer_layer, ctx.config.transfer_delta
     assert layer is not None  # validated in the plan
     selections = {sid: selection_id(cid, layer, delta) for sid, cid in captures.items()}
     capture_of = {sel: captures[sid] for sid, sel in selections.items()}
