@@ -12,7 +12,7 @@ which are the paired ones unless `unpaired` says otherwise); and what each run w
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import TypedDict, cast
 
 from mai.dashboards.provenance import Provenance, pair_estimates, read_estimates
 from mai.dashboards.views import USED_GENERATIONS, default_profile, fetch, run_label, run_models, session
@@ -20,7 +20,7 @@ from mai.storage.paths import Home
 from mai.storage.rows import RunRow
 
 from mai.errors import ConfigError
-from mai.paired import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, PairedResult, compare_pairs
+from mai.paired import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, compare_pairs
 from mai.types import Route
 
 SCORED = """
@@ -150,39 +150,35 @@ def compare_runs(home: Home, run_a: str, run_b: str, profile: str | None = None,
                  resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> Comparison:
     """The paired comparison of run B against run A (differences are B - A), as plain values (JSON-ready)."""
     with session(home):
-        return _compare(home, run_a, run_b, profile, resamples, seed)
-
-
-def _compare(home: Home, run_a: str, run_b: str, profile: str | None, resamples: int, seed: int) -> Comparison:
-    a, b = read_run(home, run_a), read_run(home, run_b)
-    if a["benchmark"] != b["benchmark"]:
-        raise ConfigError(f"runs {run_a} ({a['benchmark']}) and {run_b} ({b['benchmark']}) are on different "
-                          "benchmarks: there are no shared samples to pair")
-    chosen = profile or default_profile(a["benchmark"])
-    scores_a, scores_b = _scores(home, run_a, chosen), _scores(home, run_b, chosen)
-    shared = scores_a.keys() & scores_b.keys()
-    paired = sorted(sid for sid in shared if scores_a[sid]["content_hash"] == scores_b[sid]["content_hash"])
-    if not paired:
-        raise ConfigError(f"runs {run_a} and {run_b} share no scored sample under profile '{chosen}'")
-    groups: dict[str, list[tuple[float, float]]] = {"overall": []}
-    for sid in paired:
-        pair = (_score(scores_a[sid]), _score(scores_b[sid]))
-        groups["overall"].append(pair)
-        groups.setdefault(f"category={scores_a[sid]['category']}", []).append(pair)
-    results = [_subset(compare_pairs(subset, groups[subset], resamples, seed=seed))
-               for subset in sorted(groups, key=lambda name: (name != "overall", name))]
-    return {
-        "run_a": _describe(a), "run_b": _describe(b), "scorer_profile": chosen, "paired": len(paired),
-        "unpaired": {"only_a": len(scores_a.keys() - scores_b.keys()), "only_b": len(scores_b.keys() - scores_a.keys()),
-                     "other_items": len(shared) - len(paired)},
-        "bootstrap": {"resamples": resamples, "seed": seed, "level": 0.95},
-        "comparisons": results,
-        "changed": [{"sample_id": sid, "category": scores_a[sid]["category"], "score_a": _score(scores_a[sid]),
-                     "score_b": _score(scores_b[sid]), "route_a": scores_a[sid]["route"],
-                     "route_b": scores_b[sid]["route"]}
-                    for sid in paired if scores_a[sid]["score"] != scores_b[sid]["score"]],
-        "cost": _costs(home, run_a, run_b, paired),
-    }
+        a, b = read_run(home, run_a), read_run(home, run_b)
+        if a["benchmark"] != b["benchmark"]:
+            raise ConfigError(f"runs {run_a} ({a['benchmark']}) and {run_b} ({b['benchmark']}) are on different "
+                              "benchmarks: there are no shared samples to pair")
+        chosen = profile or default_profile(a["benchmark"])
+        scores_a, scores_b = _scores(home, run_a, chosen), _scores(home, run_b, chosen)
+        shared = scores_a.keys() & scores_b.keys()
+        paired = sorted(sid for sid in shared if scores_a[sid]["content_hash"] == scores_b[sid]["content_hash"])
+        if not paired:
+            raise ConfigError(f"runs {run_a} and {run_b} share no scored sample under profile '{chosen}'")
+        groups: dict[str, list[tuple[float, float]]] = {"overall": []}
+        for sid in paired:
+            pair = (_score(scores_a[sid]), _score(scores_b[sid]))
+            groups["overall"].append(pair)
+            groups.setdefault(f"category={scores_a[sid]['category']}", []).append(pair)
+        results = [cast(SubsetComparison, compare_pairs(subset, groups[subset], resamples, seed=seed).as_dict())
+                   for subset in sorted(groups, key=lambda name: (name != "overall", name))]
+        return {
+            "run_a": _describe(a), "run_b": _describe(b), "scorer_profile": chosen, "paired": len(paired),
+            "unpaired": {"only_a": len(scores_a.keys() - scores_b.keys()), "only_b": len(scores_b.keys() - scores_a.keys()),
+                         "other_items": len(shared) - len(paired)},
+            "bootstrap": {"resamples": resamples, "seed": seed, "level": 0.95},
+            "comparisons": results,
+            "changed": [{"sample_id": sid, "category": scores_a[sid]["category"], "score_a": _score(scores_a[sid]),
+                         "score_b": _score(scores_b[sid]), "route_a": scores_a[sid]["route"],
+                         "route_b": scores_b[sid]["route"]}
+                        for sid in paired if scores_a[sid]["score"] != scores_b[sid]["score"]],
+            "cost": _costs(home, run_a, run_b, paired),
+        }
 
 
 def _scores(home: Home, run_id: str, profile: str) -> dict[str, ScoredRow]:
@@ -193,12 +189,6 @@ def _scores(home: Home, run_id: str, profile: str) -> dict[str, ScoredRow]:
 
 def _score(row: ScoredRow) -> float:
     return float(row["score"] or 0.0)  # set: `_scores` keeps only scored samples
-
-
-def _subset(result: PairedResult) -> SubsetComparison:
-    return {"subset": result.subset, "n": result.n, "mean_a": result.mean_a, "mean_b": result.mean_b,
-            "difference": result.difference, "better": result.better, "worse": result.worse, "test": result.test,
-            "p_value": result.p_value, "ci_low": result.ci_low, "ci_high": result.ci_high}
 
 
 def _describe(run: RunRow) -> RunDescription:

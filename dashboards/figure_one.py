@@ -51,7 +51,6 @@ class SpeedRow(TypedDict):
 class RunPoint:
     """A run on figure 1: its headline metric against its mean output tokens per sample."""
 
-    benchmark: str
     models: str
     setting: str
     metric: str
@@ -100,7 +99,7 @@ def _point(store: Store, run: RunRow) -> RunPoint:
     scores = list(store.scores.get(run["run_id"], {}).values())
     is_mean = bool(scores) and abs(sum(scores) / len(scores) - value) < 1e-9
     name = given_name(run)
-    return RunPoint(run["benchmark"], run_models(run), run_label(run) + (f" ({name})" if name else ""), metric,
+    return RunPoint(run_models(run), run_label(run) + (f" ({name})" if name else ""), metric,
                     value, store.tokens.get(run["run_id"], 0) / run["n_valid"], run["run_id"],
                     run["single_prompt"] if run["mode"] == "single" and not run["s2"] else None,
                     store.sample_sets[run["run_id"]].label, mean_interval(scores) if is_mean else None, len(scores))

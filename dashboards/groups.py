@@ -201,17 +201,6 @@ def latest(runs: Iterable[RunRow], matches: Callable[[RunRow], bool]) -> RunRow 
     return found[-1] if found else None
 
 
-def elsewhere(all_runs: Iterable[RunRow], sample_sets: dict[str, SampleSet], group: SampleSet,
-              matches: Callable[[RunRow], bool]) -> str:
-    """Why a cell of `group` is missing: the matching runs stored over other samples of the benchmark, or none."""
-    others = [r for r in all_runs if matches(r) and r["benchmark"] == group.benchmark
-              and r["run_id"] in sample_sets and sample_sets[r["run_id"]] != group]
-    if not others:
-        return "not stored"
-    run = others[-1]
-    return f"not on these samples (run {run['run_id']}: n={sample_sets[run['run_id']].n})"
-
-
 # --- the grid of tables 6, 7 and 14 ------------------------------------------------------------------------------
 
 # a column per prompt, and E and R with S2 (the small model re-answering after its own explanation or reasoning:
@@ -229,7 +218,7 @@ def scores_grid(section: Section, group: SampleSet, singles: list[RunRow],
     """A row per model, a column per prompt without and with S2 (the paper's tables 6, 7 and 14): the latest
     single-model run of each in the group, with the paper's value beside the measured one of the same setting
     (the paper's E and R are S2 numbers, but MMMU's: `paper_uses_s2`). `missing`: why a cell has no run, from
-    what a run of it would match (`elsewhere`: stored over other samples, or not at all), as table 10 says it."""
+    what a run of it would match (`Store.elsewhere`: stored over other samples, or not at all), as table 10 says it."""
     cells: dict[str, dict[str, RunRow]] = defaultdict(dict)
     for run in singles:  # oldest first: the latest run of a setting wins
         cells[run_models(run)][score_column(run["single_prompt"] or "", run["s2"])] = run

@@ -13,7 +13,7 @@ from mai.dashboards.latency_tables import add_tables
 from mai.dashboards.rows import LatencyPointRow, SpeculativeRow, SpeedupRow
 from mai.dashboards.saved import load_saved
 from mai.dashboards.sections import Store
-from mai.dashboards.time_tables import Timings, machine_of, measured, priced_on, profile_hardware, table_11
+from mai.dashboards.time_tables import Timings, machine_of, measured, priced_on, table_11, times
 from mai.dashboards.time_tables import table_12 as table_12_layout
 from mai.dashboards.views import fetch
 
@@ -43,13 +43,15 @@ def latency(store: Store) -> Section:
     rows = [r for r in every if r["run_id"] in store.run_ids]
     part = section.child("table-11", "Table 11 · Total inference time (s): estimated (equation 27) and measured, "
                                      "MAI vs Full RT")
-    table_11(store, part, rows, timings)  # the paper's layout first, then each run's time
-    _table_11(store, part, rows, timings)
+    hardware = {p["profile_name"]: p["hardware"] for p in profiles}  # profile -> the hardware it describes
+    table_11(store, part, rows, timings, hardware)  # the paper's layout first, then each run's time
+    _table_11(store, part, rows, timings, hardware)
     table_12 = section.child("table-12", "Table 12 · Speed-up against the large model's R run (and decoding "
                                          "strategies)")
-    table_12_layout(store, table_12, rows, fetch(store.home, SpeculativeRow, SPECULATIVE, [store.run_ids]), timings)
+    speculative = fetch(store.home, SpeculativeRow, SPECULATIVE, [store.run_ids])
+    table_12_layout(store, table_12, rows, speculative, timings)
     _table_12(store, table_12, rows, timings)
-    _speculative(store, table_12)
+    _speculative(table_12, speculative)
     return section
 
 
@@ -122,9 +124,8 @@ SPECULATIVE = """
 """
 
 
-def _speculative(store: Store, section: Section) -> None:
+def _speculative(section: Section, rows: list[SpeculativeRow]) -> None:
     """Table 12's token-level speculative-decoding baseline (`mai speculative`), where stored."""
-    rows = fetch(store.home, SpeculativeRow, SPECULATIVE, [store.run_ids])
     if rows:
         section.tables.append(Table(
             ["large R run", "large", "small (draft)", "draft tokens", "samples", "acceptance", "speculative s",
@@ -134,7 +135,8 @@ def _speculative(store: Store, section: Section) -> None:
             "Speculative decoding (table 12): the small model drafts, the large verifies (batch size 1)"))
 
 
-def _table_11(store: Store, section: Section, rows: list[SpeedupRow], timings: Timings) -> None:
+def _table_11(store: Store, section: Section, rows: list[SpeedupRow], timings: Timings,
+              hardware: dict[str, str]) -> None:
     """Every run's time per comparison group: a chart with estimated (equation 27, under the profiles named) and
     measured seconds (this store's wall time, on the machine named) in separate panels with their own axes, and a
     table with the speed-ups against Full RT on the same samples (the paper's table 11 ratio). The measuring
@@ -143,7 +145,6 @@ def _table_11(store: Store, section: Section, rows: list[SpeedupRow], timings: T
         section.notes.append("No run in this report has generations to time.")
         return
     runs = {r["run_id"]: r for r in store.all_runs}
-    hardware = profile_hardware(store)
     for group, mine in _per_group(store, rows).items():
         shown = sorted(mine, key=lambda r: r["measured_s"] or 0.0)
         labels = [f"{r['setting']} ({short(r['run_id'])})" for r in shown]
@@ -168,7 +169,7 @@ def _table_11(store: Store, section: Section, rows: list[SpeedupRow], timings: T
              "run"],
             [[r["estimate_name"], f"{r['prices']} ({priced_on(r['prices'], hardware)})" if r["prices"] else None,
               r["setting"], r["output_tokens"], num(r["estimated_s"]),
-              _times(r["estimated_speedup_vs_full_rt"]), num(r["measured_s"]),
+              times(r["estimated_speedup_vs_full_rt"]), num(r["measured_s"]),
               measured(r, "full_rt", timings).speedup if r["full_rt_run_id"] else "-",
               timings.note(i for i in (r["run_id"], r["full_rt_run_id"]) if i), r["full_rt_run_id"],
               r["run_id"]] for r in mine],
@@ -201,14 +202,10 @@ def _table_12(store: Store, section: Section, rows: list[SpeedupRow], timings: T
         section.tables.append(Table(
             ["setting", "estimate", "large R estimate", "est. speed-up vs large R", "measured speed-up vs large R",
              "measured on", "large R run", "run"],
-            [[r["setting"], r["estimate_name"], r["large_r_estimate"], _times(r["estimated_speedup_vs_large_r"]),
+            [[r["setting"], r["estimate_name"], r["large_r_estimate"], times(r["estimated_speedup_vs_large_r"]),
               measured(r, "large_r", timings).speedup, timings.note([r["run_id"], r["large_r_run_id"] or ""]),
               r["large_r_run_id"], r["run_id"]] for r in mine],
             f"{group.label}: every run against the large model's R run; estimates pair by the profile each prices "
             "the shared (large) model with, not by name; 'measured on' names the machines and loads of the runs "
             "that computed both measured times", group=group.key, wrap=("measured speed-up vs large R", "measured on"),
             runs=sorted({r["run_id"] for r in mine} | {r["large_r_run_id"] or "" for r in mine})))
-
-
-def _times(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}x"

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
+from functools import partial
 
 from mai.dashboards.charts import Section, Table, mark
 from mai.dashboards.groups import (
     INTERNVL,
     SampleSet,
-    elsewhere,
     group_caption,
     latest,
     paired_cell,
@@ -36,6 +36,8 @@ from mai.dashboards.sections import Store
 from mai.dashboards.views import FULL_RT, USED_GENERATIONS, fetch, run_label, run_models
 from mai.storage.rows import RunRow
 
+from mai.types import STAGE_NAMES
+
 PROMPTS = ("S", "E", "R")
 INTERNVL_COMMAND = ("<code>mai run --benchmark BENCH --mode single --single-model large --single-prompt S "
                     "--large-model mai-tiny-internvl-large</code> (and prompts E, R; the small model likewise)")
@@ -50,18 +52,11 @@ TOKENS_BY_KIND = f"""
 """
 # per run and stage: the generations the run used and how many of their answers no parser read (answer_<stage>
 # is NULL where the stage ran); small R's answer is the one read after its reasoning (MV2 compares it)
-STAGE_PARSE = """
+_OUTPUTS = ", ".join(f"{{'gen': gen_{s}, 'answer': answer_{s}}} AS {s}" for s in STAGE_NAMES)
+STAGE_PARSE = f"""
     WITH stages AS (
-        UNPIVOT (SELECT run_id, sample_id,
-                        {'gen': gen_s_large, 'answer': answer_s_large} AS s_large,
-                        {'gen': gen_s_small, 'answer': answer_s_small} AS s_small,
-                        {'gen': gen_r_small, 'answer': answer_r_small} AS r_small,
-                        {'gen': gen_s2_small, 'answer': answer_s2_small} AS s2_small,
-                        {'gen': gen_rt_large, 'answer': answer_rt_large} AS rt_large,
-                        {'gen': gen_single, 'answer': answer_single} AS single,
-                        {'gen': gen_single_s2, 'answer': answer_single_s2} AS single_s2
-                 FROM routes WHERE list_contains(?, run_id))
-        ON s_large, s_small, r_small, s2_small, rt_large, single, single_s2 INTO NAME stage VALUE out
+        UNPIVOT (SELECT run_id, sample_id, {_OUTPUTS} FROM routes WHERE list_contains(?, run_id))
+        ON {", ".join(STAGE_NAMES)} INTO NAME stage VALUE out
     )
     SELECT run_id, stage, count(*) AS outputs, count(*) FILTER (WHERE out.answer IS NULL) AS unparsed
     FROM stages WHERE out.gen IS NOT NULL GROUP BY ALL ORDER BY run_id, stage
@@ -98,8 +93,7 @@ def tokens_and_scores(store: Store) -> Section:
         _tokens_table(table_13, group, internvl, [t for t in tokens if _is_internvl(store, t["model"])],
                       TABLE_13_TOKENS)
         singles = [r for r in runs if r["mode"] == "single" and r["run_id"] in store.headline]
-        def why_missing(matches: Callable[[RunRow], bool], group: SampleSet = group) -> str:
-            return elsewhere(store.all_runs, store.sample_sets, group, matches)
+        why_missing = partial(store.elsewhere, group)
         scores_grid(table_7, group, [r for r in singles if not _is_internvl(store, run_models(r))], store.scored,
                     missing=why_missing)
         scores_grid(table_14, group, [r for r in singles if _is_internvl(store, run_models(r))], store.scored,
@@ -197,8 +191,7 @@ def _transfer_table(store: Store, section: Section, group: SampleSet, runs: list
             run = latest(runs if setting == FULL_RT else baselines, matches)
             scored = store.scored(run["run_id"]) if run else None
             if run is None or scored is None:
-                table.rows.append([setting, model, elsewhere(store.all_runs, store.sample_sets, group, matches),
-                                   None, None])
+                table.rows.append([setting, model, store.elsewhere(group, matches), None, None])
                 continue
             table.runs.append(run["run_id"])
             change = paired = None

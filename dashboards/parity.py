@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypedDict
 
-from mai.dashboards.rows import RunIdRow
+from mai.dashboards.rows import RunIdRow, UsedRow
 from mai.dashboards.views import USED_GENERATIONS, fetch, session
 from mai.storage.paths import Home
 
@@ -30,7 +30,7 @@ ROUTES = """
     LEFT JOIN samples s ON s.dataset_fingerprint = ru.dataset_fingerprint AND s.sample_id = r.sample_id
     WHERE r.run_id = ?
 """
-USED = f"SELECT sample_id, stage, gen_id FROM ({USED_GENERATIONS}) WHERE run_id = ?"
+USED = f"SELECT * FROM ({USED_GENERATIONS}) WHERE run_id = ?"
 OUTPUTS = """SELECT gen_id, output_token_ids, text, upstream_gen_id, prompt_tokens, backend
              FROM generations WHERE list_contains(?, gen_id)"""
 
@@ -42,12 +42,6 @@ class RouteRow(TypedDict):
     score: float | None
     error: str | None
     content_hash: str | None
-
-
-class StageGenRow(TypedDict):
-    sample_id: str
-    stage: str  # the routes column: 'gen_r_small'
-    gen_id: str
 
 
 class OutputRow(TypedDict):
@@ -154,7 +148,7 @@ def _side(home: Home, run_id: str) -> Side:
         if not fetch(home, RunIdRow, "SELECT run_id FROM runs WHERE run_id = ?", [run_id]):
             raise ConfigError(f"no completed run '{run_id}' in {home.root}")
         gen_ids: dict[str, dict[str, str]] = {}
-        for used in fetch(home, StageGenRow, USED, [run_id]):
+        for used in fetch(home, UsedRow, USED, [run_id]):
             gen_ids.setdefault(used["sample_id"], {})[used["stage"].removeprefix("gen_")] = used["gen_id"]
         outcomes = [Outcome(route, gen_ids.get(route["sample_id"], {}))
                     for route in fetch(home, RouteRow, ROUTES, [run_id])]

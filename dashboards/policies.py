@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypedDict
 
+from mai.dashboards.charts import num
 from mai.dashboards.frontier import CostAxis, Frontier, PolicyPoint, frontier
 from mai.dashboards.outputs import OUTPUT_KINDS, ROLES, OutputKind, kind_order
 from mai.dashboards.policy_store import (
@@ -423,8 +424,8 @@ def render_text(lab: LabRecord) -> str:
     summary = lab["summary"]
     if summary["apgr"] is not None:
         lines += ["", (f"APGR-style area ({summary['weak']} -> {summary['strong']}): all policies "
-                      f"{summary['apgr']:.3f}, single-output baselines {_fixed(summary['apgr_baselines'], 3)}; "
-                      f"oracle PGR {_fixed(summary['oracle_pgr'], 2)}; budget from {summary['budget'][0]} to "
+                      f"{summary['apgr']:.3f}, single-output baselines {num(summary['apgr_baselines'], 3)}; "
+                      f"oracle PGR {num(summary['oracle_pgr'])}; budget from {summary['budget'][0]} to "
                       f"{summary['budget'][1]}")]
     elif summary["budget_range"] is None:
         lines += ["", (f"no APGR-style area: its budget runs from {summary['budget'][0]} to "
@@ -434,7 +435,3 @@ def render_text(lab: LabRecord) -> str:
         lines.append(f"not stored for {p['missing_samples']} samples: {p['name']} (needs "
                      f"{', '.join(p['missing_outputs'])}); run: " + " ; ".join(p["commands"]))
     return "\n".join(lines)
-
-
-def _fixed(value: float | None, digits: int) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"

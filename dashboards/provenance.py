@@ -13,20 +13,16 @@ import json
 from dataclasses import dataclass
 
 from mai.dashboards.rows import EstimatePriceRow
-from mai.dashboards.views import default_profile, fetch
+from mai.dashboards.views import USED_GENERATIONS, default_profile, fetch
 from mai.storage.paths import Home
 from mai.storage.rows import RunRow
 
 # per (run, estimate): its total and 'model=profile' for every stage it priced (the model from the generations
 # the stage used)
-ESTIMATE_PRICES = """
+ESTIMATE_PRICES = f"""
     WITH stage_models AS (
         SELECT u.run_id, replace(u.stage, 'gen_', '') AS stage, any_value(g.model) AS model
-        FROM (UNPIVOT (SELECT run_id, sample_id, gen_s_large, gen_s_small, gen_r_small, gen_s2_small, gen_rt_large,
-                              gen_single, gen_single_s2 FROM routes WHERE list_contains(?, run_id))
-              ON gen_s_large, gen_s_small, gen_r_small, gen_s2_small, gen_rt_large, gen_single, gen_single_s2
-              INTO NAME stage VALUE gen_id) u
-        JOIN generations g USING (gen_id) GROUP BY ALL
+        FROM ({USED_GENERATIONS}) u JOIN generations g USING (gen_id) WHERE list_contains(?, u.run_id) GROUP BY ALL
     )
     SELECT e.run_id, e.estimate_name, any_value(t.total_s) AS total_s,
            list_sort(list(DISTINCT m.model || '=' || e.profile_name)) AS prices

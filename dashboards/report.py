@@ -37,8 +37,8 @@ from mai.dashboards import (
     sections,
     transfer_section,
 )
-from mai.dashboards.charts import Hover, Section, Table
-from mai.dashboards.export import export_tables
+from mai.dashboards.charts import Cell, Hover, Section, Table
+from mai.dashboards.export import cell_text, export_tables
 from mai.dashboards.traces import DEFAULT_LIMIT, trace_section
 from mai.dashboards.views import session
 from mai.storage.paths import Home
@@ -68,36 +68,31 @@ def build_report(home: Home, run_ids: Sequence[str] | None, out: Path, trace_sam
     if tables is not None and tables.exists() and not tables.is_dir():  # before any work: nothing is half written
         raise ConfigError(f"--tables {tables} is a file: give a folder (it is created if missing)")
     with session(home):
-        page, (runs, keys, samples), exported = _build(home, run_ids, trace_samples, compare, tables)
+        store = sections.read_store(home, run_ids)
+        # two run ids alone compare those runs when they are of one benchmark (runs of two share no sample to pair)
+        one_benchmark = len({r["benchmark"] for r in store.runs}) == 1
+        pair = list(compare) or (list(run_ids) if run_ids is not None and len(run_ids) == 2 and one_benchmark else [])
+        if pair and len(pair) != 2:
+            raise ConfigError(f"compare takes two runs (A and B), got {len(pair)}")
+        if run_ids is not None or pair:
+            unknown = sorted((set(run_ids or []) | set(pair)) - {r["run_id"] for r in store.all_runs})
+            if unknown:
+                raise ConfigError(f"no completed run {', '.join(repr(u) for u in unknown)} in {home.root}")
+        if not store.runs:
+            raise ConfigError(f"no completed run in {home.root}: nothing to report (`mai run` stores one)")
+        parts = [figure_one.figure_one(store), paper_tables.tokens_and_scores(store), sections.routing_funnel(store),
+                 sections.s2_toggle(store), transfer_section.transfer(store), latency_section.latency(store),
+                 result_sections.policy_lab(store), paper_tables.runs_record(store)]
+        if pair:
+            parts.append(result_sections.comparison(store, pair[0], pair[1]))
+        traces, trace_json = trace_section(store, trace_samples, pair)
+        parts.append(traces)
+        page = render_page(home, store, parts, trace_json)
+        exported = export_tables(parts, tables, group_hovers(store)) if tables is not None else []
     write_atomically(out, page)
-    return {"path": str(out), "bytes": out.stat().st_size, "seconds": time.perf_counter() - started, "runs": runs,
-            "sections": keys, "trace_samples": samples, "tables": [str(p) for p in exported]}
-
-
-def _build(home: Home, run_ids: Sequence[str] | None, trace_samples: int, compare: Sequence[str],
-           tables: Path | None = None) -> tuple[str, tuple[int, list[str], int], list[Path]]:
-    store = sections.read_store(home, run_ids)
-    # two run ids alone compare those runs when they are of one benchmark (runs of two share no sample to pair)
-    one_benchmark = len({r["benchmark"] for r in store.runs}) == 1
-    pair = list(compare) or (list(run_ids) if run_ids is not None and len(run_ids) == 2 and one_benchmark else [])
-    if pair and len(pair) != 2:
-        raise ConfigError(f"compare takes two runs (A and B), got {len(pair)}")
-    if run_ids is not None or pair:
-        unknown = sorted((set(run_ids or []) | set(pair)) - {r["run_id"] for r in store.all_runs})
-        if unknown:
-            raise ConfigError(f"no completed run {', '.join(repr(u) for u in unknown)} in {home.root}")
-    if not store.runs:
-        raise ConfigError(f"no completed run in {home.root}: nothing to report (`mai run` stores one)")
-    parts = [figure_one.figure_one(store), paper_tables.tokens_and_scores(store), sections.routing_funnel(store),
-             sections.s2_toggle(store), transfer_section.transfer(store), latency_section.latency(store),
-             result_sections.policy_lab(store), paper_tables.runs_record(store)]
-    if pair:
-        parts.append(result_sections.comparison(store, pair[0], pair[1]))
-    traces, trace_json = trace_section(store, trace_samples, pair)
-    parts.append(traces)
-    page = render_page(home, store, parts, trace_json)
-    exported = export_tables(parts, tables, group_hovers(store)) if tables is not None else []
-    return page, (len(store.runs), [p.key for p in parts], len(json.loads(trace_json)["samples"])), exported
+    return {"path": str(out), "bytes": out.stat().st_size, "seconds": time.perf_counter() - started,
+            "runs": len(store.runs), "sections": [p.key for p in parts],
+            "trace_samples": len(json.loads(trace_json)["samples"]), "tables": [str(p) for p in exported]}
 
 
 def group_hovers(store: sections.Store) -> dict[str, str]:
@@ -230,11 +225,7 @@ def _table_html(table: Table, hover: str = "") -> str:
             f"{footer}</table></div>")
 
 
-def _cell(value: object) -> str:
+def _cell(value: Cell) -> str:
     if isinstance(value, Hover):
         return f'<span title="{html.escape(value.title)}">{html.escape(value.text)}</span>'
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return html.escape(str(value))
+    return html.escape(cell_text(value))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import plotly.graph_objects as go
 from mai.dashboards.charts import (
@@ -28,7 +29,6 @@ from mai.dashboards.charts import (
 from mai.dashboards.groups import (
     SampleSet,
     Scored,
-    elsewhere,
     family,
     given_name,
     group_caption,
@@ -98,6 +98,12 @@ class Store:
     def family(self, model: str | None) -> str | None:
         return family(self.families, model)
 
+    def elsewhere(self, group: SampleSet, matches: Callable[[RunRow], bool]) -> str:
+        """Why a cell of `group` is missing: the matching runs stored over other samples of the benchmark, or none."""
+        others = [r["run_id"] for r in self.all_runs if matches(r) and r["benchmark"] == group.benchmark
+                  and r["run_id"] in self.sample_sets and self.sample_sets[r["run_id"]] != group]
+        return f"not on these samples (run {others[-1]}: n={self.sample_sets[others[-1]].n})" if others else "not stored"
+
 
 def read_store(home: Home, run_ids: Sequence[str] | None) -> Store:
     all_runs = read_runs(home)
@@ -114,10 +120,6 @@ def read_store(home: Home, run_ids: Sequence[str] | None) -> Store:
                 if profiles.get(r["run_id"]) == r["scorer_profile"]}
     return Store(home, runs, all_runs, dict(scores), tokens, headline, read_sample_sets(home, all_runs),
                  model_families(all_runs))
-
-
-def _named(run: RunRow) -> str:
-    return f"{run_label(run)} ({short(run['run_id'])})"
 
 
 # --- 2. table 10: routing funnel -------------------------------------------------------------------------------
@@ -165,7 +167,7 @@ def _funnel_group(store: Store, section: Section, group: SampleSet, cascades: li
     """One comparison group's funnel chart and table (the paper's table 10: a row per setting, MV1 / MV2 / RT and
     the final score), and MAI against its baselines on the same samples (a chart and a table)."""
     funnel = figure()
-    names = [f"{_named(r)} n={r['n_samples']}" for r in cascades]
+    names = [f"{run_label(r)} ({short(r['run_id'])}) n={r['n_samples']}" for r in cascades]
     for label in ("MV1", "MV2", "RT", "ERROR"):
         shares = [100 * counts[r["run_id"]][label] / r["n_samples"] for r in cascades]
         if not any(counts[r["run_id"]][label] for r in cascades):
@@ -248,8 +250,7 @@ def _baselines(store: Store, section: Section, group: SampleSet, cascades: list[
             theirs = store.scored(baseline["run_id"]) if baseline else None
             bars[name].append(_bar(theirs))
             if baseline is None or theirs is None:
-                table.rows.append([_setting(run), name, elsewhere(store.all_runs, store.sample_sets, group, matches),
-                                   None])
+                table.rows.append([_setting(run), name, store.elsewhere(group, matches), None])
                 continue
             table.runs.append(baseline["run_id"])
             table.rows.append([_setting(run), Hover(name, f"run {baseline['run_id']}"), score_cell(theirs),
@@ -306,9 +307,7 @@ def s2_toggle(store: Store) -> Section:
     for group, runs in store.groups().items():  # table 6 in the paper's layout: models x S, E, E+S2, R, R+S2
         singles = [r for r in runs if r["mode"] == "single" and r["run_id"] in store.headline]
         if any(r["s2"] for r in singles):
-            def why_missing(matches: Callable[[RunRow], bool], group: SampleSet = group) -> str:
-                return elsewhere(store.all_runs, store.sample_sets, group, matches)
-            scores_grid(children["single"], group, singles, store.scored, missing=why_missing)
+            scores_grid(children["single"], group, singles, store.scored, missing=partial(store.elsewhere, group))
     for mode, part in children.items():
         mine = [p for p in pairs if (p["mode"] == "single") == (mode == "single")]
         if not mine:
@@ -325,15 +324,16 @@ def s2_toggle(store: Store) -> Section:
 def _s2_tables(store: Store, section: Section, group: SampleSet, pairs: list[S2PairRow]) -> None:
     if not pairs:
         return
+    ids = [r for p in pairs for r in (p["run_without_s2"], p["run_with_s2"])]
     section.tables.append(Table(
         ["mode", "models", "without S2", "with S2", "samples", "score without %", "score with %", "with vs without",
          "MV2 without", "MV2 with", "RT without", "RT with", "answers changed"],
         [[p["mode"], " + ".join(m for m in (p["large_model"], p["small_model"]) if m), p["run_without_s2"],
           p["run_with_s2"], p["common_samples"], *_s2_scores(store, p), p["mv2_without_s2"], p["mv2_with_s2"],
           p["rt_without_s2"], p["rt_with_s2"], p["answers_changed"]] for p in pairs],
-        f"{group_caption(group, _pair_runs(store, pairs))}: headline score %, 95 % interval, n; with S2 against "
+        f"{group_caption(group, [r for r in store.all_runs if r['run_id'] in ids])}: headline score %, 95 % interval, n; with S2 against "
         "without on the same samples",
-        group=group.key, runs=[r for p in pairs for r in (p["run_without_s2"], p["run_with_s2"])],
+        group=group.key, runs=ids,
         scored=("score without %", "score with %")))
     for p in pairs:
         changed = fetch(store.home, S2ChangedRow, CHANGED, [p["run_without_s2"], p["run_with_s2"]])
@@ -343,11 +343,6 @@ def _s2_tables(store: Store, section: Section, group: SampleSet, pairs: list[S2P
             [[c["sample_id"], c["category"], c["without_s2"], c["with_s2"], c["reference"], c["score_without"],
               c["score_with"], c["route_without"], c["route_with"]] for c in changed],
             f"Answers changed by S2: {p['run_without_s2']} -> {p['run_with_s2']} ({len(changed)})"))
-
-
-def _pair_runs(store: Store, pairs: list[S2PairRow]) -> list[RunRow]:
-    ids = {r for p in pairs for r in (p["run_without_s2"], p["run_with_s2"])}
-    return [r for r in store.all_runs if r["run_id"] in ids]
 
 
 def _s2_scores(store: Store, pair: S2PairRow) -> list[str | None]:

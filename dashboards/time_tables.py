@@ -21,10 +21,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, TypedDict
+from typing import Literal
 
 from mai.dashboards.charts import Cell, Section, Table, num, short
-from mai.dashboards.groups import given_name, paired_cell, score_cell
+from mai.dashboards.groups import given_name, latest, paired_cell, score_cell
 from mai.dashboards.rows import SpeculativeRow, SpeedupRow, TimingSetRow
 from mai.dashboards.saved import load_saved
 from mai.dashboards.sections import Store
@@ -167,19 +167,6 @@ def measured(row: SpeedupRow, reference: Reference, timings: Timings) -> Measure
                     + f"; `mai time {row['run_id']} {ref}` re-times both", note, batches, load)
 
 
-PROFILE_HARDWARE = "SELECT DISTINCT profile_name, coalesce(hardware, '?') AS hardware FROM latency_profiles"
-
-
-class ProfileHardwareRow(TypedDict):
-    profile_name: str
-    hardware: str
-
-
-def profile_hardware(store: Store) -> dict[str, str]:
-    """Latency profile -> the hardware it was measured on (or published for)."""
-    return {r["profile_name"]: r["hardware"] for r in fetch(store.home, ProfileHardwareRow, PROFILE_HARDWARE)}
-
-
 def priced_on(prices: str | None, hardware: dict[str, str]) -> str:
     """The hardware an estimate's profiles describe ('H100 (paper tables 3-4)'), from its 'model=profile, ...'."""
     if not prices:
@@ -196,7 +183,8 @@ TABLE_11_DIFFERENCES = (
     "large model at the capture's input length per capture (estimates made before captures were priced say so).")
 
 
-def table_11(store: Store, section: Section, rows: list[SpeedupRow], timings: Timings) -> None:
+def table_11(store: Store, section: Section, rows: list[SpeedupRow], timings: Timings,
+             hardware: dict[str, str]) -> None:
     """Per comparison group: the paper's rows Full RT, MAI and speed-up, a column per MAI run with a Full RT run on
     its samples; an estimated table (a column per estimate) and a measured one, never one column for both."""
     mine = [r for r in rows if r["setting"].startswith("MAI") and r["full_rt_run_id"]]
@@ -205,7 +193,6 @@ def table_11(store: Store, section: Section, rows: list[SpeedupRow], timings: Ti
                              "--mode full_rt</code> stores one.")
         return
     section.notes.append(TABLE_11_DIFFERENCES)
-    hardware = profile_hardware(store)
     runs = {r["run_id"]: r for r in store.all_runs}
     by_group: dict[str, list[SpeedupRow]] = {}
     for r in sorted(mine, key=lambda r: (runs[r["run_id"]]["small_model"] or "", runs[r["run_id"]]["large_model"] or "",
@@ -304,7 +291,7 @@ def table_12(store: Store, section: Section, rows: list[SpeedupRow], speculative
                       "'batch size' is what the calls realised, per stage", group=store.sample_sets[reference].key,
                       scored=("score w/o S2", "score w/ S2"), wrap=("measured on", "speed-up", "load (1 min)"))
         table.runs.append(reference)
-        table.rows.append(_row(store, f"{large_r['large_model']} R", large_r, None,
+        table.rows.append(_row(store, f"{large_r['large_model']} R", large_r,
                                _reference_time(reference, list(cells), timings), n, _with_s2(store, large_r)))
         for spec in (s for s in speculative if s["run_id"] == reference):
             table.rows.append([f"SD ({large_r['large_model']} + {spec['small_model']}, k={spec['draft_tokens']})",
@@ -314,8 +301,7 @@ def table_12(store: Store, section: Section, rows: list[SpeedupRow], speculative
         for mai, cell in cells.values():
             run = runs[mai["run_id"]]
             table.runs.append(run["run_id"])
-            row = _row(store, f"{mai['setting']} ({run['large_model']} + {run['small_model']})", run, None, cell, n,
-                       None)
+            row = _row(store, f"{mai['setting']} ({run['large_model']} + {run['small_model']})", run, cell, n, None)
             if run["s2"]:  # MAI +S2 (not in the paper): its score is a 'w/ S2' score
                 row[7], row[8] = "-", row[7]
             else:
@@ -345,16 +331,14 @@ def _reference_time(reference: str, compared: list[str], timings: Timings) -> Me
 
 def _with_s2(store: Store, run: RunRow) -> RunRow | None:
     """The same single-model run with S2, over the same samples (the paper's 'w/ S2' column)."""
-    found = [r for r in store.all_runs if r["mode"] == run["mode"] and r["s2"] and r["single_model"] ==
-             run["single_model"] and r["single_prompt"] == run["single_prompt"] and r["large_model"] ==
-             run["large_model"] and store.sample_sets.get(r["run_id"]) == store.sample_sets.get(run["run_id"])]
-    return found[-1] if found else None
+    return latest(store.all_runs, lambda r: r["mode"] == run["mode"] and r["s2"] and r["single_model"] ==
+                  run["single_model"] and r["single_prompt"] == run["single_prompt"] and r["large_model"] ==
+                  run["large_model"] and store.sample_sets.get(r["run_id"]) == store.sample_sets.get(run["run_id"]))
 
 
-def _row(store: Store, method: str, run: RunRow, accept: float | None, cell: Measured, n: int,
-         with_s2: RunRow | None) -> list[Cell]:
+def _row(store: Store, method: str, run: RunRow, cell: Measured, n: int, with_s2: RunRow | None) -> list[Cell]:
     scored, scored_s2 = store.scored(run["run_id"]), store.scored(with_s2["run_id"]) if with_s2 else None
-    return [method, run["backend"], cell.batches, num(accept) if accept is not None else "N/A", num(cell.run_s),
+    return [method, run["backend"], cell.batches, "N/A", num(cell.run_s),
             num(cell.run_s / n) if cell.run_s is not None and n else None, cell.speedup,
             score_cell(scored) if scored else "-", score_cell(scored_s2) if scored_s2 else "not stored", "-",
             run["run_id"], cell.source, cell.load]

@@ -206,9 +206,8 @@ def _sample_rows(store: Store, chosen: list[SampleKey]) -> list[SampleRow]:
         return []
     rows = fetch(store.home, SampleRow, SAMPLES, [sorted({fp for fp, _ in chosen}),
                                                   sorted({sid for _, sid in chosen})])
-    wanted = set(chosen)
     by_key = {(r["dataset_fingerprint"], r["sample_id"]): r for r in rows}
-    return [by_key[k] for k in chosen if k in by_key and k in wanted]
+    return [by_key[k] for k in chosen if k in by_key]
 
 
 def _generation(generations: dict[str, GenerationRow], selections: dict[str, SelectionRow], gen_id: str
@@ -248,8 +247,6 @@ def _thumbnail(store: Store, row: SampleRow) -> str | None:
     from PIL import Image
 
     hashes, paths = list(row["image_sha256"] or []), list(row["image_paths"] or [])
-    if not hashes and not paths:
-        return None
     candidates = ([store.home.images / hashes[0][:2] / hashes[0]] if hashes else []) + [Path(p) for p in paths[:1]]
     for path in candidates:
         if path.is_file():

@@ -118,10 +118,6 @@ def transfer(store: Store) -> Section:
     return section
 
 
-def _sweep_name(row: SweepRow) -> str:
-    return "MAI sparse RT" if row["mode"] == "cascade" else f"{FULL_RT} sparse"
-
-
 @dataclass(frozen=True)
 class _SparseRun:
     line: str   # the trace it is drawn on: its mode and delta
@@ -152,7 +148,8 @@ def _table_9(store: Store, section: Section) -> None:
         if (r["run_id"] in store.run_ids and r["setting"] == "sparse RT" and run is not None
                 and (layer := r["layer"]) is not None and (delta := r["delta"]) is not None):
             key = _SweepKey(store.sample_sets[r["run_id"]], run["small_model"] or "", run["large_model"] or "")
-            sweeps[key].append(_SparseRun(f"{_sweep_name(r)}, delta {delta:g}", layer, r))
+            name = "MAI sparse RT" if r["mode"] == "cascade" else f"{FULL_RT} sparse"
+            sweeps[key].append(_SparseRun(f"{name}, delta {delta:g}", layer, r))
     if not sweeps:
         section.notes.append(f"No sparse-RT run in this report: {SWEEP_COMMAND}.")
         return
