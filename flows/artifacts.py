@@ -77,18 +77,6 @@ def diff_rows(baseline: SampleScores, candidate: SampleScores) -> list[dict[str,
     return rows
 
 
-def publish_regression_diff(run_id: str, baseline_name: str, baseline: SampleScores, candidate: SampleScores
-                            ) -> list[dict[str, Any]]:
-    from prefect.artifacts import create_table_artifact
-
-    rows = diff_rows(baseline, candidate)
-    create_table_artifact(rows or [{"sample_id": "(none)", "category": "", "baseline": None, "candidate": None,
-                                    "change": "no sample changed"}],
-                          key="mai-regression-diff", description=f"samples of run {run_id} that changed against "
-                                                                 f"{baseline_name}")
-    return rows
-
-
 def _natural(sample_id: str) -> tuple[str, int, str]:
     head, _, tail = sample_id.rpartition("-")
     return (head, int(tail), "") if tail.isdigit() else (sample_id, 0, sample_id)
@@ -97,7 +85,10 @@ def _natural(sample_id: str) -> tuple[str, int, str]:
 def publish_regression(run_id: str, baseline_name: str, baseline: SampleScores, candidate: SampleScores,
                        report: str) -> None:
     """A regression check's report and the samples whose score changed, as artifacts of its flow run."""
-    from prefect.artifacts import create_markdown_artifact
+    from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
-    publish_regression_diff(run_id, baseline_name, baseline, candidate)
+    create_table_artifact(diff_rows(baseline, candidate) or [{"sample_id": "(none)", "category": "", "baseline": None,
+                                                              "candidate": None, "change": "no sample changed"}],
+                          key="mai-regression-diff",
+                          description=f"samples of run {run_id} that changed against {baseline_name}")
     create_markdown_artifact(report, key="mai-regression", description=f"run {run_id} vs {baseline_name}")

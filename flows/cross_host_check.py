@@ -8,7 +8,6 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from mai.flows.fanout import heard_lately
 from mai.storage.filesystem_check import (
@@ -18,12 +17,15 @@ from mai.storage.filesystem_check import (
     on_one_kernel,
 )
 from mai.storage.paths import Home, store_id
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.objects import State
+from prefect.deployments import run_deployment
+from prefect.exceptions import ObjectNotFound
+from prefect.settings import PREFECT_API_URL
+from prefect.states import Cancelled
 
 from mai.errors import ConfigError
 from mai.run.prefect_sync import synchronous
-
-if TYPE_CHECKING:
-    from prefect.client.schemas.objects import State
 
 PROBE_DEPLOYMENT = "mai-store-probe/probe"
 START_WAIT_S = 120.0  # for the workers to start the probe's flow runs (a process each) before the probe's own wait
@@ -39,12 +41,6 @@ class PoolProbe:
 
 
 def probe_pool(home: Home, pool: str, deployment: str = PROBE_DEPLOYMENT, timeout_s: float = 60.0) -> PoolProbe:
-    from prefect.client.orchestration import get_client
-    from prefect.deployments import run_deployment
-    from prefect.exceptions import ObjectNotFound
-    from prefect.settings import PREFECT_API_URL
-    from prefect.states import Cancelled
-
     if not PREFECT_API_URL.value():
         raise ConfigError("--pool needs the Prefect server the pool's workers poll: set PREFECT_API_URL")
     probe_id, identity = uuid.uuid4().hex, store_id(home)

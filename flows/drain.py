@@ -19,6 +19,7 @@ failure is the run's (it would fail on every host): the drain fails, and the run
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 from uuid import UUID, uuid4
@@ -29,7 +30,11 @@ from mai.storage.claims import Lease
 from mai.storage.paths import Home, plan_on_this_host
 from mai.storage.runs import shard_lease_path, shard_outcome_path
 from prefect import flow, get_run_logger, tags
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName, FlowRunFilterParentFlowRunId
 from prefect.client.schemas.objects import State
+from prefect.runtime import flow_run
+from prefect.states import Cancelled
 
 from mai import stop
 from mai.code_version import code_difference
@@ -44,8 +49,6 @@ def mai_drain(plan: RunPlan, shard_paths: list[str]) -> list[str] | State:
     """Runs every shard of `shard_paths` that no other drain runs, until each has its outcome in the store; returns
     the shards this drain ran, or the `TakenOut` state when this host cannot do the run's work (mai.host_faults).
     SIGTERM (a Prefect cancellation) stops it within a decoding step."""
-    from prefect.runtime import flow_run
-
     try:
         # once per drain: this host's code against the plan's, the store where this host mounts it ($MAI_HOME),
         # and the run's checkpoints found and checked on this host, a first write where its lease goes (a read-only,
@@ -60,8 +63,6 @@ def mai_drain(plan: RunPlan, shard_paths: list[str]) -> list[str] | State:
             _stop_when_the_worker_or_the_run_goes()
             return _drain(plan, shard_paths, home)
     except (ParentEnded, stop.StopRequested) as ended:
-        from prefect.states import Cancelled
-
         if isinstance(ended, stop.StopRequested) and not stop.reason().startswith(ParentEnded.PREFIX):
             raise  # SIGTERM, or its worker gone: Prefect reports the signal; the parent takes the shard back
         get_run_logger().warning("%s", ended)
@@ -107,8 +108,6 @@ def _stop_when_the_worker_or_the_run_goes() -> None:
     within a decoding step, and its shard's lease is free for another drain. It also watches the run that submitted
     it: once that has ended (Ctrl-C on `mai run`), it stops at once, not when its worker next looks for
     cancellations."""
-    import threading
-
     worker, looked = _worker_process(), time.monotonic()
 
     def watch() -> None:
@@ -138,13 +137,13 @@ def _worker_process() -> tuple[int, str]:
             break
         command = _proc(pid, "cmdline").split("\0")
         if "prefect" in " ".join(command) and "worker" in command:
-            return pid, _started(pid)
-        pid = _parent_pid(pid)
-    return os.getppid(), _started(os.getppid())
+            return pid, _stat(pid)[19]
+        pid = int(_stat(pid)[1] or 0)
+    return os.getppid(), _stat(os.getppid())[19]
 
 
 def _lives(process: tuple[int, str]) -> bool:
-    return _started(process[0]) == process[1] != ""
+    return _stat(process[0])[19] == process[1] != ""
 
 
 def _proc(pid: int, name: str) -> str:
@@ -154,14 +153,11 @@ def _proc(pid: int, name: str) -> str:
         return ""
 
 
-def _parent_pid(pid: int) -> int:
+def _stat(pid: int) -> list[str]:
+    """/proc/PID/stat's fields after the command's name, "" for each where the process is gone: [1] its parent,
+    [19] its start time (fields 4 and 22 of the file)."""
     fields = _proc(pid, "stat").rpartition(")")[2].split()
-    return int(fields[1]) if len(fields) > 1 else 0
-
-
-def _started(pid: int) -> str:
-    fields = _proc(pid, "stat").rpartition(")")[2].split()
-    return fields[19] if len(fields) > 19 else ""  # starttime, field 22 of /proc/PID/stat
+    return fields if len(fields) > 19 else [""] * 20
 
 
 class ParentEnded(Exception):
@@ -175,11 +171,6 @@ def _check_parent() -> None:
     the parent cancelled while a worker was starting its process (Pending, set Cancelled) is set Running again by
     its own engine when the process starts (Prefect lets a flow run leave Cancelled for Running): without this look
     it would run the stopped run's shards."""
-    from uuid import UUID
-
-    from prefect.client.orchestration import get_client
-    from prefect.runtime import flow_run
-
     parent, mine = flow_run.parent_flow_run_id, flow_run.get_id()
     if not parent:
         return  # run by hand, not by a run
@@ -245,11 +236,6 @@ def _run_shard_subflow(plan: RunPlan, shard: str) -> None:
 def _report_cancelled(shard_run: str) -> None:
     """A stop request (the parent cancelled this drain: its worker sent SIGTERM) ends the shard's subflow run as
     Prefect's engine reports a signal in a subflow, Crashed; it is Cancelled, as its drain is."""
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName, FlowRunFilterParentFlowRunId
-    from prefect.runtime import flow_run
-    from prefect.states import Cancelled
-
     drain_id = flow_run.get_id()
     if drain_id is None:
         return  # not in a flow run: nothing to report to

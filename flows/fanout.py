@@ -27,14 +27,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
 from uuid import UUID
 
 from mai.storage.claims import lease_holder, lease_is_held
 from mai.storage.paths import Home
 from mai.storage.runs import read_shard_outcome
 from prefect import get_run_logger
-from prefect.exceptions import TerminationSignal
+from prefect.client.orchestration import SyncPrefectClient, get_client
+from prefect.client.schemas import filters
+from prefect.client.schemas.objects import FlowRun, State, StateType, Worker
+from prefect.exceptions import ObjectNotFound, TerminationSignal
+from prefect.runtime import flow_run as this_flow_run
+from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+from prefect.states import Cancelled, Cancelling, Crashed, Failed
 
 from mai import stop
 from mai.config import RunConfig
@@ -43,10 +48,6 @@ from mai.manifest import ShardOutcome
 from mai.pipeline import ShardsDone
 from mai.plan import RunPlan
 from mai.run.prefect_sync import synchronous
-
-if TYPE_CHECKING:
-    from prefect.client.orchestration import SyncPrefectClient
-    from prefect.client.schemas.objects import FlowRun, State, Worker
 
 DRAIN_DEPLOYMENT = "mai-drain/drain"  # the default; MAI_DRAIN_DEPLOYMENT names another (`drain_deployment`)
 LEASE_GRACE_S = 10.0     # a Running drain whose lease stays free this long has lost its worker
@@ -68,8 +69,6 @@ TAKEN_OUT = "TakenOut"  # the name of the Failed state a drain ends in when its 
 def taken_out(host: str, reason: str) -> State:
     """The state a drain ends in when its host cannot serve the run (a ConfigError there): Failed, as the drain
     did, under a name the parent tells from a failed shard; the message names the host first (`_taken_out_host`)."""
-    from prefect.states import Failed
-
     return Failed(name=TAKEN_OUT, message=f"host {host} taken out of this run: {reason}")
 
 
@@ -89,9 +88,7 @@ def _could_not_load(client: SyncPrefectClient, flow_run: FlowRun) -> str | None:
     imports, is missing or broken on that host), from the error Prefect's engine logged to the flow run; None for
     any other crash. The drain's own code never ran, so the host is named by its worker (the docs name workers after
     their host and GPU)."""
-    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
-
-    logs = client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run.id])))
+    logs = client.read_logs(log_filter=filters.LogFilter(flow_run_id=filters.LogFilterFlowRunId(any_=[flow_run.id])))
     failed = [log.message for log in logs if log.message.startswith(_FLOW_NOT_LOADED)]
     if not failed:
         return None
@@ -135,17 +132,10 @@ def drain_lease_path(home: Home, run_id: str, drain_run_id: str) -> Path:
 
 
 def check_workers(config: RunConfig) -> None:
-    """A fanned-out run's workers: checked before any model loads (nothing for a run in this process)."""
-    if config.workers:
-        check_fanout()
-
-
-def check_fanout() -> None:
-    """Fan-out needs a Prefect server that the workers also reach, and the drain deployment on it."""
-    from prefect.client.orchestration import get_client
-    from prefect.exceptions import ObjectNotFound
-    from prefect.settings import PREFECT_API_URL
-
+    """A fanned-out run's workers, checked before any model loads (nothing for a run in this process): a Prefect
+    server that the workers also reach, and the drain deployment on it."""
+    if not config.workers:
+        return
     url, deployment = PREFECT_API_URL.value(), drain_deployment()
     if not url:
         raise ConfigError("--workers needs a Prefect server that the workers reach: start one (`prefect server "
@@ -174,7 +164,6 @@ def run_shards(plan: RunPlan, shard_paths: list[str], workers: int, on_done: Cal
 def _run_in_process(plan: RunPlan, shard_paths: list[str], on_done: Callable[[int], None]
                     ) -> dict[str, ShardOutcome]:
     from mai.flows.shard import mai_shard
-    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
     outcomes = {}
     # No heartbeats from a shard subflow in the parent's process: the parent's own show that the process lives, and
@@ -205,8 +194,6 @@ class _Drain:
 
 def _run_on_workers(plan: RunPlan, shard_paths: list[str], workers: int, on_done: Callable[[int], None]
                     ) -> ShardsDone:
-    from prefect.client.orchestration import get_client
-
     home = Home.at(plan.home)
     outcomes: dict[str, ShardOutcome] = {}
     drains: list[_Drain] = []
@@ -249,9 +236,7 @@ def _run_on_workers(plan: RunPlan, shard_paths: list[str], workers: int, on_done
 def _run_started(client: SyncPrefectClient) -> float:
     """When the run's flow run started, on this process's monotonic clock: the no-worker wait counts from the run's
     start, not from its drains' submission (after materialising). Now, outside a flow run."""
-    from prefect.runtime import flow_run
-
-    now, flow_run_id = time.monotonic(), flow_run.get_id()
+    now, flow_run_id = time.monotonic(), this_flow_run.get_id()
     if flow_run_id is None:
         return now
     start = client.read_flow_run(UUID(flow_run_id)).start_time
@@ -330,8 +315,6 @@ def _watch_drains(client: SyncPrefectClient, home: Home, run_id: str, drains: li
 def _lost_its_worker(client: SyncPrefectClient, drain: _Drain, flow_run: FlowRun, lease: Path) -> bool:
     """A drain that Prefect calls Running while the lease its process holds stays free for LEASE_GRACE_S: its process
     is gone without a word (SIGKILL, a lost machine). Marks it Crashed."""
-    from prefect.states import Crashed
-
     running = flow_run.state is not None and flow_run.state.is_running()
     if not running or lease_is_held(lease):
         drain.free_since = None
@@ -361,10 +344,7 @@ def _say_lost(drain: _Drain, marked: bool = False) -> None:
 def _crash_shards_of(client: SyncPrefectClient, drain_run_id: UUID, message: str) -> None:
     """The shard subflow runs a lost drain left unfinished end Crashed (nothing else would end them: their process
     is gone), with the host named, so the UI never shows a shard Running on a dead machine."""
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
-    from prefect.states import Crashed
-
-    children = FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[drain_run_id]))
+    children = filters.FlowRunFilter(parent_flow_run_id=filters.FlowRunFilterParentFlowRunId(any_=[drain_run_id]))
     for run in client.read_flow_runs(flow_run_filter=children):
         if run.state is not None and not run.state.is_final():
             client.set_flow_run_state(run.id, Crashed(message=message), force=True)
@@ -414,7 +394,7 @@ def _end_drains(client: SyncPrefectClient, home: Home, run_id: str, drains: list
             if state is None or state.is_final():
                 continue
             if state.is_scheduled() or state.is_pending():
-                _cancel(client, drain.flow_run_id, running=False, message="every shard of its run was done")
+                _cancel_drains(client, [drain], "every shard of its run was done")
             elif not _lost_its_worker(client, drain, flow_run, drain_lease_path(home, run_id, str(drain.flow_run_id))):
                 still.append(drain)  # a lost one says so itself; every shard is done: none is submitted again
         waiting = still
@@ -426,10 +406,13 @@ def _end_drains(client: SyncPrefectClient, home: Home, run_id: str, drains: list
 
 
 def _cancel_drains(client: SyncPrefectClient, drains: list[_Drain], message: str) -> None:
+    """A running drain is set Cancelling (its worker then stops the process: SIGTERM, which stops the shard it runs
+    within a decoding step); one that no worker took yet is Cancelled at once, so no worker takes it later."""
     for drain in drains:
         state = client.read_flow_run(drain.flow_run_id).state
         if state is not None and not state.is_final():
-            _cancel(client, drain.flow_run_id, running=state.is_running(), message=message)
+            cancelled: State = Cancelling(message=message) if state.is_running() else Cancelled(message=message)
+            client.set_flow_run_state(drain.flow_run_id, cancelled, force=True)
 
 
 def _require_a_worker(client: SyncPrefectClient, pool: str | None, drain_name: str, waited_s: float,
@@ -455,30 +438,18 @@ def _require_a_worker(client: SyncPrefectClient, pool: str | None, drain_name: s
 
 def _running_in(client: SyncPrefectClient, pool: str | None) -> int:
     """How many flow runs of `pool` are Running or Pending (a worker took them)."""
-    from prefect.client.schemas.filters import (
-        FlowRunFilter,
-        FlowRunFilterState,
-        FlowRunFilterStateType,
-        WorkPoolFilter,
-        WorkPoolFilterName,
-    )
-    from prefect.client.schemas.objects import StateType
-
-    taken = FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.RUNNING,
-                                                                                     StateType.PENDING])))
-    return len(client.read_flow_runs(flow_run_filter=taken,
-                                     work_pool_filter=WorkPoolFilter(name=WorkPoolFilterName(any_=[pool or ""]))))
+    taken = filters.FlowRunFilterStateType(any_=[StateType.RUNNING, StateType.PENDING])
+    return client.count_flow_runs(flow_run_filter=filters.FlowRunFilter(state=filters.FlowRunFilterState(type=taken)),
+                                  work_pool_filter=filters.WorkPoolFilter(name=filters.WorkPoolFilterName(any_=[pool or ""])))
 
 
 def _last_heard(workers: list[Worker]) -> str:
     """Whether any worker of a pool ever polled, and when the last did."""
-    heard = [worker for worker in workers if worker.last_heartbeat_time is not None]
+    heard = {worker.last_heartbeat_time: worker.name for worker in workers if worker.last_heartbeat_time}
     if not heard:
         return "no worker of it has polled yet"
-    last = max(heard, key=lambda worker: worker.last_heartbeat_time or datetime.min.replace(tzinfo=UTC))
-    assert last.last_heartbeat_time is not None
-    ago = (datetime.now(UTC) - last.last_heartbeat_time).total_seconds()
-    return f"its last worker to poll, {last.name}, polled {ago:.0f} s ago"
+    last = max(heard)
+    return f"its last worker to poll, {heard[last]}, polled {(datetime.now(UTC) - last).total_seconds():.0f} s ago"
 
 
 def heard_lately(worker: Worker) -> bool:
@@ -489,11 +460,3 @@ def heard_lately(worker: Worker) -> bool:
     interval = worker.heartbeat_interval_seconds or 30
     return datetime.now(UTC) - worker.last_heartbeat_time < timedelta(seconds=3 * interval)
 
-
-def _cancel(client: SyncPrefectClient, flow_run_id: UUID, running: bool, message: str) -> None:
-    """A running drain is set Cancelling (its worker then stops the process: SIGTERM, which stops the shard it runs
-    within a decoding step); one that no worker took yet is Cancelled at once, so no worker takes it later."""
-    from prefect.states import Cancelled, Cancelling
-
-    client.set_flow_run_state(flow_run_id, Cancelling(message=message) if running else Cancelled(message=message),
-                              force=True)

@@ -79,18 +79,11 @@ def ensure_api(home: Home) -> AbstractContextManager[object]:
     configured server (where an automation may mark silent runs Crashed) keeps Prefect's setting."""
     if _temporary is None and not configured():
         start_temporary_server(home)
-    if not started_here():
+    if _temporary is None:
         return nullcontext()
     from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
     return temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
-
-
-def started_here() -> bool:
-    """Whether this process's Prefect API is the temporary server it started: no automation watches flow-run
-    heartbeats there, so they are events nobody reads (and each in-process flow run's end waits up to 1 s for its
-    heartbeat thread)."""
-    return _temporary is not None
 
 
 def server_directory(home: Home) -> Path:
@@ -243,11 +236,12 @@ def api_lost(error: BaseException) -> str | None:
     """One line for a command whose Prefect API stopped answering while it ran (the server died, the network went),
     None for any other failure. Every output is written atomically, so what the run stored is kept and its next
     run computes only the rest."""
-    if "httpx" not in sys.modules:  # no Prefect client ran
+    if "prefect" not in sys.modules:  # no Prefect client ran
         return None
     import httpx
+    from prefect.settings import PREFECT_API_URL
 
-    url = _api_url()
+    url = str(PREFECT_API_URL.value() or "")
     cause: BaseException | None = error
     while cause is not None and not (isinstance(cause, httpx.TransportError) and _request_to(cause, url)):
         cause = cause.__cause__ or cause.__context__
@@ -256,14 +250,6 @@ def api_lost(error: BaseException) -> str | None:
     return (f"the Prefect API at {url} stopped answering ({type(cause).__name__}: {cause}); what the run stored is "
             "kept: run the command again once the API answers (or with PREFECT_API_URL unset, for a temporary "
             "server) and it computes only what is missing")
-
-
-def _api_url() -> str:
-    if "prefect" in sys.modules:
-        from prefect.settings import PREFECT_API_URL
-
-        return str(PREFECT_API_URL.value() or "")
-    return os.environ.get("PREFECT_API_URL", "")
 
 
 def _request_to(error: BaseException, url: str) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import cast
+from uuid import UUID
 
 from mai.flows.artifacts import publish_run
 from mai.flows.deployment import started_by, with_deployment_defaults
@@ -19,7 +20,10 @@ from mai.storage.paths import Home
 from mai.tasks.materialize import limit_prompts, materialize_samples, route_and_score
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
+from prefect.client.orchestration import get_client
 from prefect.exceptions import TerminationSignal
+from prefect.runtime import flow_run
+from prefect.states import Cancelled
 
 from mai import progress, stop
 from mai.config import RunConfig
@@ -49,8 +53,6 @@ def mai_run(config: RunConfig, plan: RunPlan | None = None) -> RunManifest:
             # a stop the run handled (a fanned-out parent cancelled its drains): the flow run ends Cancelled, as they
             # do, not Crashed (Prefect's verdict on an exception that leaves a flow); Prefect ends a flow run in the
             # state its function returns, and its caller gets CancelledRun, which the command line reports in one line
-            from prefect.states import Cancelled
-
             return cast(RunManifest, Cancelled(message=f"{stop.reason()}: what the run stored is kept"))
 
 
@@ -102,11 +104,6 @@ class PrefectShards:
 def name_flow_run(plan: RunPlan) -> None:
     """The flow run is named after the run (`mai-run/<--name or run id>`) and tagged with its benchmark, mode and
     models, so a person finds it in the UI without knowing its shards."""
-    from uuid import UUID
-
-    from prefect.client.orchestration import get_client
-    from prefect.runtime import flow_run
-
     flow_run_id = flow_run.get_id()
     if flow_run_id is None:
         return

@@ -18,10 +18,11 @@ import sys
 os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-# the first start of the embedded Prefect API migrates a fresh database: more than the default 20 s here
+# the first start of the embedded Prefect API migrates a fresh database: more than the default 20 s here (an
+# in-process caller that imported Prefect before this module runs Prefect's own temporary server)
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
-from mai.flows.cli import assets, benchmarks, parity, profiles, report, runs, store, worker
+from mai.flows.cli import assets, benchmarks, profiles, report, runs, store, worker
 from mai.flows.cli.expected_failures import quiet_expected_failures
 from mai.storage.damage import DamagedFileError
 
@@ -55,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
         with stop.on_sigterm(then_raise=True):
             result: int = args.handler(args)
             sys.stdout.flush()  # here, where a closed pipe is caught, not at the interpreter's exit
-            _note_unreadable(args)
+            for line in _store_damage(args):  # each file of the store that could not be read, named once
+                print(f"note: {line}; this command went on without it", file=sys.stderr)
         return result
     except ConfigError as error:
         print(f"error: {_error_line(args, error)}", file=sys.stderr)
@@ -103,11 +105,6 @@ def _interrupted(command: str) -> int:
     return EXIT_INTERRUPTED
 
 
-def _note_unreadable(args: argparse.Namespace) -> None:
-    for line in _store_damage(args):
-        print(f"note: {line}; this command went on without it", file=sys.stderr)
-
-
 def _store_damage(args: argparse.Namespace) -> list[str]:
     if args.command not in READS_STORE or not getattr(args, "notes_unreadable", True):
         return []
@@ -153,7 +150,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mai", description=__doc__)
     parser.add_argument("--home", default=None, help="store root (default: $MAI_HOME or ~/.mai)")
     commands = parser.add_subparsers(required=True, metavar="COMMAND", dest="command")
-    for group in (runs, store, profiles, assets, report, parity, benchmarks, worker):
+    for group in (runs, store, profiles, assets, report, benchmarks, worker):
         group.register(commands)
     _in_order(commands)
     return parser

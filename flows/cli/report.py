@@ -1,4 +1,5 @@
-"""Reading results without a model: the HTML report, compare two runs, the routing-policy lab."""
+"""Reading results without a model: the HTML report, compare two runs, the routing-policy lab, the parity of two
+runs of one configuration (two backends, two batch sizes, two stores)."""
 
 from __future__ import annotations
 
@@ -55,6 +56,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     report.add_argument("--json", action="store_true", help="print what was written as JSON")
     report.set_defaults(handler=_report)
 
+    parity = commands.add_parser("parity", help="two runs of one configuration (two backends, batch sizes or stores): "
+                                                "share of identical outputs per stage, score difference")
+    parity.add_argument("run_a")
+    parity.add_argument("run_b")
+    parity.add_argument("--home-b", help="run B's store, when it is not --home's (e.g. one store per batch size)")
+    parity.add_argument("--json", action="store_true")
+    parity.set_defaults(handler=_parity)
+
 
 def _compare(args: argparse.Namespace) -> int:
     result = api.compare(args.run_a, args.run_b, profile=args.profile, resamples=args.resamples, seed=args.seed,
@@ -92,4 +101,15 @@ def _report(args: argparse.Namespace) -> int:
     print(f"{built['path']}: {built['runs']} runs, {built['bytes'] / 1e6:.1f} MB, built in {built['seconds']:.1f} s; "
           f"sections {', '.join(built['sections'])}; trace browser holds {built['trace_samples']} samples"
           + (f"; {len(built['tables'])} table files in {args.tables}" if args.tables else ""), file=summary)
+    return 0
+
+
+def _parity(args: argparse.Namespace) -> int:
+    result = api.parity(args.run_a, args.run_b, home=args.home, home_b=args.home_b)
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    from mai.dashboards.parity import render_text
+
+    print(render_text(result))
     return 0
