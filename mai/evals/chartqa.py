@@ -18,20 +18,18 @@ from decimal import MAX_EMAX, MIN_EMIN, Context, Decimal, DecimalException
 
 from mai.answers import answer_span
 from mai.evals.base import BadRow, HubRow, Metric, RowFields, ScoredSample, row_id
-from mai.evals.common import PROFILES, grouped_mean, images_from, overall_mean, text_field, unparsed_rate
-from mai.types import AnswerStyle, Sample
+from mai.evals.common import HubBenchmark, grouped_mean, images_from, overall_mean, text_field, unparsed_rate
+from mai.types import Sample
 
 SPLITS = {"human_test": "human", "augmented_test": "augmented"}
 
 
-class ChartQABenchmark:
+class ChartQABenchmark(HubBenchmark):
     name = "chartqa"
     version = "1"
     agreement_rule = "relaxed_match_either_way"
     required_columns = ("type", "question", "answer", "image")
-    image_columns = ("image",)
     id_column = "index"
-    profiles = PROFILES
 
     def parse_row(self, row: HubRow, index: int, with_images: bool = True) -> RowFields:
         split = text_field(row, "type")
@@ -41,14 +39,8 @@ class ChartQABenchmark:
                          options=(), answer=text_field(row, "answer").strip(),
                          images=images_from(row, self.image_columns, with_images), category=SPLITS[split])
 
-    def answer_style(self, sample: Sample) -> AnswerStyle:
-        return "phrase"
-
     def rt_template(self, sample: Sample) -> str:
         return "rt_s2_style"
-
-    def format_question(self, sample: Sample) -> str:
-        return sample.question
 
     def parse_answer(self, text: str, sample: Sample, profile: str | None = None) -> str | None:
         span = answer_span(text).strip()

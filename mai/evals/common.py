@@ -1,4 +1,5 @@
-"""Helpers shared by the paper's six benchmarks: row access in hub schemas, metric helpers, ANLS."""
+"""Helpers shared by the paper's six benchmarks: their common defaults (`HubBenchmark`), row access in hub schemas,
+metric helpers, ANLS."""
 
 from __future__ import annotations
 
@@ -9,8 +10,32 @@ from collections.abc import Callable
 from rapidfuzz.distance import Levenshtein
 
 from mai.evals.base import BadRow, HubRow, Metric, ScoredSample, image_bytes
+from mai.types import AnswerStyle, Sample
 
 PROFILES = ("lmms-eval", "official")
+
+
+class HubBenchmark:
+    """The defaults most built-in benchmarks share: one `image` column, the two scorer profiles, a phrase answer
+    with the reference-answer RT template, the question as it is, and exact-match agreement and scoring."""
+
+    image_columns: tuple[str, ...] = ("image",)
+    profiles: tuple[str, ...] = PROFILES
+
+    def answer_style(self, sample: Sample) -> AnswerStyle:
+        return "phrase"
+
+    def rt_template(self, sample: Sample) -> str:
+        return "rt_reference"
+
+    def format_question(self, sample: Sample) -> str:
+        return sample.question
+
+    def agree(self, a: str | None, b: str | None, sample: Sample) -> bool:
+        return a is not None and a == b
+
+    def score(self, parsed: str | None, sample: Sample, profile: str | None = None) -> float:
+        return 1.0 if parsed == sample.answer else 0.0
 
 
 def resolve_profile(profile: str | None, profiles: tuple[str, ...] = PROFILES) -> str:

@@ -24,7 +24,7 @@ from mai.evals.base import (
     image_bytes,
     row_id,
 )
-from mai.evals.common import mean_accuracy, optional_text, text_field
+from mai.evals.common import HubBenchmark, mean_accuracy, optional_text, text_field
 from mai.types import AnswerStyle, Sample
 
 LETTERS = ("A", "B", "C", "D")
@@ -51,12 +51,11 @@ class DemoRow(TypedDict):
     image: ImageCell
 
 
-class DemoBenchmark:
+class DemoBenchmark(HubBenchmark):
     name = "demo"
     version = "1"
     agreement_rule = "exact_match_after_parsing"
     required_columns = ("index", "question", "answer", "category", "image")
-    image_columns = ("image",)
     id_column = "index"
     profiles = ("exact-match",)
 
@@ -98,9 +97,6 @@ class DemoBenchmark:
             match = _YES_NO.search(span.lower())
             return match.group(1) if match else None
         return parse_letter(span, sample.options)
-
-    def agree(self, a: str | None, b: str | None, sample: Sample) -> bool:
-        return a is not None and a == b
 
     def score(self, parsed: str | None, sample: Sample, profile: str | None = None) -> float:
         reference = sample.answer if sample.options else sample.answer.lower()

@@ -14,6 +14,7 @@ from mai.answers import answer_span
 from mai.evals.base import BadRow, HubRow, Metric, RowFields, ScoredSample, row_id
 from mai.evals.common import (
     PROFILES,
+    HubBenchmark,
     anls,
     images_from,
     overall_mean,
@@ -21,17 +22,16 @@ from mai.evals.common import (
     text_field,
     unparsed_rate,
 )
-from mai.types import AnswerStyle, Sample
+from mai.types import Sample
 
 AGREEMENT_THRESHOLD = 0.5
 
 
-class InfoVQABenchmark:
+class InfoVQABenchmark(HubBenchmark):
     name = "infovqa"
     version = "1"
     agreement_rule = f"anls>={AGREEMENT_THRESHOLD}"
     required_columns = ("questionId", "question", "answers", "image")
-    image_columns = ("image",)
     id_column = "questionId"
     profiles = (*PROFILES, "anls-paper")
 
@@ -43,15 +43,6 @@ class InfoVQABenchmark:
                          options=(), answer=answers[0], references=tuple(answers),
                          images=images_from(row, self.image_columns, with_images),
                          category=str(row.get("answer_type") or "none"))
-
-    def answer_style(self, sample: Sample) -> AnswerStyle:
-        return "phrase"
-
-    def rt_template(self, sample: Sample) -> str:
-        return "rt_reference"
-
-    def format_question(self, sample: Sample) -> str:
-        return sample.question
 
     def parse_answer(self, text: str, sample: Sample, profile: str | None = None) -> str | None:
         return answer_span(text).strip() or None

@@ -34,7 +34,7 @@ import re
 from mai.answers import answer_span
 from mai.evals.base import BadRow, HubRow, Metric, RowFields, ScoredSample, row_id
 from mai.evals.common import (
-    PROFILES,
+    HubBenchmark,
     extract_mcq_answer,
     images_from,
     optional_text,
@@ -49,14 +49,12 @@ _PUNCTUATION_TO_SPACE = str.maketrans(".()[],:;!*#{}", " " * 13)
 _INTEGER = re.compile(r"[+-]?[0-9]{1,19}")  # int64 range; longer digit strings are not indices
 
 
-class MMBenchBenchmark:
+class MMBenchBenchmark(HubBenchmark):
     name = "mmbench"
     version = "2"  # 2: lmms-eval resolves what can_infer leaves open with extract_mcq_answer (routing parses)
     agreement_rule = "option_letter"
     required_columns = ("index", "question", "hint", "A", "B", "answer", "category", "image")
-    image_columns = ("image",)
     id_column = "index"
-    profiles = PROFILES
 
     def parse_row(self, row: HubRow, index: int, with_images: bool = True) -> RowFields:
         options = {letter: optional_text(row, letter) for letter in LETTERS}
@@ -74,9 +72,6 @@ class MMBenchBenchmark:
     def answer_style(self, sample: Sample) -> AnswerStyle:
         return "letter"
 
-    def rt_template(self, sample: Sample) -> str:
-        return "rt_reference"
-
     def format_question(self, sample: Sample) -> str:
         options = "There are several options:\n" + "\n".join(f"{k}. {text}" for k, text in _choices(sample).items())
         hint = sample.get("hint")
@@ -85,12 +80,6 @@ class MMBenchBenchmark:
 
     def parse_answer(self, text: str, sample: Sample, profile: str | None = None) -> str | None:
         return parse_option(answer_span(text), _choices(sample), resolve_profile(profile, self.profiles))
-
-    def agree(self, a: str | None, b: str | None, sample: Sample) -> bool:
-        return a is not None and a == b
-
-    def score(self, parsed: str | None, sample: Sample, profile: str | None = None) -> float:
-        return 1.0 if parsed == sample.answer else 0.0
 
     def aggregate(self, scored: list[ScoredSample], profile: str | None = None) -> list[Metric]:
         metrics = _circular_and_row(scored, "overall")

@@ -31,6 +31,7 @@ from decimal import MAX_EMAX, MIN_EMIN, Context, Decimal, DecimalException
 from mai.answers import answer_span
 from mai.evals.base import BadRow, HubRow, Metric, RowFields, ScoredSample, row_id
 from mai.evals.common import (
+    HubBenchmark,
     grouped_mean,
     images_from,
     optional_text,
@@ -57,7 +58,7 @@ _ANSWER_MARKER = re.compile(r"(?i:answer)\s*[:：]\s*[\*\(\[]*([A-Z])\b")
 _IMAGE_REF = re.compile(r"<image (\d+)>")
 
 
-class MMMUBenchmark:
+class MMMUBenchmark(HubBenchmark):
     name = "mmmu"
     version = "1"
     agreement_rule = "option_letter_or_open_match"
@@ -85,9 +86,6 @@ class MMMUBenchmark:
 
     def answer_style(self, sample: Sample) -> AnswerStyle:
         return "letter" if sample.options else "phrase"
-
-    def rt_template(self, sample: Sample) -> str:
-        return "rt_reference"
 
     def format_question(self, sample: Sample) -> str:
         """Ends with a newline: with the instruction appended after "\\n", the blank line LMMs-Eval puts

@@ -17,18 +17,16 @@ from __future__ import annotations
 
 from mai.answers import answer_span
 from mai.evals.base import BadRow, HubRow, Metric, RowFields, ScoredSample, row_id
-from mai.evals.common import images_from, resolve_profile, text_field
-from mai.types import AnswerStyle, Sample
+from mai.evals.common import HubBenchmark, images_from, resolve_profile, text_field
+from mai.types import Sample
 
 
-class PopeBenchmark:
+class PopeBenchmark(HubBenchmark):
     name = "pope"
     version = "1"
     agreement_rule = "yes_no_exact"
     required_columns = ("question_id", "question", "answer", "image", "category")
-    image_columns = ("image",)
     id_column = "question_id"
-    profiles = ("lmms-eval", "official")
 
     def parse_row(self, row: HubRow, index: int, with_images: bool = True) -> RowFields:
         answer = text_field(row, "answer").strip().lower()
@@ -37,9 +35,6 @@ class PopeBenchmark:
         return RowFields(sample_id=row_id(self.name, self.id_column, row, index), question=text_field(row, "question"),
                          options=(), answer=answer, images=images_from(row, self.image_columns, with_images),
                          category=str(row.get("category") or "none"))
-
-    def answer_style(self, sample: Sample) -> AnswerStyle:
-        return "phrase"
 
     def rt_template(self, sample: Sample) -> str:
         return "rt_s2_style"
@@ -53,12 +48,6 @@ class PopeBenchmark:
             return official_yes_no(span)
         candidate = span.lower().strip()
         return candidate if candidate in ("yes", "no") else None
-
-    def agree(self, a: str | None, b: str | None, sample: Sample) -> bool:
-        return a is not None and a == b
-
-    def score(self, parsed: str | None, sample: Sample, profile: str | None = None) -> float:
-        return 1.0 if parsed == sample.answer else 0.0
 
     def aggregate(self, scored: list[ScoredSample], profile: str | None = None) -> list[Metric]:
         chosen = resolve_profile(profile, self.profiles)

@@ -26,8 +26,15 @@ import string
 
 from mai.answers import answer_span
 from mai.evals.base import HubRow, Metric, RowFields, ScoredSample, row_id
+from mai.evals.common import (
+    HubBenchmark,
+    images_from,
+    overall_mean,
+    resolve_profile,
+    text_field,
+    unparsed_rate,
+)
 from mai.evals.common import extract_mcq_answer as _extract_mcq_answer
-from mai.evals.common import images_from, overall_mean, resolve_profile, text_field, unparsed_rate
 from mai.types import AnswerStyle, Sample
 
 LETTER_ONLY_INSTRUCTION = "Please answer directly with only the letter of the correct option and nothing else."
@@ -37,12 +44,11 @@ _NUMBER_WORDS = {w: str(i) for i, w in enumerate(
     ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"))}
 
 
-class RealWorldQABenchmark:
+class RealWorldQABenchmark(HubBenchmark):
     name = "realworldqa"
     version = "1"
     agreement_rule = "option_letter_or_normalized_exact"
     required_columns = ("question", "answer", "image")
-    image_columns = ("image",)
     id_column = "index"
     profiles = ("lmms-eval", "official", "lmms-eval-0.7.1")
 
@@ -56,9 +62,6 @@ class RealWorldQABenchmark:
 
     def answer_style(self, sample: Sample) -> AnswerStyle:
         return "letter" if sample.category == "mcq" else "phrase"
-
-    def rt_template(self, sample: Sample) -> str:
-        return "rt_reference"
 
     def format_question(self, sample: Sample) -> str:
         return sample.question.replace(LETTER_ONLY_INSTRUCTION, "")

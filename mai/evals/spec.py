@@ -328,11 +328,8 @@ class SpecBenchmark:
         self.prompt_columns = template_columns(spec.prompt)  # data columns the prompt shows
         self.required_columns = (columns.question, columns.answer, *self.image_columns, *named,
                                  *(columns.options or default_options), *self.prompt_columns)
-        self.profiles: tuple[str, ...] = (*PROFILES, "anls-paper") if metric == "anls" else PROFILES
-        self.agreement_rule = {"choice": "option_letter", "yes_no": "yes_no_exact",
-                               "number": "relaxed_match_either_way", "text": "anls>=0.5"}[kind]
-        if metric == "exact_match":
-            self.agreement_rule = "normalized_exact"
+        self.profiles: tuple[str, ...] = _RULES["text"].profiles if metric == "anls" else PROFILES
+        self.agreement_rule = "normalized_exact" if metric == "exact_match" else _RULES[kind].agreement_rule
         self._base = Path(spec.data) if spec.local else None
         self._root = self._files_root(self._base)
 
@@ -459,16 +456,16 @@ class SpecBenchmark:
     # --- prompts, parsing, agreement, scoring: the built-in benchmark of the answer kind -------------------
 
     def answer_style(self, sample: Sample) -> AnswerStyle:
-        return "letter" if self.spec.answer_kind == "choice" else "phrase"
+        return _RULES[self.spec.answer_kind].answer_style(sample)
 
     def rt_template(self, sample: Sample) -> str:
-        return "rt_s2_style" if self.spec.answer_kind in ("yes_no", "number") else "rt_reference"
+        return _RULES[self.spec.answer_kind].rt_template(sample)
 
     def format_question(self, sample: Sample) -> str:
         if self.spec.prompt is not None:
             return self._templated(self.spec.prompt, sample)
         if self.spec.answer_kind == "choice":
-            return _MMBENCH.format_question(sample)
+            return _RULES["choice"].format_question(sample)
         hint = sample.get("hint")
         question = sample.question.strip()
         return f"{hint} {question}" if hint else question
@@ -482,56 +479,42 @@ class SpecBenchmark:
 
     def parse_answer(self, text: str, sample: Sample, profile: str | None = None) -> str | None:
         chosen = resolve_profile(profile, self.profiles)
-        kind, metric = self.spec.answer_kind, self.spec.chosen_metric
-        if kind == "choice":
-            choices = dict(zip(sample.get("letters"), sample.options))
-            span = answer_span(text)
-            letter = parse_option(span, choices, chosen)
-            if letter is None and chosen == "lmms-eval" and any(c not in "ABCDE" for c in choices):
-                # MMBench's parser knows letters A-E only; VLMEvalKit's options go to H
-                letter = extract_mcq_answer(span, sorted(choices)) or None
-            return letter
-        if kind == "yes_no":
-            return _POPE.parse_answer(text, sample, chosen)
-        if metric == "anls":
-            return _INFOVQA.parse_answer(text, sample, chosen)
-        return answer_span(text).strip() or None
+        if self.spec.answer_kind != "choice":
+            return _RULES[self.spec.answer_kind].parse_answer(text, sample, chosen)
+        choices = dict(zip(sample.get("letters"), sample.options))
+        span = answer_span(text)
+        letter = parse_option(span, choices, chosen)
+        if letter is None and chosen == "lmms-eval" and any(c not in "ABCDE" for c in choices):
+            # MMBench's parser knows letters A-E only; VLMEvalKit's options go to H
+            letter = extract_mcq_answer(span, sorted(choices)) or None
+        return letter
 
     def agree(self, a: str | None, b: str | None, sample: Sample) -> bool:
-        if a is None or b is None:
-            return False
         if self.spec.chosen_metric == "exact_match":
-            return _plain(a) == _plain(b)
-        if self.spec.answer_kind == "number":
-            return _CHARTQA.agree(a, b, sample)
-        if self.spec.answer_kind == "text":
-            return _INFOVQA.agree(a, b, sample)
-        return a == b
+            return a is not None and b is not None and _plain(a) == _plain(b)
+        return _RULES[self.spec.answer_kind].agree(a, b, sample)
 
     def score(self, parsed: str | None, sample: Sample, profile: str | None = None) -> float:
         if parsed is None:
             return 0.0
         chosen = resolve_profile(profile, self.profiles)
-        metric = self.spec.chosen_metric
-        if metric == "relaxed_accuracy":
-            return _CHARTQA.score(parsed, sample, chosen)
-        if metric == "anls":
-            return _INFOVQA.score(parsed, sample, chosen)
-        if metric == "exact_match":
+        if self.spec.chosen_metric == "exact_match":
             return float(any(_exact(parsed, reference, chosen) for reference in sample.references or (sample.answer,)))
-        return 1.0 if parsed == sample.answer else 0.0
+        return _RULES[self.spec.answer_kind].score(parsed, sample, chosen)
 
     def aggregate(self, scored: list[ScoredSample], profile: str | None = None) -> list[Metric]:
         if self.spec.answer_kind == "choice":
             return mean_accuracy(scored)
         if self.spec.answer_kind == "yes_no":
-            return _POPE.aggregate(scored, profile)
+            return _RULES["yes_no"].aggregate(scored, profile)
         metric = self.spec.chosen_metric
         return (overall_mean(scored, metric) + grouped_mean(scored, metric, lambda s: s.sample.category, "category")
                 + unparsed_rate(scored))
 
 
-_MMBENCH, _POPE, _CHARTQA, _INFOVQA = MMBenchBenchmark(), PopeBenchmark(), ChartQABenchmark(), InfoVQABenchmark()
+# the built-in benchmark whose rules each answer kind reuses
+_RULES: dict[AnswerKind, MMBenchBenchmark | PopeBenchmark | ChartQABenchmark | InfoVQABenchmark] = {
+    "choice": MMBenchBenchmark(), "yes_no": PopeBenchmark(), "number": ChartQABenchmark(), "text": InfoVQABenchmark()}
 
 
 def _exact(parsed: str, reference: str, profile: str) -> bool:
