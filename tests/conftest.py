@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,13 @@ NO_PREFECT_API = "http://127.0.0.1:9/api"
 # its controller, in which this module already set it (the tests' `mai` subprocesses then found no API at all)
 USER_PREFECT_API = os.environ.get("PREFECT_API_URL") if os.environ.get("PREFECT_API_URL") != NO_PREFECT_API else None
 os.environ["PREFECT_API_URL"] = NO_PREFECT_API
+# the tests' own PREFECT_HOME, where the temporary servers of their `mai` commands keep a database per store
+# (flows/prefect_api.py `server_directory`): one folder per session, made by the controller (its parallel workers
+# inherit it) and removed at its end, so the suite writes nothing into the user's ~/.prefect
+MADE_PREFECT_HOME = "MAI_TESTS_PREFECT_HOME" not in os.environ
+if MADE_PREFECT_HOME:
+    os.environ["MAI_TESTS_PREFECT_HOME"] = tempfile.mkdtemp(prefix="mai-tests-prefect-home-")
+os.environ["PREFECT_HOME"] = os.environ["MAI_TESTS_PREFECT_HOME"]
 
 
 @pytest.fixture(scope="session")
@@ -84,6 +92,11 @@ def prefect_api(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
 
     with temporary_settings(updates={PREFECT_API_URL: NO_PREFECT_API}):  # over the test server's, once it runs
         yield
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if MADE_PREFECT_HOME:  # the process that made it: every test (and every parallel worker) has ended
+        shutil.rmtree(os.environ["MAI_TESTS_PREFECT_HOME"], ignore_errors=True)
 
 
 @pytest.hookimpl(wrapper=True)

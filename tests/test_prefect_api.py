@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -120,11 +121,8 @@ def test_a_run_whose_prefect_api_dies_fails_with_one_line_and_resumes(tmp_path: 
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PREFECT_LOGGING_LEVEL": "WARNING", **FEW_CLIENT_RETRIES,
            "PREFECT_HOME": str(tmp_path / "prefect-home")}
-    os.environ["PREFECT_HOME"] = env["PREFECT_HOME"]  # the server's database: this test's own
-    try:
+    with mock.patch.dict(os.environ, {"PREFECT_HOME": env["PREFECT_HOME"]}):  # the server's database: its own
         server, url = _start_server_process(tmp_path / "prefect.db")
-    finally:
-        del os.environ["PREFECT_HOME"]
     home = tmp_path / "store"
     command = [sys.executable, "-m", "mai.flows.cli", "--home", str(home), "run", "--limit", "12", "--shards", "2",
                "--max-new-tokens", "R=32", "--json"]
@@ -187,11 +185,8 @@ def test_a_run_in_the_store_is_completed_though_its_prefect_api_died(tmp_path: P
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PREFECT_LOGGING_LEVEL": "WARNING", **FEW_CLIENT_RETRIES,
            "PREFECT_HOME": str(tmp_path / "prefect-home")}
-    os.environ["PREFECT_HOME"] = env["PREFECT_HOME"]  # the server's database: this test's own
-    try:
+    with mock.patch.dict(os.environ, {"PREFECT_HOME": env["PREFECT_HOME"]}):  # the server's database: its own
         server, url = _start_server_process(tmp_path / "prefect.db")
-    finally:
-        del os.environ["PREFECT_HOME"]
     try:
         home = tmp_path / "store"
         done = subprocess.run(
