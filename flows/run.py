@@ -28,7 +28,7 @@ from prefect.states import Cancelled
 from mai import progress, stop
 from mai.config import RunConfig
 from mai.manifest import RunManifest, RunScores, StageMaps
-from mai.pipeline import Phases, ShardsDone, run_pipeline
+from mai.pipeline import Materialised, Phases, ShardsDone, run_pipeline
 from mai.plan import RunPlan
 from mai.run.assets import ensure_builtin_assets
 from mai.run.plan import prepare_run
@@ -76,7 +76,7 @@ def _run(config: RunConfig, plan: RunPlan | None) -> RunManifest:
 class FlowSteps(StoreSteps):
     """The store's steps, the materialisation, prompt check and scoring as task runs of the flow (its UI)."""
 
-    def materialise(self, plan: RunPlan) -> list[str]:
+    def materialise(self, plan: RunPlan) -> Materialised:
         return materialize_samples(plan.home, plan.benchmark, plan.source, plan.config.shards, plan.config.limit,
                                    plan.config.max_image_pixels)
 

@@ -102,10 +102,10 @@ def _resolved(config: RunConfig) -> tuple[RunPlan, RunManifest | None]:
     steps = StoreSteps(log)
     resolved = resolve(plan, steps)
     if not resolved.todo:
-        return plan, complete(plan, resolved, steps, NothingToCompute(), log)
+        return resolved.plan, complete(resolved, steps, NothingToCompute(), log)
     check_can_compute(plan)
     _check_workers(config)
-    return plan, None
+    return resolved.plan, None
 
 
 def _check_workers(config: RunConfig) -> None:
@@ -299,7 +299,8 @@ def benchmarks() -> list[BuiltInBenchmark]:
     return listed
 
 
-def check_benchmark(spec_file: str | Path, home: str | Path | None = None, prompts: bool = True) -> SpecCheck:
+def check_benchmark(spec_file: str | Path, home: str | Path | None = None, prompts: bool = True,
+                    data_root: str | Path | None = None) -> SpecCheck:
     """Validate a benchmark spec and read its data as a run would (every row, images decoded), without running a
     model; with `prompts`, also count its prompts' tokens with the default models' tokenizers (built into the store
     `home` when missing, as a run builds them) and find the rows over their context."""
@@ -309,8 +310,9 @@ def check_benchmark(spec_file: str | Path, home: str | Path | None = None, promp
     from mai.run.benchmark_check import check_spec_file
 
     if not prompts:
-        return check_spec(load_spec(spec_file))
-    config = config_from_mapping({"benchmark": str(spec_file), "home": None if home is None else str(home)})
+        return check_spec(load_spec(spec_file, data_root))
+    config = config_from_mapping({"benchmark": str(spec_file), "home": None if home is None else str(home),
+                                  "data_root": None if data_root is None else str(data_root)})
     return check_spec_file(config, plan_run(config))
 
 

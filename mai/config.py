@@ -77,6 +77,9 @@ class RunConfig(BaseModel):
     benchmark_spec: BenchmarkSpec | None = Field(None, description="the spec of a benchmark given as a spec file "
                                                                    "(filled from the file; recorded with the run)")
     data: str | None = Field(None, description="local Parquet/save_to_disk copy or hub id; default per benchmark")
+    # where files lie is no identity (their content is): not in the run's key
+    data_root: str | None = Field(None, description="a folder a benchmark spec may read beyond its own folder (the "
+                                                    "user's choice: a spec cannot widen where it reads)")
     split: str | None = None
     subset: str | None = Field(None, description="dataset config name (e.g. 'en' for MMBench)")
     revision: str | None = Field(None, description="pinned dataset revision (required for hub ids)")
@@ -193,7 +196,7 @@ class RunConfig(BaseModel):
         """Identifies what the run computes (not its name, store location or extra captured layers)."""
         # which server answers never changes outputs (the backend itself is in the key and in every identity)
         payload = self.model_dump(exclude={"run_name", "home", "batch_size", "batch_sizes", "shards", "workers", "capture_layers",
-                                           "vllm_urls", "vllm_env"})
+                                           "vllm_urls", "vllm_env", "data_root"})
         for field, default in _ADDED_FIELDS.items():  # at their defaults, fields added later keep older keys
             if payload.get(field) == default:
                 del payload[field]
@@ -211,7 +214,7 @@ def _with_spec_file(data: dict[str, Any]) -> dict[str, Any]:
     """`benchmark: path/to/bench.yaml` becomes the spec's name and content: a configuration carries its benchmark's
     spec wherever it goes (a worker, a manifest), so nothing later reads the file again."""
     if isinstance(data.get("benchmark"), str) and is_spec_path(data["benchmark"]):
-        spec = load_spec(data["benchmark"])
+        spec = load_spec(data["benchmark"], data.get("data_root"))
         data = {**data, "benchmark": spec.name, "benchmark_spec": spec}
     return data
 
@@ -385,7 +388,7 @@ def config_from_mapping(values: Mapping[str, Any]) -> RunConfig:
     benchmark = values.get("benchmark")
     spec = values.get("benchmark_spec")
     if isinstance(benchmark, str) and is_spec_path(benchmark):
-        spec = load_spec(benchmark)  # here, so that a spec's ConfigError reaches the user as it is
+        spec = load_spec(benchmark, values.get("data_root"))  # here: a spec's ConfigError reaches the user as it is
         values = {**values, "benchmark": spec.name, "benchmark_spec": spec}
     elif spec is not None and (spec.get("name") if isinstance(spec, dict) else spec.name) != benchmark:
         values = {**values, "benchmark_spec": None}  # another benchmark given over a spec one's defaults

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
 
+from mai.evals.loading import DataSource
 from mai.manifest import RunManifest, RunScores, ShardOutcome, StageMaps
 from mai.plan import RunPlan
 
@@ -29,11 +30,20 @@ class ShardsDone:
     hosts_taken_out: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Materialised:
+    """A run's sample shards (relative to the store root), and its data source as materialising found it: its
+    fingerprint names every file the samples read (mai/evals/files_read.py), known only once they are read."""
+
+    shard_paths: list[str]
+    source: DataSource
+
+
 class RunSteps(Protocol):
     """What the pipeline asks of the store (each step computes nothing the store holds)."""
 
-    def materialise(self, plan: RunPlan) -> list[str]:
-        """The run's shard files (relative to the store root), materialised if the store lacks them."""
+    def materialise(self, plan: RunPlan) -> Materialised:
+        """The run's shard files, materialised if the store lacks them, and its data source's whole identity."""
 
     def check_prompts(self, plan: RunPlan, shard_paths: list[str]) -> list[str]:
         """The shards the run uses: a sample whose prompt does not fit a model becomes an error sample."""
@@ -69,9 +79,11 @@ class NothingToCompute:
 
 @dataclass(frozen=True)
 class Resolved:
-    """A run's shards after its identities are resolved against the store: the stored shards' outcomes and the
-    shards that lack an output (the to-do list)."""
+    """A run's shards after its identities are resolved against the store: the plan with its data source's whole
+    identity (what every later step reads), the stored shards' outcomes and the shards that lack an output (the
+    to-do list)."""
 
+    plan: RunPlan
     shard_paths: list[str]
     stored: dict[str, ShardOutcome]
     todo: list[str]
@@ -82,16 +94,18 @@ def resolve(plan: RunPlan, steps: RunSteps, phases: Phases | None = None) -> Res
     """Plan -> materialise -> resolve identities: which shards the store answers whole, and what is left to do.
     `phases`: the run's clock when it started before this (a flow that made its plan)."""
     phases = phases or Phases()
-    shard_paths = steps.check_prompts(plan, steps.materialise(plan))
+    materialised = steps.materialise(plan)
+    plan = plan.model_copy(update={"source": materialised.source})
+    shard_paths = steps.check_prompts(plan, materialised.shard_paths)
     phases.end("materialize_s")
     stored = steps.resolve_identities(plan, shard_paths)
     phases.end("shards_s")
-    return Resolved(shard_paths, stored, [shard for shard in shard_paths if shard not in stored], phases)
+    return Resolved(plan, shard_paths, stored, [shard for shard in shard_paths if shard not in stored], phases)
 
 
-def complete(plan: RunPlan, resolved: Resolved, steps: RunSteps, executor: Executor, log: Log) -> RunManifest:
+def complete(resolved: Resolved, steps: RunSteps, executor: Executor, log: Log) -> RunManifest:
     """Compute what is missing (on `executor`), then route, score and finish the run."""
-    phases = resolved.phases
+    plan, phases = resolved.plan, resolved.phases
     if resolved.stored and resolved.todo:
         log.info("%d of %d shard(s) answered from the store: every step's outputs are stored (by this or another "
                  "run), so they have no shard flow run or task runs", len(resolved.stored), len(resolved.shard_paths))
@@ -110,7 +124,7 @@ def complete(plan: RunPlan, resolved: Resolved, steps: RunSteps, executor: Execu
 def run_pipeline(plan: RunPlan, steps: RunSteps, executor: Executor, log: Log, phases: Phases | None = None
                  ) -> RunManifest:
     """The whole run on one executor (`phases`: as `resolve`)."""
-    return complete(plan, resolve(plan, steps, phases), steps, executor, log)
+    return complete(resolve(plan, steps, phases), steps, executor, log)
 
 
 class Phases:

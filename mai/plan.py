@@ -156,7 +156,8 @@ def build_plan(config: RunConfig, store: StoreLocations, run_id: str | None = No
     models = {role: _resolve_role(config, role, store.models) for role in sorted(roles)}
     source = resolve_source(_data_location(config, store, entry.hub_ids), config.split or entry.split,
                             config.subset or entry.config, config.revision or entry.revision,
-                            FingerprintCache(store.fingerprints) if store.fingerprints else None)
+                            FingerprintCache(store.fingerprints) if store.fingerprints else None,
+                            default_split=entry.split)
     if config.benchmark_spec is not None:
         SpecBenchmark(config.benchmark_spec).check_data(source)
     check_transfer(config, models.get("large"))

@@ -47,6 +47,13 @@ class Home:
         return self.root / "datasets"
 
     @property
+    def fingerprints(self) -> Path:
+        """Where local datasets' fingerprints and the hashes of the files their samples read are kept between runs
+        (mai/evals/fingerprint_cache.py): a dot file, which no dataset loader reads as data, beside the generated
+        benchmarks' data."""
+        return self.datasets / ".fingerprints.json"
+
+    @property
     def benchmark_specs(self) -> Path:
         """The specs of the store's spec benchmarks (storage/benchmark_specs.py)."""
         return self.root / "benchmarks"

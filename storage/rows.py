@@ -286,6 +286,7 @@ class RunRow(TypedDict):
     mode: RunMode
     benchmark: str
     dataset_fingerprint: str
+    split: str | None  # the data's split the run read (None in runs stored before it was a column: config_json)
     small_model: str | None
     large_model: str | None
     single_model: Role | None

@@ -11,6 +11,7 @@ from prefect.cache_policies import NO_CACHE
 
 from mai.evals.loading import DEFAULT_MAX_IMAGE_PIXELS, DataSource
 from mai.manifest import RunScores, StageMaps
+from mai.pipeline import Materialised
 from mai.plan import RunPlan
 from mai.run.prompt_limits import checked_shards
 from mai.run.routes import score_run
@@ -18,8 +19,8 @@ from mai.run.routes import score_run
 
 @task(name="materialize-samples", cache_policy=NO_CACHE)
 def materialize_samples(home: str, benchmark: str, source: DataSource, n_shards: int, limit: int | None,
-                        max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> list[str]:
-    """Returns the shard files, relative to the store root."""
+                        max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> Materialised:
+    """Returns the shard files, relative to the store root, and the source with the files its samples read."""
     return materialise_samples(Home.at(home), benchmark, source, n_shards, limit, max_image_pixels,
                                get_run_logger())
 

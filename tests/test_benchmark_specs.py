@@ -265,7 +265,8 @@ def test_yes_no_jsonl_and_number_parquet_specs_run(home: Path, tmp_path: Path) -
     number_spec = tmp_path / "number"
     number_spec.mkdir()
     number = run_spec(home, str(write_spec(number_spec, name="colour-counts", data="../counts.parquet",
-                                           data_root="..", format="parquet", answer_kind="number")))
+                                           data_root="..", format="parquet", answer_kind="number")),
+                      data_root=str(tmp_path))  # the user allows the spec's wider folder (a spec cannot by itself)
     assert number["counts"]["valid"] == 4
     assert {(m["metric"], m["subset"]) for m in number["metrics"]} >= {("relaxed_accuracy", "overall")}
     assert RunConfig(**number["config"]).benchmark_spec is not None
@@ -382,19 +383,22 @@ def test_image_paths_stay_in_the_benchmarks_folder(tmp_path: Path) -> None:
     assert found.usable == 2 and found.images == 3  # q0, and q5 with its two images
     for sample_id in ("paths-q1", "paths-q2", "paths-q3"):
         assert "outside the benchmark's folder" in errors[sample_id] and "\n" not in errors[sample_id]
-        assert "set data_root:" in errors[sample_id]
+        assert "--data-root DIR on the command line" in errors[sample_id]
     assert "is an absolute path outside" in errors["paths-q1"]
     assert errors["paths-q4"].startswith("column 'image' holds the URL 'https://example.com/red.png': URLs are not "
                                          "read")
-    # a data file outside the folder is refused when the spec is read; a data_root the spec chooses allows both
+    # a data file outside the folder is refused when the spec is read; a wider data_root only with the user's opt-in
     outer = write_spec(folder / "sub", name="paths", data="../rows.jsonl", format="jsonl", answer_kind="yes_no")
     with pytest.raises(ConfigError, match=r"data '../rows.jsonl' is outside the benchmark's folder .*/bench/sub "
-                                          r"\(set data_root: in the spec"):
+                                          r"\(allow a folder that holds the benchmark's files with --data-root DIR"):
         load_spec(outer)
+    plain = load_spec(spec).version
     rooted = write_spec(folder, name="paths", data="rows.jsonl", format="jsonl", answer_kind="yes_no",
-                        columns={"id": "id"}, data_root="..")
-    assert check_spec(load_spec(rooted)).usable == 5  # all but the URL
-    assert load_spec(rooted).version == load_spec(spec).version  # where the files may lie is no part of it
+                        columns={"id": "id"}, data_root="..")  # the same file, rewritten
+    with pytest.raises(ConfigError, match="a spec cannot widen where it reads"):
+        load_spec(rooted)
+    assert check_spec(load_spec(rooted, data_root=tmp_path)).usable == 5  # the user's choice: all but the URL
+    assert load_spec(rooted, tmp_path).version == plain  # where the files may lie is no part of it
 
 
 def test_check_reports_prompt_lengths_and_rows_over_the_context(home: Path, tmp_path: Path,

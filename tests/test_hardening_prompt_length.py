@@ -168,7 +168,8 @@ def test_with_vllm_the_servers_max_model_len_is_the_context(home: Path, monkeypa
         config = RunConfig(home=str(home), data=data, backend=backend, max_new_tokens=BUDGET, shards=1,
                            **model_overrides(home))
         plan = prepare_run(config, Home.at(home))
-        (shard,) = materialise_samples(Home.at(home), plan.benchmark, plan.source, 1, None, DEFAULT_MAX_IMAGE_PIXELS, LOG)
+        (shard,) = materialise_samples(Home.at(home), plan.benchmark, plan.source, 1, None, DEFAULT_MAX_IMAGE_PIXELS,
+                                   LOG).shard_paths
         refused[backend] = refused_samples(plan, read_shard(home / shard))
     assert refused["transformers"] == {}  # 8,192 tokens of context hold every prompt
     assert list(refused["vllm"]) == ["demo-3"], refused["vllm"]
@@ -208,7 +209,8 @@ def test_max_prompt_tokens_counts_the_reasoning_an_s2_or_rt_prompt_carries(home:
 
     config = RunConfig(home=str(home), max_new_tokens=BUDGET, s2=True, shards=1)
     plan = prepare_run(config, Home.at(home))
-    (shard,) = materialise_samples(Home.at(home), plan.benchmark, plan.source, 1, None, DEFAULT_MAX_IMAGE_PIXELS, LOG)
+    (shard,) = materialise_samples(Home.at(home), plan.benchmark, plan.source, 1, None, DEFAULT_MAX_IMAGE_PIXELS,
+                                   LOG).shard_paths
     samples, benchmark = read_shard(home / shard)[:3], get_benchmark(plan.benchmark)
 
     def limited(tokens: int) -> RunPlan:

@@ -95,7 +95,7 @@ def test_order_and_batch_size_never_change_an_engines_outputs(home: Path) -> Non
     plan = prepare_run(config, Home.at(home))
     benchmark = get_benchmark(config.benchmark)
     (shard,) = materialise_samples(Home.at(home), config.benchmark, plan.source, 1, config.limit,
-                                   DEFAULT_MAX_IMAGE_PIXELS, logging.getLogger("mai"))
+                                   DEFAULT_MAX_IMAGE_PIXELS, logging.getLogger("mai")).shard_paths
     samples = [s for s in read_shard(Home.at(home).root / shard) if s.error is None]
     upstream = {s.sample_id: StageAnswer(gen_id=f"u{i}", text=" ".join(["there are two red shapes"] * (i % 7)),
                                          answer=None) for i, s in enumerate(samples)}

@@ -25,6 +25,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     check = actions.add_parser("check", help="validate a spec and its data (rows, columns, answers, images) "
                                              "without loading a model")
     check.add_argument("spec", type=Path, help="the spec file (YAML)")
+    check.add_argument("--data-root", help="a folder the spec may read beyond its own folder (as `mai run`)")
     check.add_argument("--no-prompt-lengths", dest="prompt_lengths", action="store_false",
                        help="skip counting the prompts' tokens (which loads the default models' tokenizers)")
     check.add_argument("--json", action="store_true")
@@ -45,7 +46,7 @@ def _benchmarks(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    found = api.check_benchmark(args.spec, home=args.home, prompts=args.prompt_lengths)
+    found = api.check_benchmark(args.spec, home=args.home, prompts=args.prompt_lengths, data_root=args.data_root)
     if args.json:
         print(json.dumps({**asdict(found), "spec": found.spec.model_dump(mode="json"),
                           "version": found.spec.version}, indent=2))

@@ -19,6 +19,8 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--config", type=Path, help="a JSON file of RunConfig fields; flags override it")
     run.add_argument("--benchmark")
     run.add_argument("--data", help="local Parquet / save_to_disk copy, or a hub id")
+    run.add_argument("--data-root", help="a folder a benchmark spec may read (its data and images) beyond the "
+                                         "spec's own folder: a spec cannot widen where it reads by itself")
     run.add_argument("--split")
     run.add_argument("--subset", help="dataset config name")
     run.add_argument("--revision", help="pinned dataset revision")

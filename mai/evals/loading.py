@@ -16,6 +16,7 @@ from typing import Any
 
 from mai.errors import ConfigError
 from mai.evals.base import BadRow, Benchmark, HubRow, RowFields, content_hash, row_id
+from mai.evals.files_read import at_row
 from mai.evals.fingerprint_cache import FingerprintCache, file_stats
 from mai.types import Sample
 
@@ -31,8 +32,9 @@ MAX_ASPECT_RATIO = 200
 DEFAULT_MAX_IMAGE_PIXELS = 2**26
 # bump when the rows -> samples conversion changes which samples it makes (part of the shard directory's name, so
 # a store materialises its data again under the new rules; the samples' content hashes change only where a
-# sample's text did)
-LOADER_VERSION = "4"
+# sample's text did). 5: a set records the files its rows read beyond the data (mai/evals/files_read.py); a set of
+# version 4 that read images by path has no such record, so it is never reused
+LOADER_VERSION = "5"
 # How long a row's prompt may be is decided in tokens, per model, before generation (mai/run/prompt_limits.py): a row
 # whose prompt does not fit a model of the run is a per-sample error there. (Loader version 3 refused rows over
 # 16 Ki characters instead, whatever the models.)
@@ -46,22 +48,42 @@ _ZERO_WIDTH_SPACE = "\u200b"
 
 @dataclass(frozen=True)
 class DataSource:
-    """Where a benchmark's rows come from. `fingerprint` identifies the exact rows a run reads: the data's content
-    (file hashes for a local copy, the pinned revision for the hub) together with what selects rows from it (the
-    split and the hub config; `data_fingerprint`). It keys the materialised samples and every join of a run to its
-    samples, so two splits of one folder are two datasets."""
+    """Where a benchmark's rows come from. `fingerprint` identifies everything its samples read: the data's content
+    (file hashes for a local copy, the pinned revision for the hub) with what selects rows from it (the split and
+    the hub config: `rows_fingerprint`, known when the run is planned), and every file the rows made the loader read
+    beyond the data (images named by path: `files_read`, their digest, known once the samples are materialised;
+    mai/evals/files_read.py). It keys every join of a run to its samples, so two splits of one folder are two
+    datasets, and so is a folder whose image was replaced."""
 
     location: str
     split: str
     config: str | None
     revision: str | None
-    fingerprint: str
+    rows_fingerprint: str
+    files_read: str = ""  # files_read.files_digest of the files the samples read; "" for none (or not yet known)
+
+    @property
+    def fingerprint(self) -> str:
+        if not self.files_read:
+            return self.rows_fingerprint  # a set that read nothing beyond its data: the data's identity
+        selection = json.dumps({"rows": self.rows_fingerprint, "files_read": self.files_read}, sort_keys=True)
+        return hashlib.sha256(selection.encode()).hexdigest()
+
+    @property
+    def folder(self) -> Path | None:
+        """The folder the paths in the rows are relative to (a data file's folder, or the data directory); None
+        for a hub dataset."""
+        path = Path(self.location)
+        if not path.exists():
+            return None
+        return path.parent if path.is_file() else path
 
 
 def resolve_source(location: str, split: str, config: str | None, revision: str | None,
-                   cache: FingerprintCache | None = None) -> DataSource:
+                   cache: FingerprintCache | None = None, default_split: str | None = None) -> DataSource:
     """Check that the data exists before anything loads; fingerprint local copies by content (an unchanged copy's
-    fingerprint read from `cache`, when given, instead of hashing every file again)."""
+    fingerprint read from `cache`, when given, instead of hashing every file again). Local data that names no
+    splits is one split, named `default_split` (the benchmark's): another split is refused (None: not checked)."""
     path = Path(location).expanduser()
     if path.exists():
         files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
@@ -70,8 +92,7 @@ def resolve_source(location: str, split: str, config: str | None, revision: str 
             files = [f for f in files if f.name != own.name or f.resolve() != own]
         if not files:
             raise ConfigError(f"benchmark data directory '{path}' is empty")
-        if path.is_dir():
-            _check_split(path, split)
+        _check_split(path, split, default_split)
         named = [(str(file.relative_to(path) if path.is_dir() else file.name), file) for file in files]
         content = _local_fingerprint(path, named, cache)
         return DataSource(str(path.resolve()), split, config, revision, data_fingerprint(content, split, config))
@@ -132,11 +153,22 @@ def local_splits(path: Path) -> list[str] | None:
     return sorted(named) or None
 
 
-def _check_split(path: Path, split: str) -> None:
-    splits = local_splits(path)
-    files = [f for f in path.rglob("*.parquet") if not f.name.startswith(".")]
-    if splits is not None and split not in splits and not any(f.parent.name == split for f in files):
+def _check_split(path: Path, split: str, default_split: str | None) -> None:
+    splits = local_splits(path) if path.is_dir() else None
+    files = [f for f in path.rglob("*.parquet") if not f.name.startswith(".")] if path.is_dir() else []
+    if any(f.parent.name == split for f in files) or (splits is not None and split in splits):
+        return
+    if splits is not None:
         raise ConfigError(f"benchmark data '{path}' has no split '{split}': it has {splits} (--split)")
+    if default_split is not None and split != default_split:
+        raise ConfigError(f"benchmark data '{path}' names no splits: it is one split, read as '{default_split}'; "
+                          f"leave --split out (a split '{split}' would store the same rows under a second name)")
+
+
+def split_files(files: list[Path], split: str) -> list[Path]:
+    """The Parquet files of `split`: the hub layout's `<split>-00000-of-00003.parquet` of exactly that split (`test`
+    never matches `test-hard-...`), and the files in a directory named after it."""
+    return [f for f in files if f.parent.name == split or ((m := _SPLIT_FILE.match(f.name)) and m.group(1) == split)]
 
 
 def load_dataset_rows(source: DataSource, image_columns: tuple[str, ...]) -> tuple[list[str], Iterator[HubRow]]:
@@ -204,7 +236,7 @@ def _open(source: DataSource) -> Any:
         return loaded[source.split] if isinstance(loaded, datasets.DatasetDict) else loaded
     # dot files are never data: a half-written temp file (`.tmp-...parquet`) left by a killed writer is skipped
     files = [path] if path.is_file() else sorted(f for f in path.rglob("*.parquet") if not f.name.startswith("."))
-    in_split = [f for f in files if f.name.startswith(f"{source.split}-") or f.parent.name == source.split]
+    in_split = split_files(files, source.split)
     # `datasets` reads each data file as a glob pattern: escaped, a path under `a[1]` (or `x*`) names only itself
     return datasets.load_dataset("parquet", data_files=[glob.escape(str(f)) for f in (in_split or files)],
                                  split="train")
@@ -223,7 +255,10 @@ def rows_to_samples(benchmark: Benchmark, rows: Iterable[HubRow], store_image: I
                     max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> list[Sample]:
     """Every row becomes a sample; a row that cannot be used becomes a sample with `error` set. Rows that share a
     sample id are errors too (`flag_duplicate_ids`): one id never silently stands for two rows."""
-    samples = [_row_to_sample(benchmark, row, index, store_image, max_image_pixels) for index, row in enumerate(rows)]
+    samples = []
+    for index, row in enumerate(rows):
+        at_row(index)  # what the row reads by path is recorded against it (mai/evals/files_read.py)
+        samples.append(_row_to_sample(benchmark, row, index, store_image, max_image_pixels))
     return flag_duplicate_ids(samples)
 
 

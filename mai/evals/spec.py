@@ -13,8 +13,8 @@ reused as they are (prompt, answer parser, agreement rule, scorer):
 
 A spec may replace the kind's question layout with its own `prompt:` template (mai/evals/spec_prompt.py; the
 stage instructions follow it unchanged), set output budgets per prompt kind (`max_new_tokens:`, the run's unless its
-command sets them: mai/config.py), and choose the folder its files must be in (`data_root:`, default the spec's
-folder: mai/evals/spec_paths.py).
+command sets them: mai/config.py), and choose a folder inside its own that its files must be in (`data_root:`,
+default the spec's folder; only the command's `--data-root` widens it: mai/evals/spec_paths.py).
 
 Formats: `vlmevalkit-tsv` (VLMEvalKit's custom dataset: `index`, base64 `image`, `question`, options `A`..`H`,
 `answer`, optional `hint`, `category`; an `image` cell of at most 64 characters names the `index` of the row whose
@@ -23,7 +23,8 @@ hub's {bytes, path} layout, a path relative to the data file that stays in the b
 these), `hub` (a hub id with a pinned revision, read through the same code as the built-in benchmarks).
 
 Identity: the benchmark's `version` is a hash of the spec's content, except where the data lies (a local copy is
-identified by the hash of its files, a hub copy by its id and revision; `data_root`), the metric (which changes
+identified by the hash of its files and of the images its rows read, a hub copy by its id and revision;
+`data_root`), the metric (which changes
 scores, never an output) and the budgets (each generation's decoding, in its own identity). So a moved spec is the
 same benchmark, a changed one a new version, and an unchanged one reuses every stored sample and output. A spec
 is checked completely when it is loaded, before any model loads; a row that cannot be used becomes a per-sample
@@ -66,6 +67,7 @@ from mai.evals.common import (
     text_field,
     unparsed_rate,
 )
+from mai.evals.files_read import read_input_file
 from mai.evals.infovqa import InfoVQABenchmark
 from mai.evals.loading import DataSource, load_dataset_rows, local_splits
 from mai.evals.mmbench import MMBenchBenchmark, parse_option
@@ -235,9 +237,11 @@ class BenchmarkSpec(BaseModel):
         return "spec-" + canonical_hash(self.identity())[:12]
 
 
-def load_spec(path: str | Path) -> BenchmarkSpec:
+def load_spec(path: str | Path, data_root: str | Path | None = None) -> BenchmarkSpec:
     """The spec file at `path`, checked, with its local data made absolute (a relative `data` is relative to the
-    spec file, so the spec works from any working directory). ConfigError says what to change."""
+    spec file, so the spec works from any working directory). `data_root`: a folder the user allows the spec to
+    read (the command's `--data-root`); a spec alone reads only inside its own folder. ConfigError says what to
+    change."""
     file = Path(path).expanduser()
     where = f"benchmark spec {path}"
     if not file.is_file():
@@ -262,7 +266,7 @@ def load_spec(path: str | Path) -> BenchmarkSpec:
     if not spec.local:
         return spec
     folder = file.resolve().parent
-    root = _data_root(spec, folder, where)
+    root = _data_root(spec, folder, where, None if data_root is None else Path(data_root).expanduser().resolve())
     if is_url(spec.data):
         raise ConfigError(f"{where}: data '{spec.data}' is a URL: URLs are not read; download the file into the "
                           "spec's folder and give its path")
@@ -276,13 +280,19 @@ def load_spec(path: str | Path) -> BenchmarkSpec:
     return spec.model_copy(update={"data": str(data), "data_root": str(root)})
 
 
-def _data_root(spec: BenchmarkSpec, folder: Path, where: str) -> Path:
-    """The folder the spec's files must be in: its `data_root` (relative to the spec's folder), else that folder."""
+def _data_root(spec: BenchmarkSpec, folder: Path, where: str, allowed: Path | None) -> Path:
+    """The folder the spec's files must be in: its `data_root` (relative to the spec's folder), else the folder the
+    user allowed (`allowed`, the command's `--data-root`), else the spec's folder. Widening is the user's choice,
+    never the spec's: a `data_root` outside the spec's folder is refused unless `allowed` holds it (a spec someone
+    else wrote cannot make a worker read its files)."""
     if spec.data_root is None:
-        return folder
+        return allowed or folder
     root = (folder / Path(spec.data_root).expanduser()).resolve()
     if not root.is_dir():
         raise ConfigError(f"{where}: data_root '{spec.data_root}' is not a folder (relative to the spec: {root})")
+    if not inside(root, folder) and (allowed is None or not inside(root, allowed)):
+        raise ConfigError(f"{where}: data_root '{spec.data_root}' is {root}, outside the spec's folder {folder}: a "
+                          f"spec cannot widen where it reads; allow it on the command line with --data-root {root}")
     return root
 
 
@@ -438,6 +448,8 @@ class SpecBenchmark:
         return found
 
     def _image(self, value: object, column: str) -> bytes:
+        if isinstance(value, dict) and not value.get("bytes") and isinstance(value.get("path"), str):
+            value = value["path"]  # the hub's Image layout with a path and no bytes: the file it names
         if not isinstance(value, str):
             return image_bytes(value, column)
         if self.spec.format == "vlmevalkit-tsv" and not is_url(value):
@@ -449,7 +461,7 @@ class SpecBenchmark:
             raise BadRow(f"column '{column}' holds a path, but the data has no local folder to read it from")
         path = image_file(value, self._base.parent if self._base.is_file() else self._base, self._root, column)
         try:
-            return path.read_bytes()
+            return read_input_file(path)  # recorded: the file is part of the samples' identity
         except OSError as error:
             raise BadRow(f"column '{column}': image file {value!r} cannot be read ({error.strerror})") from error
 

@@ -1,6 +1,7 @@
 """Where a spec benchmark's files may be: inside its folder (mai/evals/spec.py).
 
-The benchmark's folder is the spec file's folder, or the `data_root:` the spec sets (relative to the spec). The
+The benchmark's folder is the spec file's folder, or a folder inside it that the spec's `data_root:` names, or the
+folder the user allows on the command line (`--data-root DIR`, which may hold a spec's wider `data_root:`). The
 data file must lie in it, and so must every image a row names by path (an image path is relative to the data file).
 A path is taken as the filesystem resolves it: an absolute path, a `..` or a symbolic link that leads out of the
 folder is refused, so that someone else's spec run on a worker cannot read the worker's files into the store, the
@@ -15,7 +16,7 @@ from pathlib import Path
 from mai.evals.base import BadRow
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
-OUTSIDE_HINT = "set data_root: in the spec to choose the folder that holds the benchmark's files"
+OUTSIDE_HINT = "allow a folder that holds the benchmark's files with --data-root DIR on the command line"
 
 
 def is_url(text: str) -> bool:

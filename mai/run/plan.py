@@ -9,14 +9,10 @@ from mai.plan import RunPlan, StoreLocations, build_plan
 from mai.storage.filesystem_check import require_working_store
 from mai.storage.paths import Home, store_id
 
-# where the store keeps its local datasets' fingerprints (mai/evals/fingerprint_cache.py): a dot file, which no
-# dataset loader reads as data, beside the generated benchmarks' data
-FINGERPRINTS_FILE = ".fingerprints.json"
-
 
 def store_locations(home: Home) -> StoreLocations:
     return StoreLocations(root=home.root, models=home.models, datasets=home.datasets, store_id=store_id(home),
-                          fingerprints=home.datasets / FINGERPRINTS_FILE)
+                          fingerprints=home.fingerprints)
 
 
 def prepare_run(config: RunConfig, home: Home, run_id: str | None = None, check_store: bool = True) -> RunPlan:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mai.manifest import RunManifest, RunScores, ShardOutcome, StageMaps
-from mai.pipeline import Log, Phases, ShardsDone
+from mai.pipeline import Log, Materialised, Phases, ShardsDone
 from mai.plan import RunPlan
 from mai.run.finish import Publish, finish_run
 from mai.run.identities import resolve_identities
@@ -24,7 +24,7 @@ class StoreSteps:
     log: Log
     publish: Publish | None = None
 
-    def materialise(self, plan: RunPlan) -> list[str]:
+    def materialise(self, plan: RunPlan) -> Materialised:
         return materialise_samples(Home.at(plan.home), plan.benchmark, plan.source, plan.config.shards,
                                    plan.config.limit, plan.config.max_image_pixels, self.log)
 

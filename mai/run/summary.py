@@ -180,7 +180,7 @@ def catalog_row(manifest: RunManifest, plan: RunPlan, started_at: datetime, fini
         "started_at": started_at, "finished_at": finished_at,
         "wall_s": manifest["timings"]["wall_s"], "engine_generate_s": manifest["timings"]["engine_generate_s"],
         "model_load_s": manifest["timings"]["model_load_s"], "mode": config.mode, "benchmark": config.benchmark,
-        "dataset_fingerprint": plan.source.fingerprint,
+        "dataset_fingerprint": plan.source.fingerprint, "split": plan.source.split,
         "small_model": models["small"].identity_name if "small" in models else None,
         "large_model": models["large"].identity_name if "large" in models else None,
         "single_model": config.single_model if single else None,
