@@ -26,6 +26,8 @@ class Hover:
 
 
 Cell = str | int | float | None | Hover  # what a table cell shows (report.py formats floats and None)
+# a cell with no number, its footnote saying why (a paper's table has a number or a dash in every cell)
+DASH = "\u2014"
 
 
 @dataclass
@@ -42,6 +44,15 @@ class Table:
     unscored_rows: tuple[int, ...] = ()  # rows whose cells in those columns are no scores (table 9's token counts)
     # notes under the table, each once (a machine and load shared by the group, what a mark in a cell means)
     footnotes: list[str] = field(default_factory=list)
+
+    def noted(self, text: str, footnote: str) -> str:
+        """`text` with the mark of `footnote` (added under the table once, however many cells it explains); `text`
+        as it is without one."""
+        if not footnote:
+            return text
+        if footnote not in self.footnotes:
+            self.footnotes.append(footnote)
+        return text + mark(self.footnotes.index(footnote) + 1)
 
 
 @dataclass

@@ -7,6 +7,7 @@ without room for its label keeps its hover label and its row in the table beside
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import TypedDict
@@ -84,7 +85,10 @@ def figure_one(store: Store) -> Section:
                       "their hover label and their row in the table.")
     _latency_panel(store, section)
     rows = [_point(store, run) for run in store.runs if run["run_id"] in store.headline and run["n_valid"]
-            and run["run_id"] in store.sample_sets]
+            and run["run_id"] in store.sample_sets and not store.lost(run["run_id"])]
+    lost = [f"{run['run_id']} ({store.lost(run['run_id'])})" for run in store.runs if store.lost(run["run_id"])]
+    if lost:  # their token counts would add up only the outputs left
+        section.notes.append("Left out, their stored outputs are not all there: " + ", ".join(lost) + ".")
     for group in sorted({r.data for r in rows}):  # one panel per comparison group: no panel mixes sample sets
         mine = [r for r in rows if r.data == group]
         section.figures.append(_accuracy_panel(mine, store.sample_sets[mine[0].run_id].key))
@@ -169,9 +173,22 @@ def _accuracy_panel(mine: list[RunPoint], group: str) -> go.Figure:
     title = f"{mine[0].data}: {mine[0].metric} against mean output tokens per sample (bars: 95 % intervals)"
     axis_title = f"{mine[0].metric} (%)" + (f", axis from {y_range[0]:.0f}" if y_range[0] > 0 else "")
     return layout(fig, title, group, height=HEIGHT, margin=MARGIN,
-                  xaxis={"title": "mean output tokens per sample (log)", "type": "log", "range": list(x_range)},
+                  xaxis={"title": "mean output tokens per sample (log)", "type": "log", "range": list(x_range),
+                         **log_ticks(x_range)},
                   yaxis={"title": axis_title, "range": list(y_range)},
                   legend={"orientation": "h", "y": -0.25, "x": 0})
+
+
+def log_ticks(x_range: tuple[float, float]) -> dict[str, list[float] | list[str]]:
+    """Ticks of a log axis over `x_range` (log10 units) labelled with the values they mark: 1, 2, 5 per decade (every
+    digit where that gives fewer than three). plotly's own labels within one decade read '2, 3, 4' for 20, 30, 40."""
+    low, high = x_range
+    decades = range(math.floor(low), math.ceil(high) + 1)
+    for steps in ((1, 2, 5), tuple(range(1, 10))):
+        values = [m * 10.0 ** k for k in decades for m in steps if low <= math.log10(m * 10.0 ** k) <= high]
+        if len(values) >= 3:
+            break
+    return {"tickvals": values, "ticktext": [f"{v:g}" for v in values]}
 
 
 def _prompt_lines(points: list[RunPoint]) -> list[list[RunPoint]]:

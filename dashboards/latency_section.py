@@ -7,13 +7,21 @@ from __future__ import annotations
 from collections import defaultdict
 
 import plotly.graph_objects as go
-from mai.dashboards.charts import Section, Table, layout, num, short, subplots
+from mai.dashboards.charts import DASH, Section, Table, layout, num, short, subplots
 from mai.dashboards.groups import SampleSet
 from mai.dashboards.latency_tables import add_tables
 from mai.dashboards.rows import LatencyPointRow, SpeculativeRow, SpeedupRow
 from mai.dashboards.saved import load_saved
 from mai.dashboards.sections import Store
-from mai.dashboards.time_tables import Timings, machine_of, measured, priced_on, table_11, times
+from mai.dashboards.time_tables import (
+    Timings,
+    load_cell,
+    machine_of,
+    measured,
+    priced_on,
+    table_11,
+    times,
+)
 from mai.dashboards.time_tables import table_12 as table_12_layout
 from mai.dashboards.views import fetch
 
@@ -147,37 +155,68 @@ def _table_11(store: Store, section: Section, rows: list[SpeedupRow], timings: T
     runs = {r["run_id"]: r for r in store.all_runs}
     for group, mine in _per_group(store, rows).items():
         shown = sorted(mine, key=lambda r: r["measured_s"] or 0.0)
-        labels = [f"{r['setting']} ({short(r['run_id'])})" for r in shown]
+        labels = [f"{store.settings.get(r['run_id'], r['setting'])} ({short(r['run_id'])})" for r in shown]
         machines = sorted({machine_of(runs.get(t))[0] for t in timings.timed_by(r["run_id"] for r in shown)})
         profiles_of = sorted({priced_on(r["prices"], hardware) for r in shown if r["prices"]})
-        fig = subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=(
-            "estimated s (equation 27, profiles of " + ("; ".join(profiles_of) or "none") + ")",
-            "measured s (" + "; ".join(machines) + ")"))
-        fig.add_trace(go.Bar(x=labels, y=[r["estimated_s"] for r in shown], name="estimated (equation 27)",
-                             marker_color="#457b9d", customdata=[r["prices"] or "no estimate" for r in shown],
-                             hovertemplate="%{x}: %{y:.2f} s<br>%{customdata}<extra></extra>"), row=1, col=1)
-        fig.add_trace(go.Bar(x=labels, y=[r["measured_s"] for r in shown], name="measured (wall time)",
-                             marker_color="#e76f51", customdata=[timings.note([r["run_id"]]) for r in shown],
-                             hovertemplate="%{x}: %{y:.2f} s<br>%{customdata}<extra></extra>"), row=1, col=2)
-        fig.update_yaxes(title_text="estimated seconds", row=1, col=1)
-        fig.update_yaxes(title_text="measured seconds", row=1, col=2)
+        # a panel only for what is stored (no empty "profiles of none" panel); a run with outputs missing draws no
+        # measured bar (its time would be partial)
+        panels = [(f"estimated s (equation 27, profiles of {'; '.join(profiles_of)})", "estimated (equation 27)",
+                   "#457b9d", [r["estimated_s"] for r in shown], [r["prices"] or "no estimate" for r in shown],
+                   "estimated seconds"),
+                  (f"measured s ({'; '.join(machines)})", "measured (wall time)", "#e76f51",
+                   [None if store.lost(r["run_id"]) else r["measured_s"] for r in shown],
+                   [store.lost(r["run_id"]) or timings.note([r["run_id"]]) for r in shown], "measured seconds")]
+        panels = [p for p in panels if any(v is not None for v in p[3])]
+        if not panels:
+            section.tables.append(_runs_table(store, group, mine, timings, hardware))
+            continue
+        fig = subplots(rows=1, cols=len(panels), horizontal_spacing=0.1, subplot_titles=[p[0] for p in panels])
+        for col, (_, name, color, values, hover, axis) in enumerate(panels, start=1):
+            fig.add_trace(go.Bar(x=labels, y=values, name=name, marker_color=color, customdata=hover,
+                                 hovertemplate="%{x}: %{y:.2f} s<br>%{customdata}<extra></extra>"), row=1, col=col)
+            fig.update_yaxes(title_text=axis, row=1, col=col)
         section.figures.append(layout(fig, f"{group.label}: time per run, estimated and measured apart", group.key,
                                       height=460, showlegend=False))
-        section.tables.append(Table(
-            ["estimate", "prices (profiles' hardware)", "setting", "output tokens", "estimated s",
-             "est. speed-up vs Full RT", "measured s", "measured speed-up vs Full RT", "measured on", "Full RT run",
-             "run"],
-            [[r["estimate_name"], f"{r['prices']} ({priced_on(r['prices'], hardware)})" if r["prices"] else None,
-              r["setting"], r["output_tokens"], num(r["estimated_s"]),
-              times(r["estimated_speedup_vs_full_rt"]), num(r["measured_s"]),
-              measured(r, "full_rt", timings).speedup if r["full_rt_run_id"] else "-",
-              timings.note(i for i in (r["run_id"], r["full_rt_run_id"]) if i), r["full_rt_run_id"],
-              r["run_id"]] for r in mine],
-            f"{group.label}: every run's time; estimated and measured seconds in separate columns, 'measured on' "
-            "names the machines and loads of the runs that computed the run's and its Full RT run's times",
-            wrap=("prices (profiles' hardware)", "measured speed-up vs Full RT", "measured on"), group=group.key, runs=[r["run_id"] for r in mine]))
+        section.tables.append(_runs_table(store, group, mine, timings, hardware))
     if not any(r["estimate_name"] for r in rows):
         section.notes.append(f"No estimate stored: {_ESTIMATE_COMMAND}.")
+
+
+def _runs_table(store: Store, group: SampleSet, rows: list[SpeedupRow], timings: Timings,
+                hardware: dict[str, str]) -> Table:
+    """Every run's time in one comparison group: estimated and measured seconds in separate columns; a cell with
+    no number (a measured time that is not one regime, a run with outputs missing, Full RT against itself) is a
+    dash whose footnote says why."""
+    table = Table(
+        ["estimate", "prices (profiles' hardware)", "setting", "output tokens", "estimated s",
+         "est. speed-up vs Full RT", "measured s", "measured speed-up vs Full RT", "measured on", "load (1 min)",
+         "Full RT run", "run"], [],
+        f"{group.label}: every run's time; estimated and measured seconds in separate columns, 'measured on' "
+        "names the machines and loads of the runs that computed the run's and its Full RT run's times",
+        wrap=("prices (profiles' hardware)", "measured on"), group=group.key, runs=[r["run_id"] for r in rows])
+    for r in rows:
+        lost = store.lost(r["run_id"])
+        gone = f"run {r['run_id']}: {lost}: its tokens and time over the outputs left would be partial" if lost else ""
+        cell = measured(r, "full_rt", timings) if r["full_rt_run_id"] else None
+        itself = r["full_rt_run_id"] == r["run_id"]
+        reference = "Full RT is the reference of the speed-ups: no speed-up against itself"
+        estimated = (table.noted(DASH, reference) if itself else times(r["estimated_speedup_vs_full_rt"]))
+        if cell is None or itself:
+            speedup = table.noted(DASH, reference if itself else "no Full RT run over these samples")
+        elif cell.reason:
+            speedup = table.noted(DASH, f"no measured speed-up of {r['run_id']} against {r['full_rt_run_id']}: "
+                                        f"{cell.reason}")
+        else:
+            speedup = cell.speedup
+        table.rows.append([
+            r["estimate_name"], f"{r['prices']} ({priced_on(r['prices'], hardware)})" if r["prices"] else None,
+            store.settings.get(r["run_id"], r["setting"]), table.noted(DASH, gone) if gone else r["output_tokens"],
+            num(r["estimated_s"]), estimated, table.noted(DASH, gone) if gone else num(r["measured_s"]), speedup,
+            timings.note(i for i in (r["run_id"], r["full_rt_run_id"]) if i),
+            cell.load if cell else load_cell(r["load_start"], r["load_end"], r["load_min"], r["load_max"],
+                                             r["load_band"]),
+            r["full_rt_run_id"], r["run_id"]])
+    return table
 
 
 def _per_group(store: Store, rows: list[SpeedupRow]) -> dict[SampleSet, list[SpeedupRow]]:
@@ -202,7 +241,7 @@ def _table_12(store: Store, section: Section, rows: list[SpeedupRow], timings: T
         section.tables.append(Table(
             ["setting", "estimate", "large R estimate", "est. speed-up vs large R", "measured speed-up vs large R",
              "measured on", "large R run", "run"],
-            [[r["setting"], r["estimate_name"], r["large_r_estimate"], times(r["estimated_speedup_vs_large_r"]),
+            [[store.settings.get(r["run_id"], r["setting"]), r["estimate_name"], r["large_r_estimate"], times(r["estimated_speedup_vs_large_r"]),
               measured(r, "large_r", timings).speedup, timings.note([r["run_id"], r["large_r_run_id"] or ""]),
               r["large_r_run_id"], r["run_id"]] for r in mine],
             f"{group.label}: every run against the large model's R run; estimates pair by the profile each prices "

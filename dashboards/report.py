@@ -57,6 +57,7 @@ class Built(TypedDict):
     sections: list[str]
     trace_samples: int
     tables: list[str]  # the files `tables` (`mai report --tables DIR`) received: CSV and LaTeX per table, index.csv
+    notes: list[str]   # what a reader must know about the numbers (`mai report` prints each as a `note:` line)
 
 
 def build_report(home: Home, run_ids: Sequence[str] | None, out: Path, trace_samples: int = DEFAULT_LIMIT,
@@ -92,7 +93,8 @@ def build_report(home: Home, run_ids: Sequence[str] | None, out: Path, trace_sam
     write_atomically(out, page)
     return {"path": str(out), "bytes": out.stat().st_size, "seconds": time.perf_counter() - started,
             "runs": len(store.runs), "sections": [p.key for p in parts],
-            "trace_samples": len(json.loads(trace_json)["samples"]), "tables": [str(p) for p in exported]}
+            "trace_samples": len(json.loads(trace_json)["samples"]), "tables": [str(p) for p in exported],
+            "notes": [note for note in (store.missing_note(),) if note]}
 
 
 def group_hovers(store: sections.Store) -> dict[str, str]:
@@ -129,7 +131,7 @@ def render_page(home: Home, store: sections.Store, parts: list[Section], trace_j
 </head><body>
 <header><h1>mai report</h1><p>{len(store.runs)} runs ({html.escape(benchmarks)}) from the store
 <code>{html.escape(str(home.root))}</code>, built {created}. Every figure is read from the catalog views; every
-script is in this file (it opens offline).</p><nav>{nav}</nav>{_group_filter(store)}</header>
+script is in this file (it opens offline).</p>{_missing(store)}<nav>{nav}</nav>{_group_filter(store)}</header>
 {"".join(bodies)}
 <script type="application/json" id="chart-data">{_script_json(json.dumps(figures, separators=(",", ":")))}</script>
 <script type="application/json" id="trace-data">{_script_json(trace_json)}</script>
@@ -137,6 +139,11 @@ script is in this file (it opens offline).</p><nav>{nav}</nav>{_group_filter(sto
 <script>{_asset("traces.js")}</script>
 </body></html>
 """
+
+
+def _missing(store: sections.Store) -> str:
+    note = store.missing_note()
+    return f'<p class="note warning">{html.escape(note)}</p>' if note else ""
 
 
 # draws every chart; `data-drawn` says how many marks (points, bars, boxes, lines, heatmaps) it drew, for tests and

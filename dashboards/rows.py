@@ -50,6 +50,12 @@ class ScoreRow(TypedDict):
     score: float | None
 
 
+class MissingRow(TypedDict):
+    run_id: str
+    used: int
+    missing: int
+
+
 class RunTokensRow(TypedDict):
     run_id: str
     tokens: int | None
@@ -196,6 +202,7 @@ class TimingSetRow(TypedDict):
     load_min: float | None
     load_max: float | None
     load_band: float | None
+    cpu_count: int | None
     created_at: datetime
 
 

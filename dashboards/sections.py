@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from functools import partial
+from dataclasses import dataclass, field
+from functools import cached_property, partial
 
 import plotly.graph_objects as go
 from mai.dashboards.charts import (
@@ -40,9 +40,11 @@ from mai.dashboards.groups import (
     score_cell,
     scores_grid,
 )
+from mai.dashboards.labels import setting_labels
 from mai.dashboards.outputs import OUTPUT_KINDS, OutputKind
 from mai.dashboards.rows import (
     HeadlineRow,
+    MissingRow,
     RouteCountRow,
     RunTokensRow,
     S2ChangedRow,
@@ -79,6 +81,9 @@ class Store:
     headline: dict[str, tuple[str, float]]           # run -> (metric, value), default profile
     sample_sets: dict[str, SampleSet]                # run -> its comparison group (mai.dashboards.groups)
     families: dict[str, str]                         # model -> family, as runs recorded it
+    # run -> (outputs missing, outputs used): routes name a generation the store no longer holds (a deleted or
+    # moved generations file); the run's tokens and times add up only what is left, so no cell shows them as whole
+    missing: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def run_ids(self) -> list[str]:
@@ -97,6 +102,32 @@ class Store:
 
     def family(self, model: str | None) -> str | None:
         return family(self.families, model)
+
+    @cached_property
+    def settings(self) -> dict[str, str]:
+        """Run id -> its setting as tables name it, with what sets it apart from its group's runs of the same
+        setting and models ('MAI (prompt 2)', mai.dashboards.labels)."""
+        return setting_labels(self.all_runs, self.sample_sets)
+
+    def lost(self, run_id: str | None) -> str | None:
+        """'3 of 41 outputs missing' for a run whose stored outputs are not all there, else None."""
+        if run_id is None or run_id not in self.missing:
+            return None
+        gone, used = self.missing[run_id]
+        return f"{gone} of {used} outputs missing"
+
+    def missing_note(self) -> str | None:
+        """One line naming the report's runs with missing outputs (`mai report` prints it as a note)."""
+        mine = {r: self.missing[r] for r in self.run_ids if r in self.missing}
+        if not mine:
+            return None
+        return (f"{len(mine)} run(s) miss stored outputs ("
+                + ", ".join(f"{run}: {self.lost(run)}" for run in mine)
+                + "); their token and time cells say so instead of a partial number (`mai store verify` checks "
+                  "the store)")
+
+    def setting(self, run: RunRow) -> str:
+        return self.settings.get(run["run_id"]) or run_label(run)
 
     def elsewhere(self, group: SampleSet, matches: Callable[[RunRow], bool]) -> str:
         """Why a cell of `group` is missing: the matching runs stored over other samples of the benchmark, or none."""
@@ -118,8 +149,16 @@ def read_store(home: Home, run_ids: Sequence[str] | None) -> Store:
                             "JOIN generations g ON g.gen_id = u.gen_id GROUP BY u.run_id")}
     headline = {r["run_id"]: (r["metric"], float(r["value"])) for r in fetch(home, HeadlineRow, HEADLINE)
                 if profiles.get(r["run_id"]) == r["scorer_profile"]}
+    missing = {r["run_id"]: (int(r["missing"]), int(r["used"])) for r in fetch(home, MissingRow, MISSING)
+               if r["missing"]}
     return Store(home, runs, all_runs, dict(scores), tokens, headline, read_sample_sets(home, all_runs),
-                 model_families(all_runs))
+                 model_families(all_runs), missing)
+
+
+# per run, the generations its routes name (each once) and how many of them the store no longer holds
+MISSING = (f"SELECT u.run_id, count(DISTINCT u.gen_id) AS used, count(DISTINCT u.gen_id) FILTER (WHERE g.gen_id IS "
+           f"NULL) AS missing FROM ({USED_GENERATIONS}) u LEFT JOIN (SELECT DISTINCT gen_id FROM generations) g "
+           "ON g.gen_id = u.gen_id GROUP BY u.run_id")
 
 
 # --- 2. table 10: routing funnel -------------------------------------------------------------------------------
@@ -167,7 +206,7 @@ def _funnel_group(store: Store, section: Section, group: SampleSet, cascades: li
     """One comparison group's funnel chart and table (the paper's table 10: a row per setting, MV1 / MV2 / RT and
     the final score), and MAI against its baselines on the same samples (a chart and a table)."""
     funnel = figure()
-    names = [f"{run_label(r)} ({short(r['run_id'])}) n={r['n_samples']}" for r in cascades]
+    names = [f"{store.setting(r)} ({short(r['run_id'])}) n={r['n_samples']}" for r in cascades]
     for label in ("MV1", "MV2", "RT", "ERROR"):
         shares = [100 * counts[r["run_id"]][label] / r["n_samples"] for r in cascades]
         if not any(counts[r["run_id"]][label] for r in cascades):
@@ -181,11 +220,11 @@ def _funnel_group(store: Store, section: Section, group: SampleSet, cascades: li
     _baselines(store, section, group, cascades, peers, names)
 
 
-def _setting(run: RunRow) -> Hover:
-    """A run's row head as the paper names the setting (its name given with --name after it), its id in the
-    tooltip."""
+def _setting(store: Store, run: RunRow) -> Hover:
+    """A run's row head as the paper names the setting, with what sets it apart from the group's other runs of it
+    (`Store.setting`) and the name given with --name after it, its id in the tooltip."""
     name = f" ({given_name(run)})" if given_name(run) else ""
-    return Hover(run_label(run) + name, f"run {run['run_id']}")
+    return Hover(store.setting(run) + name, f"run {run['run_id']}")
 
 
 def _funnel_table(store: Store, group: SampleSet, cascades: list[RunRow], counts: dict[str, dict[str, int]]
@@ -200,7 +239,7 @@ def _funnel_table(store: Store, group: SampleSet, cascades: list[RunRow], counts
         table.runs.append(run["run_id"])
         c, n = counts[run["run_id"]], run["n_samples"]
         total = c["MV1"] + c["MV2"] + c["RT"] + c["ERROR"]
-        setting = _setting(run)
+        setting = _setting(store, run)
         if total != n:
             table.footnotes.append(f"{setting.text}: MV1 + MV2 + RT + errors = {total}, not the run's {n} samples.")
             setting = Hover(setting.text + mark(len(table.footnotes)), setting.title)
@@ -250,10 +289,10 @@ def _baselines(store: Store, section: Section, group: SampleSet, cascades: list[
             theirs = store.scored(baseline["run_id"]) if baseline else None
             bars[name].append(_bar(theirs))
             if baseline is None or theirs is None:
-                table.rows.append([_setting(run), name, store.elsewhere(group, matches), None])
+                table.rows.append([_setting(store, run), name, store.elsewhere(group, matches), None])
                 continue
             table.runs.append(baseline["run_id"])
-            table.rows.append([_setting(run), Hover(name, f"run {baseline['run_id']}"), score_cell(theirs),
+            table.rows.append([_setting(store, run), Hover(name, f"run {baseline['run_id']}"), score_cell(theirs),
                                paired_cell(theirs, mine) if mine else None])
     section.tables.append(table)
     compared = figure()

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from mai.dashboards.charts import Cell, Section, Table, num, short
+from mai.dashboards.charts import DASH, Cell, Section, Table, num, short
 from mai.dashboards.groups import given_name, latest, paired_cell, score_cell
 from mai.dashboards.rows import SpeculativeRow, SpeedupRow, TimingSetRow
 from mai.dashboards.saved import load_saved
@@ -79,6 +79,7 @@ class Timings:
     computed_by: dict[str, list[str]]      # run -> the runs that computed what its measured time adds up
     rows: dict[str, SpeedupRow] = field(default_factory=dict)
     sets: dict[str, dict[str, TimingSetRow]] = field(default_factory=dict)
+    lost: dict[str, str] = field(default_factory=dict)  # run -> '3 of 41 outputs missing' (Store.lost)
 
     @classmethod
     def of(cls, store: Store, rows: Iterable[SpeedupRow]) -> Timings:
@@ -87,7 +88,8 @@ class Timings:
         for timed in fetch(store.home, TimingSetRow, load_saved("timing_sets")):
             sets.setdefault(timed["timing_set"], {})[timed["run_id"]] = timed
         return cls({r["run_id"]: r for r in store.all_runs}, {r["run_id"]: list(r["timed_runs"] or []) for r in listed},
-                   {r["run_id"]: r for r in reversed(listed)}, sets)
+                   {r["run_id"]: r for r in reversed(listed)}, sets,
+                   {run: lost for run in store.missing if (lost := store.lost(run))})
 
     def timed_by(self, run_ids: Iterable[str]) -> list[str]:
         """The runs that computed the compared runs' times (a run without stored timings stands for itself)."""
@@ -111,8 +113,9 @@ Reference = Literal["large_r", "full_rt"]
 
 @dataclass(frozen=True)
 class Measured:
-    """A measured speed-up cell and what it rests on: a timing set's times, the runs' stored times in one regime,
-    or neither (`run_s` and `ref_s` None: the cell says why, with the estimate)."""
+    """A measured speed-up cell and what it rests on: a timing set's times, or the runs' stored times in one regime.
+    Where neither is one regime the cell holds the estimate (equation 27), and where a run's outputs are missing a
+    dash; `footnote` then says why, once under the table, and `run_s`, `ref_s` are the estimate's (or None)."""
 
     run_s: float | None
     ref_s: float | None
@@ -120,6 +123,8 @@ class Measured:
     source: str        # where and how the times were measured
     batches: str       # the run's realised batch sizes per stage
     load: str          # the run's load: start, end, max (or the set's range), warning beyond the band
+    footnote: str = ""  # why the cell is no measured number (an estimate stands there, or a dash)
+    reason: str = ""    # that reason alone, for a table that shows the estimate in a column of its own
 
 
 def _against(row: SpeedupRow, reference: Reference) -> tuple[str, float | None, str | None, float | None]:
@@ -139,32 +144,70 @@ def load_cell(start: float | None, end: float | None, low: float | None, high: f
         return "not recorded"
     cell = (f"start {start:g}, end {end:g}, max {high:g}" if start is not None and end is not None
             else f"{low:g}-{high:g}")
-    if low is not None and band is not None and high - low > band:
-        cell += f": WARNING, beyond one load band ({low:g}-{low + band:g})"
+    if beyond_band(low, high, band):
+        cell += f": WARNING, beyond one load band ({low:g}-{(low or 0.0) + (band or 0.0):g})"
     return cell
 
 
+def beyond_band(low: float | None, high: float | None, band: float | None) -> bool:
+    return low is not None and high is not None and band is not None and high - low > band
+
+
+def _set_loads(*timed: TimingSetRow) -> tuple[float | None, float | None, float | None]:
+    """(lowest, highest, band width) of the loads every run of a timing set saw: one band is max(lowest, cores)
+    wide from the lowest (docs/latency.md), over both sides of a speed-up, not one side's."""
+    lows = [t["load_min"] for t in timed if t["load_min"] is not None]
+    highs = [t["load_max"] for t in timed if t["load_max"] is not None]
+    cores = [t["cpu_count"] for t in timed if t.get("cpu_count") is not None]
+    if not lows or not highs:
+        return None, None, None
+    low = min(lows)
+    return low, max(highs), max([low, *(float(c) for c in cores if c is not None)])
+
+
 def measured(row: SpeedupRow, reference: Reference, timings: Timings) -> Measured:
-    """`row`'s run against its large-R or Full RT run: from the latest timing set that re-timed both, else from
-    the stored times if they are one regime, else the reason and the estimate instead of a mixed number."""
+    """`row`'s run against its large-R or Full RT run: from the latest timing set that re-timed both under one
+    load band, else from the stored times if they are one regime and whole, else the estimate (or a dash), with
+    the reason as its footnote."""
     ref, speedup, mixed, estimate = _against(row, reference)
     name = timings.timing_set(row["run_id"], ref)
     if name is not None:
         mine, theirs = timings.sets[name][row["run_id"]], timings.sets[name][ref]
         same = mine["identical"] + theirs["identical"] if ref != row["run_id"] else mine["identical"]
         total = mine["outputs"] + theirs["outputs"] if ref != row["run_id"] else mine["outputs"]
+        low, high, band = _set_loads(mine, theirs)
+        source = f"timing set {name} ({mine['regime']}), identical {same} of {total}"
+        batches = f"{mine['realised_batches']} (limits {mine['batch_limits']})"
+        load = load_cell(None, None, low, high, band)
+        if beyond_band(low, high, band):
+            return _instead(row, ref, estimate, f"timing set {name} timed them under loads {low:g}-{high:g}, beyond "
+                            f"one load band ({low:g}-{(low or 0.0) + (band or 0.0):g})", source, batches, load)
         return Measured(mine["measured_s"], theirs["measured_s"], times(theirs["measured_s"] / mine["measured_s"]),
-                        f"timing set {name} ({mine['regime']}), identical {same} of {total}",
-                        f"{mine['realised_batches']} (limits {mine['batch_limits']})",
-                        load_cell(None, None, mine["load_min"], mine["load_max"], mine["load_band"]))
+                        source, batches, load)
     batches = f"{row['realised_batches']} (limits {row['batch_limits']})"
     load = load_cell(row["load_start"], row["load_end"], row["load_min"], row["load_max"], row["load_band"])
     note = timings.note([row["run_id"], ref])
+    lost = [f"run {r}: {timings.lost[r]}" for r in dict.fromkeys((row["run_id"], ref)) if r in timings.lost]
+    if lost:
+        why = "; ".join(lost) + ": a time over the outputs left would be partial, so none is shown"
+        return Measured(None, None, DASH, note, batches, load, why, why)
     if mixed is None and speedup is not None and row["measured_s"]:
         return Measured(row["measured_s"], row["measured_s"] * speedup, times(speedup), note, batches, load)
-    return Measured(None, None, f"not one regime ({mixed}): estimate "
-                    + (f"{times(estimate)} ({row['estimate_name']})" if estimate is not None else "not stored")
-                    + f"; `mai time {row['run_id']} {ref}` re-times both", note, batches, load)
+    return _instead(row, ref, estimate, f"their stored times are not one regime ({mixed})", note, batches, load)
+
+
+def _instead(row: SpeedupRow, ref: str, estimate: float | None, why: str, source: str, batches: str,
+             load: str) -> Measured:
+    """The estimate where no measured speed-up of one regime exists, its footnote saying why and how to measure
+    one (a dash where no estimate is stored)."""
+    command = f"`mai time {row['run_id']} {ref}` re-times both in one regime"
+    if estimate is None or row["estimated_s"] is None:
+        return Measured(None, None, DASH, source, batches, load,
+                        f"no measured speed-up of {row['run_id']} against {ref}: {why}; no estimate stored; {command}",
+                        f"{why}; {command}")
+    return Measured(row["estimated_s"], row["estimated_s"] * estimate, times(estimate), source, batches, load,
+                    f"estimate (equation 27, {row['estimate_name']}), not measured, for {row['run_id']} against "
+                    f"{ref}: {why}; {command}", f"{why}; {command}")
 
 
 def priced_on(prices: str | None, hardware: dict[str, str]) -> str:
@@ -206,8 +249,8 @@ def table_11(store: Store, section: Section, rows: list[SpeedupRow], timings: Ti
             section.tables.append(_paper_rows_11(
                 store, key, label, estimated, "estimated (equation 27)",
                 "estimated total inference time (s), equation 27 under the profiles named",
-                [(r["estimated_s"], (r["estimated_s"] or 0.0) * (r["estimated_speedup_vs_full_rt"] or 0.0),
-                  times(r["estimated_speedup_vs_full_rt"])) for r in estimated],
+                [Measured(r["estimated_s"], (r["estimated_s"] or 0.0) * (r["estimated_speedup_vs_full_rt"] or 0.0),
+                          times(r["estimated_speedup_vs_full_rt"]), "", "", "") for r in estimated],
                 ["priced with", *(f"{r['estimate_name']}: {r['prices']} (profiles of "
                                   f"{priced_on(r['prices'], hardware)})" + (
                                       "; excludes the capture prefills (estimated before they were priced: `mai "
@@ -219,9 +262,9 @@ def table_11(store: Store, section: Section, rows: list[SpeedupRow], timings: Ti
             section.tables.append(_paper_rows_11(
                 store, key, label, timed, "measured (wall time)",
                 "measured total inference time (s), per-call wall time (batch-amortised, model loading excluded) of "
-                "one regime: a timing set of `mai time` where one covers both runs, else the runs' stored times "
-                "when they are one regime; otherwise the cell says why and shows the estimate",
-                [(c.run_s, c.ref_s, c.speedup) for c in cells], ["measured on", *(c.source for c in cells)]))
+                "one regime: a timing set that re-timed both runs, else the runs' stored times when they are one "
+                "regime; otherwise the estimate, marked, with the reason under the table",
+                cells, ["measured on", *(c.source for c in cells)], ["load (1 min)", *(c.load for c in cells)]))
 
 
 def _columns(store: Store, rows: list[SpeedupRow]) -> list[str]:
@@ -230,7 +273,8 @@ def _columns(store: Store, rows: list[SpeedupRow]) -> list[str]:
     run ids are in the table's "MAI run" row."""
     per_run = {r["run_id"]: sum(o["run_id"] == r["run_id"] for o in rows) for r in rows}
     names = {r["run_id"]: given_name(r) for r in store.all_runs}
-    heads = [r["setting"] + (f" {r['estimate_name']}" if per_run[r["run_id"]] > 1 else "") for r in rows]
+    heads = [store.settings.get(r["run_id"], r["setting"]) + (f" {r['estimate_name']}" if per_run[r["run_id"]] > 1
+                                                               else "") for r in rows]
     runs_under = {head: list(dict.fromkeys(r["run_id"] for r, h in zip(rows, heads) if h == head)) for head in heads}
 
     def column(row: SpeedupRow, head: str) -> str:
@@ -249,17 +293,22 @@ def _pairs(store: Store, rows: list[SpeedupRow]) -> list[Cell]:
 
 
 def _paper_rows_11(store: Store, key: str, label: str, rows: list[SpeedupRow], head: str, caption: str,
-                   timed: list[tuple[float | None, float | None, str]], provenance: list[Cell]) -> Table:
-    """One table-11 table in the paper's rows: Full RT, MAI and Speedup from each column's (MAI seconds, Full RT
-    seconds, speed-up cell), the model pair, where the times come from (`provenance`), and the Full RT run."""
+                   timed: list[Measured], *provenance: list[Cell]) -> Table:
+    """One table-11 table in the paper's rows: Full RT, MAI and Speedup from each column's times (an estimate or a
+    dash in a measured table marked, its reason a footnote), the model pair, where the times come from
+    (`provenance`: machines, loads), and the Full RT run."""
     columns = _columns(store, rows)
     table = Table([head, *columns], [], f"{label}: {caption}", wrap=tuple(columns), group=key)
+
+    def seconds(value: float | None, cell: Measured) -> str:
+        return table.noted(num(value) if value is not None else DASH, cell.footnote)
+
     table.rows = [
-        ["Full RT (s)", *(num(full_rt) for _, full_rt, _ in timed)],
-        ["MAI (s)", *(num(seconds) for seconds, _, _ in timed)],
-        ["Speedup", *(speedup for _, _, speedup in timed)],
+        ["Full RT (s)", *(seconds(c.ref_s, c) for c in timed)],
+        ["MAI (s)", *(seconds(c.run_s, c) for c in timed)],
+        ["Speedup", *(table.noted(c.speedup, c.footnote) for c in timed)],
         _pairs(store, rows),
-        provenance,
+        *provenance,
         ["MAI run", *(r["run_id"] for r in rows)],
         ["Full RT run", *(r["full_rt_run_id"] for r in rows)]]
     table.runs = sorted({r["run_id"] for r in rows} | {r["full_rt_run_id"] or "" for r in rows})
@@ -291,7 +340,7 @@ def table_12(store: Store, section: Section, rows: list[SpeedupRow], speculative
                       "'batch size' is what the calls realised, per stage", group=store.sample_sets[reference].key,
                       scored=("score w/o S2", "score w/ S2"), wrap=("measured on", "speed-up", "load (1 min)"))
         table.runs.append(reference)
-        table.rows.append(_row(store, f"{large_r['large_model']} R", large_r,
+        table.rows.append(_row(store, table, f"{large_r['large_model']} R", large_r,
                                _reference_time(reference, list(cells), timings), n, _with_s2(store, large_r)))
         for spec in (s for s in speculative if s["run_id"] == reference):
             table.rows.append([f"SD ({large_r['large_model']} + {spec['small_model']}, k={spec['draft_tokens']})",
@@ -301,7 +350,7 @@ def table_12(store: Store, section: Section, rows: list[SpeedupRow], speculative
         for mai, cell in cells.values():
             run = runs[mai["run_id"]]
             table.runs.append(run["run_id"])
-            row = _row(store, f"{mai['setting']} ({run['large_model']} + {run['small_model']})", run, cell, n, None)
+            row = _row(store, table, f"{store.setting(run)} ({run['large_model']} + {run['small_model']})", run, cell, n, None)
             if run["s2"]:  # MAI +S2 (not in the paper): its score is a 'w/ S2' score
                 row[7], row[8] = "-", row[7]
             else:
@@ -336,9 +385,12 @@ def _with_s2(store: Store, run: RunRow) -> RunRow | None:
                   run["large_model"] and store.sample_sets.get(r["run_id"]) == store.sample_sets.get(run["run_id"]))
 
 
-def _row(store: Store, method: str, run: RunRow, cell: Measured, n: int, with_s2: RunRow | None) -> list[Cell]:
+def _row(store: Store, table: Table, method: str, run: RunRow, cell: Measured, n: int, with_s2: RunRow | None
+         ) -> list[Cell]:
     scored, scored_s2 = store.scored(run["run_id"]), store.scored(with_s2["run_id"]) if with_s2 else None
-    return [method, run["backend"], cell.batches, "N/A", num(cell.run_s),
-            num(cell.run_s / n) if cell.run_s is not None and n else None, cell.speedup,
+    return [method, run["backend"], cell.batches, "N/A",
+            table.noted(num(cell.run_s) if cell.run_s is not None else DASH, cell.footnote),
+            table.noted(num(cell.run_s / n) if cell.run_s is not None and n else DASH, cell.footnote),
+            table.noted(cell.speedup, cell.footnote),
             score_cell(scored) if scored else "-", score_cell(scored_s2) if scored_s2 else "not stored", "-",
             run["run_id"], cell.source, cell.load]

@@ -9,7 +9,8 @@ SELECT t.timing_set, t.run_id, sum(t.wall_s / t.batch_size) AS measured_s, count
        array_to_string(list_sort(list(DISTINCT t.host || ' (' || t.hardware || '); ' || coalesce(t.device, 'device ?')
                                      || '; ' || coalesce(t.engine, t.backend))), ' | ') AS regime,
        min(least(t.load_start, t.load_end)) AS load_min, max(greatest(t.load_start, t.load_end)) AS load_max,
-       greatest(min(least(t.load_start, t.load_end)), min(t.cpu_count)) AS load_band, min(t.created_at) AS created_at
+       greatest(min(least(t.load_start, t.load_end)), min(t.cpu_count)) AS load_band, min(t.cpu_count) AS cpu_count,
+       min(t.created_at) AS created_at
 FROM timings t
 JOIN (SELECT timing_set, run_id, string_agg(stage || ' ' || array_to_string(batch_sizes, '/'), ', ' ORDER BY stage)
              AS realised_batches FROM per_stage GROUP BY ALL) b USING (timing_set, run_id)

@@ -366,8 +366,8 @@ def _time_tables_name_where_each_time_was_measured(page: str, runs: dict[str, st
     (measured,) = [t for t in tables(part) if t["head"][0] == "measured (wall time)"]
     assert not [t for t in tables(part) if t["head"][0].startswith("estimated")]
     assert [row[0][1] for row in measured["rows"]] == ["Full RT (s)", "MAI (s)", "Speedup", "model pair",
-                                                       "measured on", "MAI run", "Full RT run"]
-    column = [cell for _, cell in measured["rows"][5]].index(runs["cascade_s2"])
+                                                       "measured on", "load (1 min)", "MAI run", "Full RT run"]
+    column = [cell for _, cell in measured["rows"][6]].index(runs["cascade_s2"])
     assert measured["head"][column] == "MAI +S2"  # the setting heads the column; the run is in its "MAI run" row
     note = measured["rows"][4][column][1]
     assert note.startswith("measured on ") and "times computed by runs" in note and runs["cascade"][-6:] in note

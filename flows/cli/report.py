@@ -101,6 +101,8 @@ def _report(args: argparse.Namespace) -> int:
     print(f"{built['path']}: {built['runs']} runs, {built['bytes'] / 1e6:.1f} MB, built in {built['seconds']:.1f} s; "
           f"sections {', '.join(built['sections'])}; trace browser holds {built['trace_samples']} samples"
           + (f"; {len(built['tables'])} table files in {args.tables}" if args.tables else ""), file=summary)
+    for note in built["notes"]:  # what the numbers lack (runs with outputs missing): on stderr, however --out is set
+        print(f"note: {note}", file=sys.stderr)
     return 0
 
 
