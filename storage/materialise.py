@@ -45,7 +45,8 @@ _SLICE_DEPENDENT_ERROR = "is shared by rows"
 # a set's record of the files its rows read beyond the data (mai/evals/files_read.py): part of the set, renamed into
 # place with its shards; a set that read such files has their digest in its name (`-r<digest>`)
 FILES_READ = "files-read.json"
-_SET_NAME = re.compile(r"(?P<data>.+-v[^-]+)-(?P<subset>all|first\d+)-(?P<shards>\d+)shards(?P<loader>-l[^-]+(?:-px\d+)?)"
+# (`data`: the rows' fingerprint and the benchmark's version, which may hold dashes: a spec's is `spec-<hash>`)
+_SET_NAME = re.compile(r"(?P<data>.+-v.+)-(?P<subset>all|first\d+)-(?P<shards>\d+)shards(?P<loader>-l[^-]+(?:-px\d+)?)"
                        r"(?:-r(?P<reads>[0-9a-f]+))?")
 
 

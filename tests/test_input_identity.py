@@ -6,6 +6,7 @@ that names no splits refuses another `--split`, and only the command line widens
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -22,6 +23,7 @@ from mai.storage.samples import read_shard
 from mai import api
 from mai.config import config_from_mapping
 from mai.errors import ConfigError
+from mai.evals.files_read import FileRead, files_digest
 from mai.evals.loading import DEFAULT_MAX_IMAGE_PIXELS
 from mai.evals.spec import load_spec
 from mai.pipeline import Materialised
@@ -88,14 +90,19 @@ def replace_in_place(path: Path, content: bytes) -> None:
 
 
 @pytest.mark.parametrize("make_spec", [jsonl_spec, parquet_spec, hub_folder_spec], ids=["jsonl", "parquet", "hub"])
-def test_an_image_replaced_in_place_is_read_again(home: Path, tmp_path: Path, make_spec: Any) -> None:
+def test_an_image_replaced_in_place_is_read_again(home: Path, tmp_path: Path, make_spec: Any,
+                                                  caplog: pytest.LogCaptureFixture) -> None:
     spec = make_spec(tmp_path / "bench")
     first = materialise(home, spec)
     before = samples_of(home, first)
     assert all(s.error is None for s in before.values()), [s.error for s in before.values()]
     assert first.source.files_read and first.source.fingerprint != first.source.rows_fingerprint
-    again = materialise(home, spec)  # nothing changed: the same set, the same identity
+    with caplog.at_level(logging.INFO, logger="mai"):
+        again = materialise(home, spec)  # nothing changed: the same set, the same identity, nothing read
     assert again == first
+    (reused,) = [r.getMessage() for r in caplog.records if "samples of" in r.getMessage()]
+    assert reused.endswith(f"({first.source.rows_fingerprint}) already materialised in "
+                           f"{first.shard_paths[0].split('/')[3]}")
 
     image = tmp_path / "bench" / "images" / "red.png"
     replace_in_place(image, png(COLOURS["blue"]))
@@ -122,18 +129,22 @@ def test_a_missing_image_that_appears_is_read(home: Path, tmp_path: Path) -> Non
     assert samples_of(home, materialise(home, spec))["paths-jsonl-q1"].error is None
 
 
-def test_a_slice_has_one_identity_however_it_was_read(home: Path, tmp_path: Path) -> None:
-    """`--limit 2` read from the data and `--limit 2` cut from the whole set stored before name the same files."""
-    direct = materialise(home, jsonl_spec(tmp_path / "a"), limit=2)
-    other = tmp_path / "b"
-    spec = jsonl_spec(other)
+def test_a_slice_has_one_identity_however_it_was_read(home: Path, tmp_path: Path,
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    """`--limit 2` cut from the whole set stored before names the files of its two rows, as reading them would."""
+    folder = tmp_path / "bench"
+    spec = jsonl_spec(folder)
     materialise(home, spec)
-    cut = materialise(home, spec, limit=2)
+    with caplog.at_level(logging.INFO, logger="mai"):
+        cut = materialise(home, spec, limit=2)
+    assert any("read from a larger slice the store holds" in r.getMessage() for r in caplog.records)
     record = json.loads(next((Home.at(home).table_dir("samples") / "paths-jsonl").glob(f"*-all-*/{FILES_READ}"))
                         .read_text())
     assert len(record["files"]) == 4
-    assert cut.source.files_read == direct.source.files_read  # the two rows' two images, in either way
-    replace_in_place(other / "images" / "blue.png", png(COLOURS["red"]))  # row 2: outside the slice
+    two_rows = [FileRead(f"images/{name}.png", hashlib.sha256(png(COLOURS[name])).hexdigest(), row)
+                for row, name in enumerate(NAMES[:2])]
+    assert cut.source.files_read == files_digest(two_rows)  # what reading the two rows records
+    replace_in_place(folder / "images" / "blue.png", png(COLOURS["red"]))  # row 2: outside the slice
     assert materialise(home, spec, limit=2).source == cut.source
 
 
