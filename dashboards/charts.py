@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import plotly.graph_objects as go
+from mai.dashboards.rounding import fixed
 from plotly.subplots import make_subplots
 
 COLORS = {"MV1": "#2a9d8f", "MV2": "#e9c46a", "RT": "#e76f51", "ERROR": "#6c757d", "SINGLE": "#457b9d"}
@@ -176,7 +177,7 @@ def short(run_id: str) -> str:
 
 
 def num(value: float | None, digits: int = 2) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
+    return "-" if value is None else fixed(value, digits)
 
 
 def score_range(percents: Sequence[float]) -> list[float] | None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TypedDict, cast
 
 from mai.dashboards.provenance import Provenance, pair_estimates, read_estimates
+from mai.dashboards.rounding import fixed
 from mai.dashboards.views import USED_GENERATIONS, default_profile, fetch, run_label, run_models, session
 from mai.storage.paths import Home
 from mai.storage.rows import RunRow
@@ -225,16 +226,16 @@ def render_text(result: Comparison) -> str:
              (f"{'subset':28s} {'n':>5s} {'A %':>7s} {'B %':>7s} {'B-A':>7s} {'95% CI (points)':>17s} {'better':>6s} "
              f"{'worse':>6s} {'p':>8s}  test")]
     for c in result["comparisons"]:
-        interval = f"[{100 * c['ci_low']:+.1f}, {100 * c['ci_high']:+.1f}]"
+        interval = f"[{fixed(100 * c['ci_low'], 1, sign=True)}, {fixed(100 * c['ci_high'], 1, sign=True)}]"
         lines.append(f"{c['subset']:28s} {c['n']:5d} {100 * c['mean_a']:7.1f} {100 * c['mean_b']:7.1f} "
                      f"{100 * c['difference']:+7.1f} {interval:>17s} {c['better']:6d} {c['worse']:6d} "
                      f"{c['p_value']:8.3g}  {c['test']}")
     cost = result["cost"]
     lines += ["", (f"output tokens on the paired samples: A {cost['output_tokens_a']} "
-                  f"({cost['mean_output_tokens_a']:.1f}/sample, {cost['calls_a']} calls), B {cost['output_tokens_b']} "
-                  f"({cost['mean_output_tokens_b']:.1f}/sample, {cost['calls_b']} calls)")]
-    lines += [f"estimated time (A {e['estimate_name']}, B {e['estimate_b']}: {e['prices']}): A {e['seconds_a']:.2f} s, "
-              f"B {e['seconds_b']:.2f} s ({e['difference_s']:+.2f} s)" for e in cost["estimates"]]
+                  f"({fixed(cost['mean_output_tokens_a'], 1)}/sample, {cost['calls_a']} calls), B {cost['output_tokens_b']} "
+                  f"({fixed(cost['mean_output_tokens_b'], 1)}/sample, {cost['calls_b']} calls)")]
+    lines += [f"estimated time (A {e['estimate_name']}, B {e['estimate_b']}: {e['prices']}): A {fixed(e['seconds_a'], 2)} s, "
+              f"B {fixed(e['seconds_b'], 2)} s ({fixed(e['difference_s'], 2, sign=True)} s)" for e in cost["estimates"]]
     if not cost["estimates"]:
         lines.append("estimated time: no pair of estimates prices the runs' shared models with the same profiles "
                      "(`mai estimate RUN --small-profile P --large-profile Q` for each run)")

@@ -27,6 +27,7 @@ from mai.dashboards.charts import (
     subplots,
 )
 from mai.dashboards.groups import given_name, interval_cell
+from mai.dashboards.rounding import fixed
 from mai.dashboards.sections import Store
 from mai.dashboards.views import fetch, run_label, run_models
 from mai.storage.rows import RunRow
@@ -71,7 +72,7 @@ class RunPoint:
     def cell(self) -> str:
         """'83.1 [76.5, 88.9] n=160', or the value and n where the headline is no mean (F1)."""
         if self.interval is None:
-            return f"{self.percent:.1f} n={self.n}"
+            return f"{fixed(self.percent, 1)} n={self.n}"
         return interval_cell(self.value, self.interval, self.n)
 
 
@@ -93,7 +94,7 @@ def figure_one(store: Store) -> Section:
         mine = [r for r in rows if r.data == group]
         section.figures.append(_accuracy_panel(mine, store.sample_sets[mine[0].run_id].key))
     section.tables.append(Table(["group", "models", "setting", "metric", "value %", "tokens / sample", "run"],
-                                [[r.data, r.models, r.setting, r.metric, r.cell, f"{r.tokens:.1f}",
+                                [[r.data, r.models, r.setting, r.metric, r.cell, f"{fixed(r.tokens, 1)}",
                                   r.run_id] for r in rows], wrap=("group",), scored=("value %",)))
     return section
 
@@ -171,7 +172,7 @@ def _accuracy_panel(mine: list[RunPoint], group: str) -> go.Figure:
                                      line={"dash": "dot", "width": 1, "color": colour}, legendgroup=models,
                                      showlegend=False, hoverinfo="skip", name=f"{models} S -> E -> R"))
     title = f"{mine[0].data}: {mine[0].metric} against mean output tokens per sample (bars: 95 % intervals)"
-    axis_title = f"{mine[0].metric} (%)" + (f", axis from {y_range[0]:.0f}" if y_range[0] > 0 else "")
+    axis_title = f"{mine[0].metric} (%)" + (f", axis from {fixed(y_range[0], 0)}" if y_range[0] > 0 else "")
     return layout(fig, title, group, height=HEIGHT, margin=MARGIN,
                   xaxis={"title": "mean output tokens per sample (log)", "type": "log", "range": list(x_range),
                          **log_ticks(x_range)},

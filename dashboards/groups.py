@@ -21,6 +21,7 @@ from typing import TypedDict
 
 from mai.dashboards.charts import Cell, Section, Table
 from mai.dashboards.paper_internvl import PaperTable, paper_uses_s2, paper_value
+from mai.dashboards.rounding import fixed
 from mai.dashboards.views import fetch, run_models
 from mai.storage.paths import Home
 from mai.storage.rows import RunRow
@@ -172,17 +173,17 @@ def score_cell(scored: Scored) -> str:
     headline is that mean (accuracy and its kin); a headline that is no mean over samples (F1) gets n only."""
     n = len(scored.scores)
     if not n:
-        return f"{100 * scored.value:.1f} n=0"
+        return f"{fixed(100 * scored.value, 1)} n=0"
     mean = sum(scored.scores.values()) / n
     if abs(mean - scored.value) > 1e-9:
-        return f"{100 * scored.value:.1f} ({scored.metric}) n={n}"
+        return f"{fixed(100 * scored.value, 1)} ({scored.metric}) n={n}"
     return interval_cell(scored.value, mean_interval(list(scored.scores.values())), n)
 
 
 def interval_cell(value: float, interval: tuple[float, float], n: int) -> str:
     """'83.1 [76.5, 88.9] n=160' from a mean score, its 95 % interval and n (fractions in, percentages out)."""
     low, high = interval
-    return f"{100 * value:.1f} [{100 * low:.1f}, {100 * high:.1f}] n={n}"
+    return f"{fixed(100 * value, 1)} [{fixed(100 * low, 1)}, {fixed(100 * high, 1)}] n={n}"
 
 
 def paired_cell(base: Scored, other: Scored) -> str:
@@ -192,7 +193,7 @@ def paired_cell(base: Scored, other: Scored) -> str:
         return "no shared samples"
     result = compare_pairs("overall", [(base.scores[s], other.scores[s]) for s in shared], resamples=1000)
     test = "McNemar" if result.test == "mcnemar-exact" else "sign test"
-    return f"{100 * result.difference:+.1f} pts, p={result.p_value:.2g} ({test}, n={result.n})"
+    return f"{fixed(100 * result.difference, 1, sign=True)} pts, p={result.p_value:.2g} ({test}, n={result.n})"
 
 
 def latest(runs: Iterable[RunRow], matches: Callable[[RunRow], bool]) -> RunRow | None:
@@ -240,7 +241,7 @@ def scores_grid(section: Section, group: SampleSet, singles: list[RunRow],
             table.runs.append(chosen["run_id"])
             reference = (paper_value(paper, model, group.benchmark, prompt)
                          if paper and s2 == paper_uses_s2(group.benchmark, prompt) else None)
-            row.append(score_cell(result) + (f" (paper {reference:.1f})" if reference is not None else ""))
+            row.append(score_cell(result) + (f" (paper {fixed(reference, 1)})" if reference is not None else ""))
         table.rows.append(row)
     section.tables.append(table)
 

@@ -10,6 +10,7 @@ from collections import defaultdict
 from collections.abc import Callable
 
 from mai.dashboards.charts import Cell, Section, Table
+from mai.dashboards.rounding import fixed
 from mai.dashboards.rows import LatencyPointRow
 
 Key = tuple[int, ...]
@@ -35,10 +36,10 @@ def _table(columns: list[Key], rows: dict[str, dict[Key, float]], header: Callab
     table = Table(["profile (model)", *(header(c) for c in columns)] + ([extra_name] if extra is not None else []),
                   [], caption)
     for name in sorted(rows):
-        cells: list[Cell] = [name, *(f"{rows[name][c]:.2f}" if c in rows[name] else None for c in columns)]
+        cells: list[Cell] = [name, *(f"{fixed(rows[name][c], 2)}" if c in rows[name] else None for c in columns)]
         if extra is not None:
             speed = extra.get(name)
-            cells.append(f"{speed:.2f}" if speed is not None else None)
+            cells.append(f"{fixed(speed, 2)}" if speed is not None else None)
         table.rows.append(cells)
     return table
 
@@ -98,4 +99,4 @@ def _decode_header(k: Key) -> str:
 def _mean_of(rows: dict[str, dict[Key, float]], column: Key) -> str | None:
     """The mean over the profiles of one column's value (total tokens are the same for every model)."""
     values = [row[column] for row in rows.values() if column in row]
-    return f"{sum(values) / len(values):.0f}" if values else None
+    return f"{fixed(sum(values) / len(values), 0)}" if values else None

@@ -31,6 +31,7 @@ from mai.dashboards.paper_internvl import (
     reference_table,
 )
 from mai.dashboards.provenance import Provenance
+from mai.dashboards.rounding import fixed
 from mai.dashboards.rows import StageParseRow, TokensByKindRow
 from mai.dashboards.sections import Store
 from mai.dashboards.views import FULL_RT, USED_GENERATIONS, fetch, run_label, run_models
@@ -128,7 +129,7 @@ def tokens_and_scores(store: Store) -> Section:
 def _with_paper(measured: float, paper: PaperTable | None, model: str, benchmark: str, prompt: str) -> str:
     """A measured value, with the paper's beside it where the paper ran the same model on the same benchmark."""
     reference = paper_value(paper, model, benchmark, prompt) if paper else None
-    return f"{measured:.1f}" + (f" (paper {reference:.1f})" if reference is not None else "")
+    return f"{fixed(measured, 1)}" + (f" (paper {fixed(reference, 1)})" if reference is not None else "")
 
 
 def _tokens_table(section: Section, group: SampleSet, runs: list[RunRow], tokens: list[TokensByKindRow],
@@ -196,7 +197,7 @@ def _transfer_table(store: Store, section: Section, group: SampleSet, runs: list
             table.runs.append(run["run_id"])
             change = paired = None
             if setting != "large S" and base is not None:
-                change = f"{100 * (scored.value / base.value - 1):+.1f} % (relative)" if base.value else None
+                change = f"{fixed(100 * (scored.value / base.value - 1), 1, sign=True)} % (relative)" if base.value else None
                 paired = paired_cell(base, scored)
             table.rows.append([setting, model, score_cell(scored), change, paired])
     section.tables.append(table)
@@ -220,6 +221,6 @@ def runs_record(store: Store) -> Section:
     section.tables.append(Table(
         ["run", "setting", "stage", "answers", "unparsed", "unparsed %"],
         [[r["run_id"], labels.get(r["run_id"]), r["stage"], r["outputs"], r["unparsed"],
-          f"{100 * r['unparsed'] / r['outputs']:.1f}" if r["outputs"] else None] for r in parsed],
+          f"{fixed(100 * r['unparsed'] / r['outputs'], 1)}" if r["outputs"] else None] for r in parsed],
         "Unparsed answers per run and stage"))
     return section

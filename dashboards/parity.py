@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypedDict
 
+from mai.dashboards.rounding import fixed
 from mai.dashboards.rows import RunIdRow, UsedRow
 from mai.dashboards.views import USED_GENERATIONS, fetch, session
 from mai.storage.paths import Home
@@ -223,7 +224,7 @@ def render_text(result: Parity) -> str:
                      f"{s['shared_identity']:>10}")
     share = result["identical_share"]
     lines.append(f"identical outputs: {result['outputs_identical']}/{result['outputs_paired']}"
-                 + (f" ({share:.3f})" if share is not None else ""))
+                 + (f" ({fixed(share, 3)})" if share is not None else ""))
     if result["shared_identity"]:
         lines.append(f"  {result['shared_identity']} of them are one stored output shared by both runs (same identity)")
     for s in result["stages"]:
@@ -231,9 +232,10 @@ def render_text(result: Parity) -> str:
             lines.append(f"{s['stage']} {d['sample_id']}: first differs at output token {d['token_index']} "
                          f"({d['token_a']} vs {d['token_b']}; {d['output_tokens_a']} vs {d['output_tokens_b']} "
                          f"tokens): {d['cause']}")
-    lines.append(f"final answers equal: {result['final_answer_agreement']:.3f}, routes equal: "
-                 f"{result['route_agreement']:.3f}")
-    if result["score_difference"] is not None:
-        lines.append(f"score: A {result['score_a']:.4f}, B {result['score_b']:.4f}, "
-                     f"difference (B - A) {result['score_difference']:+.4f} over {result['scored_pairs']} samples")
+    lines.append(f"final answers equal: {fixed(result['final_answer_agreement'], 3)}, routes equal: "
+                 f"{fixed(result['route_agreement'], 3)}")
+    score_a, score_b, difference = result["score_a"], result["score_b"], result["score_difference"]
+    if difference is not None and score_a is not None and score_b is not None:
+        lines.append(f"score: A {fixed(score_a, 4)}, B {fixed(score_b, 4)}, difference (B - A) "
+                     f"{fixed(difference, 4, sign=True)} over {result['scored_pairs']} samples")
     return "\n".join(lines)

@@ -47,6 +47,7 @@ from mai.dashboards.policy_store import (
     read_samples,
     stored_config,
 )
+from mai.dashboards.rounding import fixed
 from mai.dashboards.views import default_profile, run_label, session
 from mai.storage.paths import Home
 
@@ -417,14 +418,14 @@ def render_text(lab: LabRecord) -> str:
         routes = " ".join(f"{k}={v}" for k, v in p["routes"].items())
         score, tokens = 100 * (p["mean_score"] or 0.0), p["mean_output_tokens"] or 0.0  # set: it answered every sample
         low, high = p["score_interval"] or [float("nan")] * 2
-        interval = f"[{100 * low:.1f}, {100 * high:.1f}]"
+        interval = f"[{fixed(100 * low, 1)}, {fixed(100 * high, 1)}]"
         name = p["name"] + ("" if p["available"] else " (part)")  # on the samples where its inputs exist: its n
         lines.append(f"{name:22s} {score:8.1f} {interval:>14s} {p['n']:5d} {pgr} {tokens:13.1f} "
                      f"{p['small_calls']:6d} {p['large_calls']:6d} {est}  {'*' if p['pareto'] else ' ':6s}  {routes}")
     summary = lab["summary"]
     if summary["apgr"] is not None:
         lines += ["", (f"APGR-style area ({summary['weak']} -> {summary['strong']}): all policies "
-                      f"{summary['apgr']:.3f}, single-output baselines {num(summary['apgr_baselines'], 3)}; "
+                      f"{fixed(summary['apgr'], 3)}, single-output baselines {num(summary['apgr_baselines'], 3)}; "
                       f"oracle PGR {num(summary['oracle_pgr'])}; budget from {summary['budget'][0]} to "
                       f"{summary['budget'][1]}")]
     elif summary["budget_range"] is None:

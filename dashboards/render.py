@@ -14,6 +14,8 @@ import unicodedata
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
+from mai.dashboards.rounding import fixed
+
 if TYPE_CHECKING:  # annotations only: mai.manifest imports pydantic, which `mai sql` and the tables need not load
     from mai.manifest import BackendReport, RunManifest
 
@@ -22,16 +24,16 @@ def render_summary(manifest: RunManifest) -> str:
     counts, timings, routes = manifest["counts"], manifest["timings"], manifest["routes"]
     lines = [f"run {manifest['run_id']} ({manifest['config']['mode']}, {manifest['config']['benchmark']})"]
     lines.append("routing: " + "  ".join(f"{k}={v}" for k, v in routes.items() if v or k in ("MV1", "MV2", "RT")))
-    lines += [f"{m['metric']}[{m['subset']}] = {m['value']:.4f} (n={m['n']})" for m in manifest["metrics"]
+    lines += [f"{m['metric']}[{m['subset']}] = {fixed(m['value'], 4)} (n={m['n']})" for m in manifest["metrics"]
               if m["subset"] == "overall"]
     lines.append("output tokens per stage: " + "  ".join(
-        f"{name}={int(s['output_tokens'])} ({s['mean_output_tokens']:.1f}/gen)" for name, s in manifest["stages"].items()))
+        f"{name}={int(s['output_tokens'])} ({fixed(s['mean_output_tokens'], 1)}/gen)" for name, s in manifest["stages"].items()))
     lines.append(f"generations: {counts['generations_computed']} computed, {counts['generations_reused']} reused "
                  f"(of {counts['generations_needed']})")
     lines.append(f"samples: {counts['valid']} valid, {counts['errors']} with errors")
     lines += [f"  error {e['sample_id']}: {e['error']}" for e in manifest["errors"][:10]]
-    lines.append(f"wall time: {timings['wall_s']:.1f} s (model generate {timings['engine_generate_s']:.1f} s, "
-                 f"model load {timings['model_load_s']:.1f} s)")
+    lines.append(f"wall time: {fixed(timings['wall_s'], 1)} s (model generate {fixed(timings['engine_generate_s'], 1)} s, "
+                 f"model load {fixed(timings['model_load_s'], 1)} s)")
     lines += [f"host taken out: {why}" for why in manifest.get("hosts_taken_out", {}).values()]
     return "\n".join(lines + _backend_lines(manifest["backend"]))
 
@@ -122,7 +124,7 @@ def _json_value(value: object) -> object:
 
 def _cell(value: object) -> str:
     if isinstance(value, float):
-        return f"{value:.4f}"
+        return f"{fixed(value, 4)}"
     return "NULL" if value is None else _visible(str(value))
 
 

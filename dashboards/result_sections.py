@@ -26,6 +26,7 @@ from mai.dashboards.compare import compare_runs
 from mai.dashboards.frontier import CostAxis
 from mai.dashboards.groups import group_caption, interval_cell
 from mai.dashboards.policies import BUDGET, ORACLE, LabRecord, PolicyRecord, policy_labs
+from mai.dashboards.rounding import fixed
 from mai.dashboards.sections import Store
 
 from mai import cascade
@@ -88,7 +89,7 @@ def _one_lab(section: Section, lab: LabRecord, store: Store) -> None:
     words = group_caption(sample_set, runs) if sample_set else f"{lab['benchmark']}, {lab['samples']} samples"
     caption = (f"{words}: scorer profile {lab['scorer_profile']}; latency profiles: {profiles}; score: mean %, 95 % "
                f"interval, n (every policy on the samples where all its inputs are stored, {lab['samples']} here). "
-               + (f"APGR-style area: {summary['apgr']:.3f} with every policy, {num(summary['apgr_baselines'], 3)} "
+               + (f"APGR-style area: {fixed(summary['apgr'], 3)} with every policy, {num(summary['apgr_baselines'], 3)} "
                   f"with single-output baselines only; oracle PGR {num(summary['oracle_pgr'])}."
                   if summary["apgr"] is not None else ""))
     table = Table(
@@ -113,7 +114,7 @@ def _one_lab(section: Section, lab: LabRecord, store: Store) -> None:
 def _policy_row(plotted: _Plotted) -> list[Cell]:
     p = plotted.record
     interval = p["score_interval"]
-    score = interval_cell(plotted.score, (interval[0], interval[1]), p["n"]) if interval else f"{100 * plotted.score:.1f}"
+    score = interval_cell(plotted.score, (interval[0], interval[1]), p["n"]) if interval else f"{fixed(100 * plotted.score, 1)}"
     return [p["name"], score, num(p["metric_value"]), num(p["pgr"]),
             num(p["mean_output_tokens"], 1), p["small_calls"], p["large_calls"], num(p["seconds"]),
             "yes" if p["pareto"] else "", " ".join(f"{k}={v}" for k, v in p["routes"].items()), p["description"]]
@@ -146,7 +147,7 @@ def _lab_figure(lab: LabRecord, usable: list[_Plotted]) -> go.Figure:
     if span:
         fig.add_vrect(x0=span[0], x1=span[1], fillcolor="#e9c46a", opacity=0.12, line_width=0)
     title = f"{lab['group']}: {lab['small_model']} + {lab['large_model']} ({lab['samples']} samples)"
-    score_title = "mean score (%)" + (f", axis from {y_range[0]:.0f}" if y_range[0] > 0 else "")
+    score_title = "mean score (%)" + (f", axis from {fixed(y_range[0], 0)}" if y_range[0] > 0 else "")
     return layout(fig, title, lab["group_key"], height=HEIGHT, margin=MARGIN,
                   xaxis={"title": unit, "range": list(x_range)}, yaxis={"title": score_title, "range": list(y_range)},
                   legend={"orientation": "h", "y": -0.25})
@@ -180,15 +181,15 @@ def comparison(store: Store, run_a: str, run_b: str) -> Section:
     section.figures.append(layout(fig, "Difference B - A (points) with the 95 % bootstrap interval",
                                   yaxis={"title": "points"}))
     section.tables.append(Table(["subset", "n", "A %", "B %", "B - A", "95 % CI", "better", "worse", "p", "test"],
-                                [[r["subset"], r["n"], f"{100 * r['mean_a']:.1f}", f"{100 * r['mean_b']:.1f}",
-                                  f"{100 * r['difference']:+.1f}",
-                                  f"[{100 * r['ci_low']:+.1f}, {100 * r['ci_high']:+.1f}]", r["better"], r["worse"],
+                                [[r["subset"], r["n"], f"{fixed(100 * r['mean_a'], 1)}", f"{fixed(100 * r['mean_b'], 1)}",
+                                  f"{fixed(100 * r['difference'], 1, sign=True)}",
+                                  f"[{fixed(100 * r['ci_low'], 1, sign=True)}, {fixed(100 * r['ci_high'], 1, sign=True)}]", r["better"], r["worse"],
                                   f"{r['p_value']:.3g}", r["test"]] for r in rows]))
     cost = result["cost"]
     section.notes.append("; ".join([(f"Output tokens on the paired samples: A {cost['output_tokens_a']}, B "
                                     f"{cost['output_tokens_b']} ({cost['output_tokens_difference']:+d})")]
-                                   + [f"estimated ({html.escape(e['prices'])}): A {e['seconds_a']:.2f} s, "
-                                      f"B {e['seconds_b']:.2f} s" for e in cost["estimates"]]))
+                                   + [f"estimated ({html.escape(e['prices'])}): A {fixed(e['seconds_a'], 2)} s, "
+                                      f"B {fixed(e['seconds_b'], 2)} s" for e in cost["estimates"]]))
     section.tables.append(Table(["run", "setting", "provenance"], [[a["run_id"], a["label"], a["provenance"]],
                                                                    [b["run_id"], b["label"], b["provenance"]]],
                                 "Provenance", wrap=("provenance",)))

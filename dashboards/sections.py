@@ -42,6 +42,7 @@ from mai.dashboards.groups import (
 )
 from mai.dashboards.labels import setting_labels
 from mai.dashboards.outputs import OUTPUT_KINDS, OutputKind
+from mai.dashboards.rounding import fixed
 from mai.dashboards.rows import (
     HeadlineRow,
     MissingRow,
@@ -245,7 +246,7 @@ def _funnel_table(store: Store, group: SampleSet, cascades: list[RunRow], counts
             setting = Hover(setting.text + mark(len(table.footnotes)), setting.title)
         mine = store.scored(run["run_id"])
         table.rows.append([setting, *([run_models(run)] if len(pairs) > 1 else []),
-                           *(f"{c[k]} ({100 * c[k] / n:.1f} %)" for k in ("MV1", "MV2", "RT")),
+                           *(f"{c[k]} ({fixed(100 * c[k] / n, 1)} %)" for k in ("MV1", "MV2", "RT")),
                            *([c["ERROR"]] if errors else []), score_cell(mine) if mine else "not scored"])
         table.classes.append("" if total == n else "warning")
     return table

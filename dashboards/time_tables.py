@@ -25,6 +25,7 @@ from typing import Literal
 
 from mai.dashboards.charts import DASH, Cell, Section, Table, num, short
 from mai.dashboards.groups import given_name, latest, paired_cell, score_cell
+from mai.dashboards.rounding import fixed
 from mai.dashboards.rows import SpeculativeRow, SpeedupRow, TimingSetRow
 from mai.dashboards.saved import load_saved
 from mai.dashboards.sections import Store
@@ -41,7 +42,7 @@ LOAD_RATIO = 2.0
 
 
 def times(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}x"
+    return "-" if value is None else f"{fixed(value, 2)}x"
 
 
 def machine_of(run: RunRow | None) -> tuple[str, float | None]:

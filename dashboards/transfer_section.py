@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 from mai.dashboards.charts import PALETTE, Section, Table, layout, num, short, subplots
 from mai.dashboards.groups import SAMPLE_IDS, SampleSet, Scored, group_caption, score_cell
+from mai.dashboards.rounding import fixed
 from mai.dashboards.rows import (
     AttentionPairRow,
     CaptureGroupRow,
@@ -246,7 +247,7 @@ def _sweep_grid(section: Section, key: _SweepKey, sparse: list[_SparseRun],
     _flat_lines(fig, flat, (low, high), edges)
     fig.update_xaxes(title_text="transfer layer (0-based; measured layers only)", tickvals=list(at.values()),
                      ticktext=[f"L{layer}" for layer in layers], range=edges)
-    fig.update_yaxes(title_text="score (%)" + (f", axis from {low:.0f}" if low > 0 else ""), range=[low, high],
+    fig.update_yaxes(title_text="score (%)" + (f", axis from {fixed(low, 0)}" if low > 0 else ""), range=[low, high],
                      row=1, col=1)
     fig.update_yaxes(title_text="mean tokens transferred", rangemode="tozero", row=1, col=2)
     section.figures.append(layout(fig, f"Transfer-layer sweep: {title}", key.group.key))
@@ -261,10 +262,10 @@ def _flat_lines(fig: go.Figure, flat: list[tuple[str, float, dict[str, str], str
         shown = min(max(value, low), high)
         fig.add_trace(go.Scatter(x=edges, y=[shown] * 2, mode="lines",
                                  line=style, legendgroup=group, name=name if shown == value else
-                                 f"{name}: {value:.1f}, off the axis"), row=1, col=1)
+                                 f"{name}: {fixed(value, 1)}, off the axis"), row=1, col=1)
         if shown != value:
             fig.add_annotation(x=edges[1], y=shown, xanchor="right", yanchor="top" if value > high
-                               else "bottom", text=f"{name} {value:.1f} {'above' if value > high else 'below'}",
+                               else "bottom", text=f"{name} {fixed(value, 1)} {'above' if value > high else 'below'}",
                                showarrow=False, font={"size": 10, "color": style["color"]}, row=1, col=1)
 
 
@@ -377,7 +378,7 @@ def _table_16(section: Section, captures: list[ExampleWeightsRow], sets: dict[st
                               key=lambda c: (c["layer"], c["pair"])):
             weights, total = capture["weights"], sum(capture["weights"])
             kept = tokens_to_reach(weights, 0.8)
-            share = f"{100 * kept / len(weights):.1f} % ({kept})" if weights else None
+            share = f"{fixed(100 * kept / len(weights), 1)} % ({kept})" if weights else None
             order = sorted(range(len(weights)), key=lambda i: (-weights[i], i))[:TOP_RANKS]
             table.rows.append([f"L{capture['layer']}", capture["pair"], capture["sample_id"], share,
                                *(_token(capture["token_texts"][i], weights[i] / total if total else 0.0)
@@ -394,4 +395,4 @@ def _ordinal(n: int) -> str:
 
 def _token(text: str, share: float) -> str:
     """A ranked token and its share; blank tokens (spaces, newlines) as their repr."""
-    return f"{text.strip() or repr(text)} {100 * share:.1f}%"
+    return f"{text.strip() or repr(text)} {fixed(100 * share, 1)}%"

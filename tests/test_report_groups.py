@@ -191,10 +191,9 @@ def test_no_chart_mixes_groups_and_time_is_estimated_or_measured(store: tuple[Pa
     assert {len(ids) for f in funnel for _, ids in sample_sets(f)} == {N, FEWER}
     timed = charts(page, "table-11")
     assert len(timed) == 2 and [len(sample_sets(f)) for f in timed] == [1, 1]
-    for figure in timed:  # estimated and measured never share an axis
-        (estimated,) = [t for t in figure["data"] if t["name"].startswith("estimated")]
-        (measured,) = [t for t in figure["data"] if t["name"].startswith("measured")]
-        assert (estimated.get("xaxis", "x"), estimated.get("yaxis", "y")) != (measured["xaxis"], measured["yaxis"])
+    for figure in timed:  # no estimate stored here: the measured panel alone, no empty "profiles of none" panel
+        assert [t["name"] for t in figure["data"]] == ["measured (wall time)"]
+        assert [a["text"].split(" (")[0] for a in figure["layout"]["annotations"]] == ["measured s"]
     _time_tables_name_where_each_time_was_measured(page, runs)
     for key in ("table-9", "figure-3"):
         for figure in charts(page, key):

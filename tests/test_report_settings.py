@@ -7,9 +7,11 @@ smaller R budget) and a Full RT run."""
 
 from __future__ import annotations
 
+import base64
 import csv
 import shutil
 from datetime import UTC, datetime
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any, cast
 
@@ -150,3 +152,53 @@ def test_labels_name_what_differs_in_the_configuration() -> None:
     assert labels == {"a": "MAI (prompt 1, R=24)", "b": "MAI (prompt 1, R=24)", "c": "MAI (prompt 2, R=24)",
                       "d": "MAI (prompt 1, R=40)"}  # where the store is and how it was sharded make no setting
     assert setting_labels(runs[:2], {"a": "g", "b": "g"}) == {"a": "MAI", "b": "MAI"}
+
+
+# --- numbers round as SQL rounds them (issue 61) ------------------------------------------------------------------
+
+
+def write_quiz(path: Path, answers: list[str]) -> Path:
+    """The colours quiz in VLMEvalKit's TSV, a row per answer (images repeat every four rows)."""
+    from tests.test_benchmark_specs import COLOURS, NAMES, png
+
+    with path.open("w", newline="") as out:
+        writer = csv.writer(out, delimiter="\t")
+        writer.writerow(["index", "image", "question", "hint", "A", "B", "C", "D", "answer", "category"])
+        for i, answer in enumerate(answers):
+            image = base64.b64encode(png(COLOURS[NAMES[i % 4]])).decode()
+            writer.writerow([str(i), image, "What colour is the square?", "", *NAMES, answer, "all"])
+    return path
+
+
+@pytest.mark.prefect
+def test_a_score_at_a_rounding_edge_reads_the_same_in_html_csv_latex_and_mai_sql(
+        home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    quiz = write_quiz(tmp_path / "quiz.tsv", ["A"] * 16)
+    spec = str(write_spec(tmp_path, name="quiz", data="quiz.tsv", format="vlmevalkit-tsv", answer_kind="choice"))
+    single = {"mode": "single", "single_model": "small", "single_prompt": "S"}
+    first = run_spec(home, spec, **single)["run_id"]
+    _, answered = query(Home.at(home), f"SELECT sample_id, final_answer FROM routes WHERE run_id = '{first}' "
+                                       "ORDER BY CAST(split_part(sample_id, '-', 2) AS INT)")
+    letters = [str(a) if a in ("A", "B", "C", "D") else None for _, a in answered]
+    parsed = [i for i, a in enumerate(letters) if a]
+    right = set(parsed[:13 if len(parsed) >= 13 else len(parsed) - (1 - len(parsed) % 2)])
+    assert len(right) % 2 == 1  # an odd count of 16: 100 * k / 16 ends in .25 or .75, a tie at one decimal
+    write_quiz(quiz, [a if i in right and a else ("B" if a == "A" else "A") for i, a in enumerate(letters)])
+    run_id = run_spec(home, spec, **single)["run_id"]
+    percent = 100 * len(right) / 16
+    expected, half_even = f"{Decimal(percent).quantize(Decimal('0.1'), ROUND_HALF_UP)}", f"{percent:.1f}"
+    assert expected != half_even  # 81.25: SQL gives 81.3, Python's format 81.2
+
+    assert main(["--home", str(home), "sql", (f"SELECT round(100 * avg(score), 1) AS percent FROM scores "
+                                               f"WHERE run_id = '{run_id}'"), "--format", "csv"]) == 0
+    assert capsys.readouterr().out.split() == ["percent", expected]
+    api.report([run_id], out=tmp_path / "r.html", home=home, tables=tmp_path / "tabs")
+    cell = f"{expected} ["  # the score cell: '81.3 [interval] n=16'
+    assert cell in (tmp_path / "r.html").read_text() and f"{half_even} [" not in (tmp_path / "r.html").read_text()
+    (scores,) = [t["table"] for t in index_of(tmp_path / "tabs") if t["table"].startswith("table-7-")]
+    assert next(row["S"] for row in read_csv(tmp_path / "tabs" / f"{scores}.csv")).startswith(cell)
+    assert cell in (tmp_path / "tabs" / f"{scores}.tex").read_text()
+
+
+def index_of(tables: Path) -> list[dict[str, str]]:
+    return read_csv(tables / "index.csv")
