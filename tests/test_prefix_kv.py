@@ -33,7 +33,7 @@ def _shapes_samples(home: Path, limit: int) -> list[Sample]:
     api.plan_run(config)
     plan = prepare_run(config, Home.at(home))
     (shard,) = materialise_samples(Home.at(home), config.benchmark, plan.source, 1, config.limit,
-                                   DEFAULT_MAX_IMAGE_PIXELS, logging.getLogger("mai"))
+                                   DEFAULT_MAX_IMAGE_PIXELS, logging.getLogger("mai")).shard_paths
     return [s for s in read_shard(Home.at(home).root / shard) if s.error is None]
 
 
