@@ -54,12 +54,16 @@ class Estimate(NamedTuple):
 # --- runs ---------------------------------------------------------------------------------------------------
 
 
-def run(config: RunConfig, progress: bool = True) -> RunManifest:
+def run(config: RunConfig, progress: bool = True, local: bool = False) -> RunManifest:
     """Validate and resolve the configuration once (before any model loads), run the pipeline with that plan (with
-    a progress bar on the terminal), and return its manifest with the store's `home` and `catalog` paths added. A
-    run with nothing to compute, any slice of stored outputs, runs in this process: a store lookup, no Prefect, no
-    server (mai/pipeline.py); one that computes runs as the `mai-run` flow."""
-    plan, stored = _resolved(config)
+    a progress bar on the terminal), and return its manifest with the store's `home` and `catalog` paths added. The
+    executor: a run with nothing to compute, and any run with `local`, computes in this process (mai/run/shard.py
+    `InProcessShards`: no Prefect, no server, no API); else the run is the `mai-run` flow, which the Prefect UI
+    shows (its shards in this process, or fanned out to a work pool with `config.workers`)."""
+    if local and config.workers:
+        raise ConfigError(f"--local computes in this process, --workers {config.workers} fans the shards out over a "
+                          "Prefect work pool: give one of them")
+    plan, stored = _resolved(config, local, progress)
     if stored is not None:
         return _with_store_paths(stored, plan)
     try:
@@ -86,15 +90,16 @@ def _completed_in_store(error: Exception, plan: RunPlan) -> RunManifest:
     return read_manifest(home, plan.run_id)
 
 
-def _resolved(config: RunConfig) -> tuple[RunPlan, RunManifest | None]:
-    """The one place a command decides on its executor: the run's plan, and its manifest when it has nothing to
-    compute (the pipeline on the in-process executor, with an empty to-do list: no lock, no Prefect, no worker).
-    When something is missing, nothing is written beyond the samples, and what computing needs is checked (a store
-    whose locks work, the workers); the command then runs the `mai-run` flow."""
+def _resolved(config: RunConfig, local: bool = False, progress: bool = False) -> tuple[RunPlan, RunManifest | None]:
+    """The one place a command decides on its executor: the run's plan, and its manifest when it ran here (nothing
+    to compute, or `local`: the in-process executor, with no Prefect). When something is missing, nothing is
+    written beyond the samples, and what computing needs is checked (a store whose locks work, the workers); a run
+    that is not `local` then runs as the `mai-run` flow, which receives the plan resolved here."""
     import logging
 
-    from mai.pipeline import NothingToCompute, complete, resolve
+    from mai.pipeline import complete, resolve
     from mai.run.plan import check_can_compute, prepare_run
+    from mai.run.shard import InProcessShards
     from mai.run.steps import StoreSteps
 
     plan = prepare_run(config, _assets_for(config), check_store=False)
@@ -102,8 +107,11 @@ def _resolved(config: RunConfig) -> tuple[RunPlan, RunManifest | None]:
     steps = StoreSteps(log)
     resolved = resolve(plan, steps)
     if not resolved.todo:
-        return resolved.plan, complete(resolved, steps, NothingToCompute(), log)
+        return resolved.plan, complete(resolved, steps, InProcessShards(log), log)
     check_can_compute(plan)
+    if local:
+        with _progress_bar(progress):
+            return resolved.plan, complete(resolved, steps, InProcessShards(log), log)
     _check_workers(config)
     return resolved.plan, None
 

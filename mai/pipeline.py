@@ -1,9 +1,10 @@
 """The run, written once: plan -> materialise -> resolve identities -> compute what is missing -> route and score
 -> finish, over an executor.
 
-The pipeline does not know where shards compute. The command chooses the executor: nothing to compute (the
-in-process executor with an empty to-do list: no Prefect, no server, no process), a Prefect flow in this process,
-or a Prefect work pool (`--workers`; flows/run.py). What the steps read and write is the store's (`RunSteps`,
+The pipeline does not know where shards compute. The command chooses the executor: in this process with no Prefect
+(mai/run/shard.py `InProcessShards`: a run with nothing to compute, `mai run --local`, a notebook), a Prefect flow
+in this process (the default of `mai run`, so the run shows in the UI), or a Prefect work pool (`--workers`;
+flows/run.py). Each runs the same shard steps (mai/run/shard.py). What the steps read and write is the store's (`RunSteps`,
 implemented over the store by mai.run.steps); what the run logs goes to the logger it is given.
 """
 
@@ -64,17 +65,6 @@ class Executor(Protocol):
 
     def compute(self, plan: RunPlan, todo: list[str], done_before: int, total: int) -> ShardsDone:
         """Every shard of `todo` computed (its missing outputs stored); `done_before` of `total` were stored."""
-
-
-class NothingToCompute:
-    """The in-process executor: a run whose every output is stored computes nothing, so it needs no engine, no
-    Prefect and no process. The command chooses it only for an empty to-do list (`Resolved.todo`)."""
-
-    def compute(self, plan: RunPlan, todo: list[str], done_before: int, total: int) -> ShardsDone:
-        if todo:
-            raise RuntimeError(f"run {plan.run_id}: {len(todo)} shard(s) lack outputs; they need an executor that "
-                               "computes")
-        return ShardsDone({})
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,8 @@ from prefect.cache_policies import NO_CACHE
 from prefect.states import Completed
 
 from mai.pipeline import Log
-from mai.run.generate import StepResult, generate_outputs
 from mai.run.jobs import StageJob
-from mai.run.transfer import select_outputs
+from mai.run.shard import compute_step
 
 
 @task(name="step", task_run_name="{job.label}", cache_policy=NO_CACHE, persist_result=False)
@@ -24,7 +23,7 @@ def run_step(job: StageJob) -> dict[str, str] | State[dict[str, str]]:
 
 def step_state(job: StageJob, log: Log) -> dict[str, str] | State[dict[str, str]]:
     """The step's result, what it decided logged to `log`."""
-    result: StepResult = generate_outputs(job, log) if job.stage.generates else select_outputs(job)
+    result = compute_step(job, log)
     if result.computed:
         return result.outputs
     return Completed(name="Cached", data=result.outputs, message="every output is stored: nothing computed")

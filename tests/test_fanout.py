@@ -27,9 +27,12 @@ from mai.storage.claims import lease_holder, lease_is_held
 from mai.storage.paths import Home
 from mai.storage.runs import read_routes, read_shard_outcomes, shard_lease_path
 
+from mai import api
+from mai.config import RunConfig
 from mai.host import host_name
 from mai.manifest import ShardOutcome
 from tests.helpers import BUDGET, comparable, link_shapes, run
+from tests.test_executors import stored_outputs
 
 pytestmark = [pytest.mark.prefect, pytest.mark.workers, pytest.mark.usefixtures("no_process_left")]
 
@@ -185,15 +188,21 @@ def test_shards_fan_out_to_two_workers_with_the_in_process_results(
 ) -> None:
     import shutil
 
-    other = tmp_path / "fanned-out"
-    shutil.copytree(home / "models", other / "models")
-    shutil.copytree(home / "datasets", other / "datasets")
+    other, in_process = tmp_path / "fanned-out", tmp_path / "in-process"
+    for store in (other, in_process):
+        shutil.copytree(home / "models", store / "models")
+        shutil.copytree(home / "datasets", store / "datasets")
     local = run(home, limit=32, shards=4)
     fanned = run(other, limit=32, shards=4, workers=2)
+    # the third executor: no Prefect at all (mai run --local)
+    here = api.run(RunConfig(home=str(in_process), limit=32, shards=4, batch_size=8, max_new_tokens=BUDGET),
+                   progress=False, local=True)
 
     assert comparable(read_routes(Home.at(other), fanned["run_id"])) == comparable(
-        read_routes(Home.at(home), local["run_id"]))
-    assert fanned["metrics"] == local["metrics"] and fanned["routes"] == local["routes"]
+        read_routes(Home.at(home), local["run_id"])) == comparable(read_routes(Home.at(in_process), here["run_id"]))
+    assert fanned["metrics"] == local["metrics"] == here["metrics"]
+    assert fanned["routes"] == local["routes"] == here["routes"]
+    assert stored_outputs(other) == stored_outputs(home) == stored_outputs(in_process)
     # two completed drains, and one completed `mai-shard` subflow run per shard, named by shard, each in a drain
     parent = parent_flow_run(fanned["run_name"])
     drains = worker_flow_runs(fanned["run_id"], "drain")

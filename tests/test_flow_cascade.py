@@ -107,7 +107,7 @@ def test_in_process_shards_emit_no_heartbeats_and_the_run_keeps_its_own(home: Pa
     from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, get_current_settings, temporary_settings
 
     seen: dict[str, list[int | None]] = {"parent": [], "shard": []}
-    original_shards, original_shard = fanout.run_shards, shard._run_shard
+    original_shards, original_shard = fanout.run_shards, shard.run_shard
 
     def parent(*args: Any) -> Any:
         seen["parent"].append(get_current_settings().flows.heartbeat_frequency)
@@ -118,7 +118,7 @@ def test_in_process_shards_emit_no_heartbeats_and_the_run_keeps_its_own(home: Pa
         return original_shard(*args)
 
     monkeypatch.setattr("mai.flows.run.run_shards", parent)
-    monkeypatch.setattr(shard, "_run_shard", one_shard)
+    monkeypatch.setattr(shard, "run_shard", one_shard)
     with temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: 60}):
         run(home, limit=8)
         assert get_current_settings().flows.heartbeat_frequency == 60

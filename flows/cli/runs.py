@@ -25,6 +25,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
     run = commands.add_parser("run", help="run any configuration (cascade, single-model baseline, full RT)")
     add_run_options(run)
+    run.add_argument("--local", action="store_true",
+                     help="compute in this process with no Prefect (no server, no API; the run is not in the UI)")
     _add_report_option(run)
     run.set_defaults(handler=_run)
 
@@ -90,7 +92,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    manifest = api.run(run_config(args))
+    manifest = api.run(run_config(args), local=args.local)
     _write_report(args, manifest["run_id"])
     print(json.dumps(manifest, indent=2, default=str) if args.json else api.summary(manifest))
     return 0

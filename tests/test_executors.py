@@ -1,0 +1,77 @@
+"""The run's three executors (issue 60): in this process with no Prefect (`mai run --local`, `api.run(local=True)`),
+the `mai-run` flow, and the work pool (tests/test_fanout.py compares that one). Each computes the same shard steps
+into the same store records, so each gives the same stored outputs and routes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mai.storage.paths import Home
+from mai.storage.runs import is_complete, read_routes
+
+from mai import api
+from mai.config import RunConfig
+from mai.errors import ConfigError
+from tests.helpers import BUDGET, comparable, run
+
+REPO = Path(__file__).resolve().parents[1]
+LIMIT = 8
+
+
+def stored_outputs(home: Path) -> list[tuple[Any, ...]]:
+    """Every stored generation's identity and text, through the catalog (the same on every executor)."""
+    _, rows = api.query(home, "SELECT gen_id, model, prompt_kind, text, output_token_ids FROM generations ORDER BY gen_id")
+    return [tuple(row) for row in rows]
+
+
+def test_mai_run_local_computes_with_no_prefect_and_no_server(home: Path) -> None:
+    """With PREFECT_API_URL naming a closed port: the run computes, imports no Prefect (so starts no server and
+    calls no API) and is complete in the store."""
+    script = f"""
+import json, sys
+from mai.flows.cli import main
+code = main(["--home", {str(home)!r}, "run", "--local", "--limit", "{LIMIT}", "--shards", "2", "--json",
+             *[f"--max-new-tokens={{k}}={{v}}" for k, v in {BUDGET!r}.items()]])
+print(json.dumps({{"code": code, "prefect": sorted(m for m in sys.modules if m.split(".")[0] == "prefect")}}))
+"""
+    env = {"PREFECT_API_URL": "http://127.0.0.1:9/api", "PATH": "/usr/bin:/bin", "HOME": str(home.parent),
+           "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.strip().splitlines()
+    result = json.loads(lines[-1])
+    assert result == {"code": 0, "prefect": []}
+    manifest = json.loads("\n".join(lines[:-1]))
+    assert manifest["counts"]["generations_computed"] > 0
+    assert is_complete(Home.at(home), manifest["run_id"])
+    assert len(read_routes(Home.at(home), manifest["run_id"])) == LIMIT
+
+
+def test_local_and_workers_are_one_choice(home: Path) -> None:
+    with pytest.raises(ConfigError, match="--local computes in this process, --workers 2 fans the shards out"):
+        api.run(RunConfig(home=str(home), limit=LIMIT, workers=2), progress=False, local=True)
+
+
+@pytest.mark.prefect
+def test_in_process_and_flow_executors_store_the_same_outputs_and_routes(home: Path, tmp_path: Path) -> None:
+    import shutil
+
+    other = tmp_path / "flow"
+    shutil.copytree(home / "models", other / "models")
+    shutil.copytree(home / "datasets", other / "datasets")
+    values = {"limit": LIMIT, "shards": 2, "batch_size": 8, "max_new_tokens": BUDGET}
+    local = api.run(RunConfig(home=str(home), **values), progress=False, local=True)
+    flow = run(other, **values)
+    assert comparable(read_routes(Home.at(home), local["run_id"])) == \
+        comparable(read_routes(Home.at(other), flow["run_id"]))
+    assert local["metrics"] == flow["metrics"] and local["routes"] == flow["routes"]
+    assert local["counts"] == flow["counts"]
+    assert stored_outputs(home) == stored_outputs(other)
+    rerun = api.run(RunConfig(home=str(home), **values), progress=False)  # a lookup on the in-process store
+    assert rerun["counts"]["generations_computed"] == 0
