@@ -25,6 +25,7 @@ import fcntl
 import math
 import os
 import shutil
+import stat
 import time
 import uuid
 from collections import Counter
@@ -34,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mai.storage.damage import split_readable
+from mai.storage.damage import DamagedFileError, Unreadable, split_readable
 from mai.storage.paths import Home
 from mai.storage.tables import Table, TableName
 
@@ -52,6 +53,9 @@ ROW_GROUP_ROWS = 16_384      # row groups of a compacted file: the unit that id 
 TIER_FANOUT = 4              # end-of-run compaction merges a size tier once it holds this many files
 GRACE_S = 3600.0             # retired versions stay readable this long (a query, a catalog that listed them)
 COMPACTED_PREFIX = "compacted-"
+# what a folder of the store that something else took the place of costs, and what brings its rows back
+FOLDER_HINT = ("run `mai store verify --repair` (it moves it into the store's quarantine folder; the next run computes "
+               "its rows again)")
 
 
 # what identifies a row: its `Table.key` values (ids are strings, an attention row's layer an int)
@@ -98,7 +102,9 @@ class Partition:
 
     def ensure(self) -> None:
         """A new partition is published as version 0; a directory of an older store stays as it is until its
-        first compaction turns it into versions."""
+        first compaction turns it into versions. A file in the place of its folder (or of a folder above it) stops
+        the writer with one line naming it (`DamagedFileError`): nothing can be written there."""
+        check_folder(self.path, self.home.store)
         if self.path.exists():
             return
         with _flock(self.write_lock, exclusive=True):
@@ -110,6 +116,26 @@ class Partition:
     def _publish(self, version: Path) -> None:
         with atomic_path(self.path) as link:
             os.symlink(os.path.relpath(version, self.path.parent), link)
+
+
+def not_a_folder(path: Path) -> str | None:
+    """Why `path`, where the store keeps a folder, is not one (None: it is a folder, or nothing is there): a file
+    in its place, or a link to a folder that is gone."""
+    try:
+        status = os.stat(path)
+    except FileNotFoundError:
+        return "a link to a folder that is gone" if path.is_symlink() else None
+    except NotADirectoryError:
+        return None  # a file above it: named as itself
+    return None if stat.S_ISDIR(status.st_mode) else "not a folder: a file is in its place"
+
+
+def check_folder(path: Path, top: Path) -> None:
+    """Raises `DamagedFileError` naming the first of `path`'s folders below `top` (the store) that is not one."""
+    for folder in [*reversed(path.relative_to(top).parents[:-1]), path.relative_to(top)]:
+        reason = not_a_folder(top / folder)
+        if reason is not None:
+            raise DamagedFileError(Unreadable(top / folder, reason, FOLDER_HINT))
 
 
 def write_part(home: Home, directory: Path, rows: Sequence[Mapping[str, object]], table: TableName) -> Path:

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from mai.storage.damage import DamagedFileError, Unreadable
 from mai.storage.parquet import read_rows, write_rows
 from mai.storage.paths import Home
 
@@ -29,10 +30,9 @@ def write_scores(home: Home, run_id: str, profile: str, rows: Sequence[Mapping[s
 
 
 def write_manifest(home: Home, run_id: str, manifest: RunManifest, row: Mapping[str, object]) -> Path:
-    """The human-readable JSON first, the catalog row last."""
+    """The human-readable JSON first (atomic: a run killed meanwhile leaves no half manifest), the catalog row last."""
     directory = home.runs / run_id
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))
+    write_atomically(directory / "manifest.json", json.dumps(manifest, indent=2, sort_keys=True, default=str))
     return write_rows(directory / "run.parquet", [row], "runs")
 
 
@@ -78,6 +78,38 @@ def read_routes(home: Home, run_id: str) -> list[dict[str, Any]]:
     return read_rows([home.routes / run_id / "routes.parquet"])
 
 
+# what a damaged manifest costs, and what brings the run back (verify's repair moves it aside with the runs row)
+MANIFEST_HINT = ("run `mai store verify --repair` (it moves the run aside), then run its configuration again (its "
+                 "stored outputs are reused)")
+
+
+def manifest_damage(path: Path) -> str | None:
+    """Why `path` is not a run manifest mai can read (None: it reads): missing, not UTF-8, not JSON, not an object
+    with the run's configuration and shards. Used by `read_manifest` and by `mai store verify`."""
+    return _loaded_manifest(path)[1]
+
+
+def _loaded_manifest(path: Path) -> tuple[RunManifest | None, str | None]:
+    try:
+        loaded = json.loads(path.read_bytes().decode())
+    except FileNotFoundError:
+        return None, "missing"
+    except UnicodeDecodeError:
+        return None, "not UTF-8 text: overwritten or damaged"
+    except ValueError as error:
+        return None, f"not JSON ({error}): truncated, overwritten or damaged"
+    except OSError as error:
+        return None, error.strerror or str(error)
+    if not isinstance(loaded, dict) or not {"config", "shard_paths"} <= loaded.keys():
+        return None, "not a run manifest (a JSON value without the run's config and shard_paths)"
+    manifest: RunManifest = loaded  # type: ignore[assignment]  # the manifest's keys, as write_manifest wrote them
+    return manifest, None
+
+
 def read_manifest(home: Home, run_id: str) -> RunManifest:
-    manifest: RunManifest = json.loads((home.runs / run_id / "manifest.json").read_text())
+    """The run's manifest; a damaged or missing one stops the command with one line naming it and what to run."""
+    path = home.runs / run_id / "manifest.json"
+    manifest, reason = _loaded_manifest(path)
+    if manifest is None:
+        raise DamagedFileError(Unreadable(path, reason or "missing", MANIFEST_HINT))
     return manifest

@@ -29,9 +29,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from mai.storage.catalog import build_catalog
 from mai.storage.damage import parquet_damage
+from mai.storage.image_assets import asset_files, asset_path, image_damage
 from mai.storage.parquet import read_columns
-from mai.storage.partitions import listed_files, partitions, row_keys
+from mai.storage.partitions import listed_files, not_a_folder, partitions, row_keys
 from mai.storage.paths import Home
+from mai.storage.runs import manifest_damage
 from mai.storage.samples import missing_shards
 from mai.storage.split_check import runs_reading_another_split
 from mai.storage.tables import CONTENT_ADDRESSED, TABLES, TableName
@@ -132,6 +134,56 @@ def _quarantine(check: str, message: str, home: Home, table: TableName, path: Pa
     return Finding(check, message, remedy="quarantine", targets=targets, next_run=next_run)
 
 
+def damaged_images(scan: StoreScan) -> list[Finding]:
+    """Every image asset hashed against its name (a run checks only the assets it reads, and trusts unchanged
+    stats: storage/image_assets.py), and every asset a sample names that is missing. A damaged asset moves aside
+    with the shard sets that name it, so the next run over those samples materialises them again (writing the
+    image again) and computes the samples that could not run; a missing one moves its shard sets aside."""
+    images = scan.home.images
+    naming: dict[str, set[Path]] = {}  # digest -> the shard sets whose samples name it
+    for path in scan.readable("samples"):
+        for digests in read_columns([path], ["image_sha256"]).column("image_sha256").to_pylist():
+            for digest in digests or ():
+                naming.setdefault(digest, set()).add(path.parent)
+    found = []
+    present = {path.name for path in asset_files(images)}
+    for path in asset_files(images):
+        reason = image_damage(path, path.name)
+        if reason is not None:
+            found.append(_image_finding(scan, path, f"unreadable ({reason})", naming.get(path.name, set())))
+    for digest in sorted(set(naming) - present):
+        found.append(_image_finding(scan, asset_path(images, digest), "missing", naming[digest]))
+    return found
+
+
+def _image_finding(scan: StoreScan, path: Path, state: str, sets: set[Path]) -> Finding:
+    """The asset and the shard sets that name it move aside, and with them the runs that recorded its samples as
+    errors (their shards were the sets' copies made while it was damaged, which no run makes again)."""
+    named = sorted(sets)
+    names = ", ".join(d.name for d in named)
+    where = f"the image of samples of {len(named)} shard set(s) ({names})" if named else "an image no sample names"
+    runs = _runs_over_damaged_copies(scan, sets)
+    next_run = f"the next run over these samples materialises {names} again (writing the image again) and " \
+               "computes the samples that could not run" if named else ""
+    if runs:
+        next_run += (f"; run(s) {', '.join(runs)} recorded them as errors and no longer count as complete: run their "
+                     "configurations again")
+    return Finding("images", f"{path}: {state}: {where}", remedy="quarantine",
+                   targets=(path, *named, *(scan.home.runs / run / "run.parquet" for run in runs)), next_run=next_run)
+
+
+def _runs_over_damaged_copies(scan: StoreScan, sets: set[Path]) -> list[str]:
+    """The completed runs whose manifests name a shard of one of `sets` copied with samples whose image was damaged
+    (mai/run/prompt_limits.py: `<set>/prompts-<key>-images-<hash>/`)."""
+    runs = []
+    for run, directory in scan.complete_runs.items():
+        shards = _manifest(directory).get("shard_paths")
+        copies = [scan.home.root / str(s) for s in shards] if isinstance(shards, list) else []
+        if any(c.parent.parent in sets and "-images-" in c.parent.name for c in copies):
+            runs.append(run)
+    return sorted(runs)
+
+
 def duplicate_identities(scan: StoreScan) -> list[Finding]:
     found = []
     for table in CONTENT_ADDRESSED:
@@ -164,6 +216,34 @@ def incomplete_shard_sets(scan: StoreScan) -> list[Finding]:
                     targets=(directory,), next_run=f"the next run over these samples materialises {directory.name} "
                                                    "again")
             for directory in sets if (missing := missing_shards(directory))]
+
+
+def folders_replaced(scan: StoreScan) -> list[Finding]:
+    """Where the store keeps a folder (a partition, a run's, a shard set's), a file or a link to a folder that is
+    gone: every listing passes over it (its rows are lost) and a writer stops there. Repair moves it, and a
+    partition's versions, aside: the next run that needs those rows computes them again."""
+    found = []
+    for table in TABLES:
+        top = scan.home.table_dir(table.name)
+        levels = table.depth if table.content_addressed else table.files.count("/")
+        for level in range(1, levels + 1):
+            for path in sorted(top.glob("/".join(["*"] * level))) if top.is_dir() else []:
+                reason = None if path.name.startswith(".") else not_a_folder(path)
+                if reason is not None:
+                    found.append(_folder_finding(scan.home, table.name, path, reason))
+    return found
+
+
+def _folder_finding(home: Home, table: TableName, path: Path, reason: str) -> Finding:
+    versions = home.store / "versions" / path.relative_to(home.store)
+    targets = (path, versions) if versions.exists() else (path,)
+    inside = path.relative_to(home.table_dir(table))
+    next_run = f"the next run that needs the {table} rows under {inside} computes them again"
+    if table == "samples":
+        next_run = f"the next run over these samples materialises {path.name} again"
+    elif table in ("runs", "routes"):
+        next_run = f"run {path.name} no longer counts as complete: run its configuration again"
+    return Finding("folders", f"{path}: {reason}", remedy="quarantine", targets=targets, next_run=next_run)
 
 
 def runs_without_manifest(scan: StoreScan) -> list[Finding]:
@@ -199,6 +279,21 @@ def _run_files_missing(scan: StoreScan, run: str, manifest: dict[str, object]) -
         if isinstance(profile, str) and not path.exists():
             found.append(Finding("runs", f"run {run}: its {table} file {path} is missing",
                                  next_run=f"`mai rescore {run} --profile {profile}` writes run {run}'s {table} again"))
+    return found
+
+
+def damaged_manifests(scan: StoreScan) -> list[Finding]:
+    """A run's manifest.json that is not a manifest (garbage, truncated, not UTF-8): the run cannot be read back
+    (`mai baseline`, `mai rescore`, timing), so it moves aside with its runs row, as a run without a manifest."""
+    found = []
+    for directory in sorted(scan.home.runs.glob("*/")) if scan.home.runs.is_dir() else []:
+        path = directory / "manifest.json"
+        reason = manifest_damage(path) if path.exists() else None
+        if reason is not None:
+            found.append(Finding("manifests", f"{path}: unreadable ({reason})", remedy="quarantine",
+                                 targets=(path, directory / "run.parquet"),
+                                 next_run=f"run {directory.name} no longer counts as complete: run its configuration "
+                                          "again (stored outputs are reused)"))
     return found
 
 
@@ -320,9 +415,10 @@ def runs_on_another_split(scan: StoreScan) -> list[Finding]:
     return [Finding("split", mismatch.problem()) for mismatch in mismatches]
 
 
-CHECKS: tuple[Check, ...] = (unreadable_files, schema_mismatches, incomplete_shard_sets, duplicate_identities,
-                             unpublished_versions, runs_without_manifest, dangling_routes, dangling_selections,
-                             dangling_scores, runs_on_another_split, leftover_temp_files, catalog_file, live_claims)
+CHECKS: tuple[Check, ...] = (unreadable_files, schema_mismatches, folders_replaced, incomplete_shard_sets,
+                             damaged_images, duplicate_identities, unpublished_versions, damaged_manifests,
+                             runs_without_manifest, dangling_routes, dangling_selections, dangling_scores,
+                             runs_on_another_split, leftover_temp_files, catalog_file, live_claims)
 
 
 class VerificationRecord(TypedDict):

@@ -1,6 +1,6 @@
-"""`checked_shards`: a sample whose prompt does not fit a model of the run becomes a recorded per-sample error before
-any model runs, like a row that cannot be read (mai/evals/loading.py): its route is ERROR with the reason, the other
-samples run, and a re-run reports it the same way without trying it again.
+"""`checked_shards`: a sample whose prompt does not fit a model of the run, or whose image asset is missing or damaged
+in the store, becomes a recorded per-sample error before any model runs, like a row that cannot be read
+(mai/evals/loading.py): its route is ERROR with the reason, the other samples run.
 
 A prompt fits when, for every generating stage of the plan, on the stage's model:
 - its tokens (text and image tokens, as the model's processor counts them: mai/backends/prompt_length.py) and the
@@ -10,14 +10,24 @@ A prompt fits when, for every generating stage of the plan, on the stage's model
   (`max_position_embeddings` of its text config; with the vLLM backend, also the `--max-model-len` of the servers it
   starts).
 The upstream output is counted at its budget, not at what a model happens to write, so the decision is known before
-anything runs and is the same in every run of the configuration.
+anything runs and is the same in every run of the configuration; a re-run reports it the same way without trying it
+again.
+
+An image is checked on every run (storage/image_assets.py: it exists and its bytes hash to the sample's recorded
+`image_sha256`; an asset whose stats are unchanged since it last hashed right is not hashed again). Its damage is not
+a decision: `mai store verify --repair` moves the asset aside with its shard sets, and the next run materialises
+them again and computes the samples. Before that, every usable sample's images are checked, so the prompt check
+(which reads image headers) and the engines only ever open whole images. The partitions the run's stages write to
+are checked too: a file in the place of one stops the run here, with one line, before any flow or model starts.
 
 The checked shards are the materialised ones, rewritten with the refused samples as error samples under
 `<shard set>/prompts-<key>/` (below the `samples` view's files, which stay the loader's), where `key` names what the
-decision depends on; a shard with no refused sample is used as it is (its path unchanged, so runs without such
-samples keep their steps' cache keys). The decisions are store records with identities: per key, each sample's
-decision by its content hash (`samples/<benchmark>/prompt-checks-<key>/*.json`), so any slice or sharding of
-samples decided before is decided without counting again (and without loading a processor).
+decision depends on (`prompts-<key>-images-<hash>/` where an image is damaged: `hash` names which and why, so a
+copy made while an image was damaged is never used once it is whole again); a shard with no refused sample is used
+as it is (its path unchanged, so runs without such samples keep their steps' cache keys). The decisions are store
+records with identities: per key, each sample's decision by its content hash
+(`samples/<benchmark>/prompt-checks-<key>/*.json`), so any slice or sharding of samples decided before is decided
+without counting again (and without loading a processor).
 
 No Prefect here: the `mai-run` flow calls it through the `limit-prompts` task (tasks/materialize.py), a run with
 nothing to compute (mai/pipeline.py) directly.
@@ -39,6 +49,8 @@ from mai.identity import canonical_hash
 from mai.pipeline import Log
 from mai.plan import RunPlan
 from mai.stages import build_request
+from mai.storage.image_assets import asset_path, damaged_images
+from mai.storage.partitions import check_folder
 from mai.storage.paths import Home
 from mai.storage.samples import read_shard, write_shard
 from mai.types import Sample, StageAnswer, StageSpec
@@ -52,16 +64,39 @@ _NO_TEXT_YET = StageAnswer(gen_id="", text="", answer=None)
 
 def checked_shards(plan: RunPlan, shard_paths: list[str], log: Log | None = None) -> list[str]:
     """The shard files the run uses (relative to the store root): `shard_paths`, except that a shard holding a
-    sample whose prompt does not fit is replaced by its checked copy. Counts once per shard and configuration; after
-    that, reads the decisions."""
+    sample whose prompt does not fit, or whose image is missing or damaged, is replaced by its checked copy. Counts
+    once per shard and configuration; after that, reads the decisions. A partition the run writes to that is not a
+    folder stops it here (`DamagedFileError`, one line)."""
     home = Home.at(plan.home)
-    return [_checked_shard(plan, home, path, log or logging.getLogger("mai")) for path in shard_paths]
+    check_partitions(plan, home)
+    log = log or logging.getLogger("mai")
+    shards = {path: read_shard(home.root / path) for path in shard_paths}
+    digests = [d for samples in shards.values() for s in samples if s.error is None for d in s.image_sha256]
+    damaged = damaged_images(home.images, digests)
+    for digest, reason in list(damaged.items())[:20]:
+        log.warning("image %s is %s: its samples cannot run; `mai store verify --repair` moves it aside and the "
+                    "next run materialises it again", asset_path(home.images, digest), reason)
+    return [_checked_shard(plan, home, path, samples, damaged, log) for path, samples in shards.items()]
 
 
-def _checked_shard(plan: RunPlan, home: Home, shard_path: str, log: Log) -> str:
+def check_partitions(plan: RunPlan, home: Home) -> None:
+    """Every partition the run's stages write to is a folder (or not there yet): a file in its place would stop
+    the run at its first write, inside a shard."""
+    for stage in plan.stages:
+        model = plan.models[stage.role]
+        # storage/generations.py and storage/attention.py name these (the latter imports pyarrow.dataset and pandas)
+        folders = [home.generations / model.slug / stage.prompt_kind] if stage.generates else \
+            [home.table_dir("attention") / model.slug, home.table_dir("selections") / model.slug]
+        for folder in folders:
+            check_folder(folder, home.store)
+
+
+def _checked_shard(plan: RunPlan, home: Home, shard_path: str, samples: list[Sample], damaged: dict[str, str],
+                   log: Log) -> str:
     source = home.root / shard_path
-    samples = read_shard(source)
-    usable = [s for s in samples if s.error is None]
+    broken = {s.sample_id: _image_error(home, s, damaged) for s in samples
+              if s.error is None and any(d in damaged for d in s.image_sha256)}
+    usable = [s for s in samples if s.error is None and s.sample_id not in broken]
     decided = stored_decisions(home, plan)
     undecided = [s for s in usable if s.content_hash not in decided]
     if undecided:
@@ -74,12 +109,22 @@ def _checked_shard(plan: RunPlan, home: Home, shard_path: str, log: Log) -> str:
     refused = {s.sample_id: reason for s in usable if (reason := decided[s.content_hash]) is not None}
     if not undecided:
         log.info("%s: prompt lengths checked before, %d sample(s) refused", source.name, len(refused))
+    refused |= broken
     if not refused:
         return shard_path
-    checked = checked_shard_directory(source, plan) / source.name
+    directory = checked_shard_directory(source, plan)
+    if broken:
+        directory = directory.with_name(f"{directory.name}-images-{canonical_hash(sorted(broken.items()))[:16]}")
+    checked = directory / source.name
     if not checked.exists():
         write_shard(checked, [_with_error(s, refused.get(s.sample_id)) for s in samples], plan.source)
     return str(checked.relative_to(home.root))
+
+
+def _image_error(home: Home, sample: Sample, damaged: dict[str, str]) -> str:
+    digest = next(d for d in sample.image_sha256 if d in damaged)
+    return (f"its image {asset_path(home.images, digest)} is {damaged[digest]}: run `mai store verify --repair`, "
+            "then run again (the sample is computed then)")
 
 
 def decisions_directory(home: Home, plan: RunPlan) -> Path:
