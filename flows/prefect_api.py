@@ -20,6 +20,7 @@ import atexit
 import ctypes
 import fcntl
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -98,12 +99,51 @@ def server_start_lock(home: Home) -> Path:
     return server_directory(home) / "start.lock"
 
 
+# the temporary servers' databases (one folder per store that commands on this machine used) are kept to a bound: the
+# most recently used KEPT_DATABASES, and any other used within IDLE_BEFORE_REMOVAL_S; the rest are removed when a
+# command starts a temporary server (a database holds only the Prefect records of past commands: the store keeps
+# every result, and a store whose database went gets a fresh one)
+KEPT_DATABASES = 16
+IDLE_BEFORE_REMOVAL_S = 7 * 86400.0
+
+
+def prune_server_databases(stores: Path, keep: int = KEPT_DATABASES, idle_s: float = IDLE_BEFORE_REMOVAL_S
+                           ) -> list[Path]:
+    """Removes the store databases in `stores` beyond the `keep` most recently used that no command used for
+    `idle_s`, and none that a command is starting a server on (its start lock held); returns what it removed."""
+    try:
+        folders = sorted((d for d in stores.iterdir() if d.is_dir()), key=_last_used, reverse=True)
+    except OSError:
+        return []
+    removed = []
+    for folder in folders[keep:]:
+        if time.time() - _last_used(folder) < idle_s:
+            continue
+        with open(folder / "start.lock", "a") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue
+            shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
+
+
+def _last_used(folder: Path) -> float:
+    """When a command last wrote the store database in `folder` (SQLite's files, the start lock)."""
+    try:
+        return max((f.stat().st_mtime for f in folder.iterdir()), default=folder.stat().st_mtime)
+    except OSError:
+        return 0.0
+
+
 def start_temporary_server(home: Home) -> subprocess.Popen[bytes]:
     """Prefect's API app on a free port on 127.0.0.1 for this process alone, on the store's database
     (`server_directory`); PREFECT_API_URL points this process at it. Call from the main thread: the death signal
     follows the thread that started the server."""
     global _temporary
     directory = server_directory(home)
+    prune_server_databases(directory.parent)
     directory.mkdir(parents=True, exist_ok=True)
     # one start at a time per database: a server creates and migrates its database before its API answers, and
     # two servers migrating a fresh database at once fail (alembic: "Online migration expected to match one row");

@@ -31,7 +31,7 @@ from mai.storage.latency import check_name
 from mai.storage.parquet import write_rows
 from mai.storage.paths import Home
 from mai.storage.rows import TimingRow
-from mai.storage.runs import read_manifest
+from mai.storage.runs import is_complete, read_manifest
 from mai.storage.samples import read_shard
 from mai.types import STAGE_NAMES, ChatPrompt, Decoding, GenRequest, GenResult, PromptKind, Role, StageName
 
@@ -105,7 +105,7 @@ def _plan(home: Home, run_id: str) -> RunPlan:
     from mai.run.plan import prepare_run
 
     check_name(run_id, "run")
-    if not (home.runs / run_id / "manifest.json").exists():
+    if not is_complete(home, run_id):
         raise ConfigError(f"no completed run '{run_id}'")
     manifest = read_manifest(home, run_id)
     config = RunConfig.model_validate({**manifest["config"], "home": str(home.root)})
