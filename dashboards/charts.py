@@ -45,6 +45,10 @@ class Table:
     unscored_rows: tuple[int, ...] = ()  # rows whose cells in those columns are no scores (table 9's token counts)
     # notes under the table, each once (a machine and load shared by the group, what a mark in a cell means)
     footnotes: list[str] = field(default_factory=list)
+    # the columns (and the first rows) of a narrow variant the export writes beside the table: the paper's own
+    # columns of a wide table, for one column of a two-column page (empty: none)
+    narrow: tuple[str, ...] = ()
+    narrow_rows: int | None = None
 
     def noted(self, text: str, footnote: str) -> str:
         """`text` with the mark of `footnote` (added under the table once, however many cells it explains); `text`

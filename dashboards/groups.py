@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TypedDict
 
-from mai.dashboards.charts import Cell, Section, Table
+from mai.dashboards.charts import DASH, Cell, Section, Table
 from mai.dashboards.paper_internvl import PaperTable, paper_uses_s2, paper_value
 from mai.dashboards.rounding import fixed
 from mai.dashboards.views import fetch, run_models
@@ -236,7 +236,8 @@ def scores_grid(section: Section, group: SampleSet, singles: list[RunRow],
             chosen = found.get(score_column(prompt, s2))
             result = scored(chosen["run_id"]) if chosen else None
             if chosen is None or result is None:
-                row.append(missing(_single_of(model, prompt, s2)) if missing else None)
+                row.append(table.noted(DASH, f"{model} {score_column(prompt, s2)}: "
+                                       + missing(_single_of(model, prompt, s2))) if missing else DASH)
                 continue
             table.runs.append(chosen["run_id"])
             reference = (paper_value(paper, model, group.benchmark, prompt)

@@ -16,6 +16,7 @@ from functools import cached_property, partial
 import plotly.graph_objects as go
 from mai.dashboards.charts import (
     COLORS,
+    DASH,
     Hover,
     Section,
     Table,
@@ -247,7 +248,8 @@ def _funnel_table(store: Store, group: SampleSet, cascades: list[RunRow], counts
         mine = store.scored(run["run_id"])
         table.rows.append([setting, *([run_models(run)] if len(pairs) > 1 else []),
                            *(f"{c[k]} ({fixed(100 * c[k] / n, 1)} %)" for k in ("MV1", "MV2", "RT")),
-                           *([c["ERROR"]] if errors else []), score_cell(mine) if mine else "not scored"])
+                           *([c["ERROR"]] if errors else []),
+                           score_cell(mine) if mine else table.noted(DASH, f"{setting.text}: not scored")])
         table.classes.append("" if total == n else "warning")
     return table
 
@@ -289,12 +291,13 @@ def _baselines(store: Store, section: Section, group: SampleSet, cascades: list[
             baseline = latest(peers, matches)
             theirs = store.scored(baseline["run_id"]) if baseline else None
             bars[name].append(_bar(theirs))
-            if baseline is None or theirs is None:
-                table.rows.append([_setting(store, run), name, store.elsewhere(group, matches), None])
+            if baseline is None or theirs is None:  # a dash, why in a footnote (once per reason and baseline)
+                why = table.noted(DASH, f"{name}: {store.elsewhere(group, matches)}")
+                table.rows.append([_setting(store, run), name, why, why])
                 continue
             table.runs.append(baseline["run_id"])
             table.rows.append([_setting(store, run), Hover(name, f"run {baseline['run_id']}"), score_cell(theirs),
-                               paired_cell(theirs, mine) if mine else None])
+                               paired_cell(theirs, mine) if mine else table.noted(DASH, "MAI: not scored")])
     section.tables.append(table)
     compared = figure()
     for name, values in bars.items():

@@ -299,7 +299,8 @@ def _paper_rows_11(store: Store, key: str, label: str, rows: list[SpeedupRow], h
     dash in a measured table marked, its reason a footnote), the model pair, where the times come from
     (`provenance`: machines, loads), and the Full RT run."""
     columns = _columns(store, rows)
-    table = Table([head, *columns], [], f"{label}: {caption}", wrap=tuple(columns), group=key)
+    table = Table([head, *columns], [], f"{label}: {caption}", wrap=tuple(columns), group=key,
+                  narrow=(head, *columns), narrow_rows=3)  # the paper's rows: Full RT, MAI, Speedup
 
     def seconds(value: float | None, cell: Measured) -> str:
         return table.noted(num(value) if value is not None else DASH, cell.footnote)
@@ -314,6 +315,10 @@ def _paper_rows_11(store: Store, key: str, label: str, rows: list[SpeedupRow], h
         ["Full RT run", *(r["full_rt_run_id"] for r in rows)]]
     table.runs = sorted({r["run_id"] for r in rows} | {r["full_rt_run_id"] or "" for r in rows})
     return table
+
+
+# the paper's own columns of table 12, the export's narrow variant (a column of a two-column page)
+TABLE_12_NARROW = ("method", "total s (measured)", "s / sample", "speed-up", "score w/o S2", "score w/ S2")
 
 
 def table_12(store: Store, section: Section, rows: list[SpeedupRow], speculative: list[SpeculativeRow],
@@ -337,8 +342,9 @@ def table_12(store: Store, section: Section, rows: list[SpeedupRow], speculative
         cells = {m["run_id"]: (m, measured(m, "large_r", timings)) for m in mais}
         table = Table(columns, [], f"{store.sample_sets[reference].label}: HF is this store's transformers "
                       "backend; the times are per-call wall times (model loading excluded) of one regime: a timing "
-                      "set of `mai time`, or the runs' stored times when they are one regime (docs/latency.md); "
-                      "'batch size' is what the calls realised, per stage", group=store.sample_sets[reference].key,
+                      "set that re-timed both runs, or the runs' stored times when they are one regime, else the "
+                      "estimate, marked; 'batch size' is what the calls realised, per stage",
+                      group=store.sample_sets[reference].key, narrow=TABLE_12_NARROW,
                       scored=("score w/o S2", "score w/ S2"), wrap=("measured on", "speed-up", "load (1 min)"))
         table.runs.append(reference)
         table.rows.append(_row(store, table, f"{large_r['large_model']} R", large_r,
@@ -347,17 +353,19 @@ def table_12(store: Store, section: Section, rows: list[SpeedupRow], speculative
             table.rows.append([f"SD ({large_r['large_model']} + {spec['small_model']}, k={spec['draft_tokens']})",
                                large_r["backend"], 1, num(spec["acceptance"]), num(spec["speculative_s"]),
                                num((spec["speculative_s"] or 0.0) / spec["samples"]) if spec["samples"] else None,
-                               times(spec["speedup"]), "-", "-", "-", reference, SPECULATIVE_TIMED, "-"])
+                               times(spec["speedup"]), *[table.noted(DASH, "speculative decoding is timed, not "
+                                                                          "scored: it decodes as large R does")] * 3,
+                               reference, SPECULATIVE_TIMED, DASH])
         for mai, cell in cells.values():
             run = runs[mai["run_id"]]
             table.runs.append(run["run_id"])
             row = _row(store, table, f"{store.setting(run)} ({run['large_model']} + {run['small_model']})", run, cell, n, None)
             if run["s2"]:  # MAI +S2 (not in the paper): its score is a 'w/ S2' score
-                row[7], row[8] = "-", row[7]
+                row[7], row[8] = table.noted(DASH, "MAI +S2 is scored with S2"), row[7]
             else:
-                row[8] = "-"  # MAI needs no S2 (the paper's '-')
+                row[8] = table.noted(DASH, "MAI needs no S2 (the paper's dash)")
             base, scored = store.scored(reference), store.scored(run["run_id"])
-            row[9] = paired_cell(base, scored) if base and scored else "not scored"
+            row[9] = paired_cell(base, scored) if base and scored else table.noted(DASH, f"{run['run_id']}: not scored")
             table.rows.append(row)
         section.tables.append(table)
     if not speculative:
@@ -389,9 +397,11 @@ def _with_s2(store: Store, run: RunRow) -> RunRow | None:
 def _row(store: Store, table: Table, method: str, run: RunRow, cell: Measured, n: int, with_s2: RunRow | None
          ) -> list[Cell]:
     scored, scored_s2 = store.scored(run["run_id"]), store.scored(with_s2["run_id"]) if with_s2 else None
-    return [method, run["backend"], cell.batches, "N/A",
+    return [method, run["backend"], cell.batches, table.noted(DASH, "accept rate: speculative decoding only"),
             table.noted(num(cell.run_s) if cell.run_s is not None else DASH, cell.footnote),
             table.noted(num(cell.run_s / n) if cell.run_s is not None and n else DASH, cell.footnote),
             table.noted(cell.speedup, cell.footnote),
-            score_cell(scored) if scored else "-", score_cell(scored_s2) if scored_s2 else "not stored", "-",
+            score_cell(scored) if scored else table.noted(DASH, f"{run['run_id']}: not scored"),
+            score_cell(scored_s2) if scored_s2 else table.noted(DASH, f"{method} with S2: not stored over these samples"),
+            table.noted(DASH, "large R is the reference of the paired test"),
             run["run_id"], cell.source, cell.load]
