@@ -1,5 +1,6 @@
-"""Helpers shared by the test files: the cascade on the demo data at the tests' small budgets, through the real
-Prefect engine (`run`; a test calling it needs the `prefect` marker), and readers of what a run computed."""
+"""Helpers shared by the test files: the cascade on the demo data at the tests' small budgets (`run`: in this
+process with no Prefect, or through the real Prefect engine with `flow=True`, which needs the `prefect` marker),
+and readers of what a run computed."""
 
 from __future__ import annotations
 
@@ -18,13 +19,19 @@ BUDGET = {"S": 8, "E": 16, "R": 24, "S2": 8, "RT": 8}
 LIMIT = 24
 
 
-def run(home: Path, **overrides: Any) -> dict[str, Any]:
-    """`mai_run` on the demo data at the tests' budgets (needs the `prefect` marker)."""
-    from mai.flows.run import mai_run
-
+def run(home: Path, flow: bool = False, **overrides: Any) -> dict[str, Any]:
+    """The demo data at the tests' budgets, on the in-process executor (no Prefect: what a test of the run's results
+    needs); `flow`: as the `mai-run` flow, for a test of what Prefect shows or does (it needs the `prefect`
+    marker). The executors compute the same (tests/test_executors.py)."""
     values: dict[str, Any] = {"home": str(home), "limit": LIMIT, "shards": 2, "batch_size": 8,
                               "max_new_tokens": BUDGET}
     values.update(overrides)
+    if not flow:
+        from mai import api
+
+        return dict(api.run(RunConfig(**values), progress=False, local=True))
+    from mai.flows.run import mai_run
+
     manifest: dict[str, Any] = mai_run(RunConfig(**values))
     return manifest
 

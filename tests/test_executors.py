@@ -67,7 +67,7 @@ def test_in_process_and_flow_executors_store_the_same_outputs_and_routes(home: P
     shutil.copytree(home / "datasets", other / "datasets")
     values = {"limit": LIMIT, "shards": 2, "batch_size": 8, "max_new_tokens": BUDGET}
     local = api.run(RunConfig(home=str(home), **values), progress=False, local=True)
-    flow = run(other, **values)
+    flow = run(other, flow=True, **values)
     assert comparable(read_routes(Home.at(home), local["run_id"])) == \
         comparable(read_routes(Home.at(other), flow["run_id"]))
     assert local["metrics"] == flow["metrics"] and local["routes"] == flow["routes"]

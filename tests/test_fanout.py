@@ -192,8 +192,8 @@ def test_shards_fan_out_to_two_workers_with_the_in_process_results(
     for store in (other, in_process):
         shutil.copytree(home / "models", store / "models")
         shutil.copytree(home / "datasets", store / "datasets")
-    local = run(home, limit=32, shards=4)
-    fanned = run(other, limit=32, shards=4, workers=2)
+    local = run(home, flow=True, limit=32, shards=4)
+    fanned = run(other, flow=True, limit=32, shards=4, workers=2)
     # the third executor: no Prefect at all (mai run --local)
     here = api.run(RunConfig(home=str(in_process), limit=32, shards=4, batch_size=8, max_new_tokens=BUDGET),
                    progress=False, local=True)
@@ -296,7 +296,7 @@ def test_a_killed_worker_loses_its_shard_to_the_other(workers: Workers, home: Pa
     import threading
 
     budget = {**BUDGET, "R": 160}  # long reasoning, so the kill lands inside a shard
-    reference = run(home, limit=24, shards=2, batch_size=4, max_new_tokens=budget)
+    reference = run(home, flow=True, limit=24, shards=2, batch_size=4, max_new_tokens=budget)
     other = tmp_path / "killed"
     import shutil
 
@@ -306,7 +306,7 @@ def test_a_killed_worker_loses_its_shard_to_the_other(workers: Workers, home: Pa
 
     def fanned_out_run() -> None:
         try:
-            result.update(run(other, limit=24, shards=2, batch_size=4, max_new_tokens=budget, workers=2))
+            result.update(run(other, flow=True, limit=24, shards=2, batch_size=4, max_new_tokens=budget, workers=2))
         except BaseException as error:  # noqa: BLE001  (re-raised in the test's thread below)
             result["error"] = error
 
@@ -427,7 +427,7 @@ def test_stopping_a_fanned_out_parent_cancels_its_drains_and_shards(workers: Wor
     shards = [r.state_type.value for r in worker_flow_runs(run_id, "shard")]
     assert set(drains) == {"CANCELLED"}, drains
     assert "CANCELLED" in shards and set(shards) <= {"CANCELLED", "COMPLETED"}, shards
-    manifest = run(other, limit=24, shards=2, batch_size=4, max_new_tokens={**BUDGET, "R": 160}, workers=2)
+    manifest = run(other, flow=True, limit=24, shards=2, batch_size=4, max_new_tokens={**BUDGET, "R": 160}, workers=2)
     assert manifest["counts"]["valid"] == 24
     ids = [r["gen_id"] for r in stored_rows(other)]
     assert len(ids) == len(set(ids)), "an identity was generated twice"
@@ -451,7 +451,7 @@ def test_a_worker_stopped_by_sigterm_ends_within_seconds_and_its_drain_gives_its
     result: dict[str, Any] = {}
     budget = {**BUDGET, "R": 160}
     thread = threading.Thread(target=lambda: result.update(
-        run(other, limit=24, shards=3, batch_size=4, max_new_tokens=budget, workers=3)))
+        run(other, flow=True, limit=24, shards=3, batch_size=4, max_new_tokens=budget, workers=3)))
     thread.start()
     lease = None
     deadline = time.monotonic() + 900

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.prefect
 def test_cascade_rerun_s2_toggle_new_large_model_and_baselines_reuse_cascade_outputs(home: Path) -> None:
     """One store, each run checked against what the runs before it stored: the cascade, its identical re-run, S2
     toggled, the large model changed, then the baselines (full RT, single large S, single small E+S2)."""
-    first = run(home)
+    first = run(home, flow=True)
     routes = first["routes"]
     assert first["counts"]["valid"] == LIMIT
     assert routes["MV1"] + routes["MV2"] + routes["RT"] == LIMIT
@@ -32,7 +32,7 @@ def test_cascade_rerun_s2_toggle_new_large_model_and_baselines_reuse_cascade_out
 
     # identical configuration: nothing is generated, everything is identical
     before = engine_generations()
-    again = run(home)
+    again = run(home, flow=True)
     assert engine_generations() == before
     assert again["counts"]["generations_computed"] == 0
     assert again["counts"]["generations_reused"] == first["counts"]["generations_needed"]
@@ -41,7 +41,7 @@ def test_cascade_rerun_s2_toggle_new_large_model_and_baselines_reuse_cascade_out
     assert again["metrics"] == first["metrics"]
 
     # toggling S2: only S2 generations, only for the samples that reached stage 2
-    with_s2 = run(home, s2=True)
+    with_s2 = run(home, flow=True, s2=True)
     computed = stored_generations(home, with_s2["run_id"])
     assert {r["prompt_kind"] for r in computed} <= {"S2", "RT"}
     assert sum(r["prompt_kind"] == "S2" for r in computed) == reaching_stage2
@@ -54,7 +54,7 @@ def test_cascade_rerun_s2_toggle_new_large_model_and_baselines_reuse_cascade_out
 
     other = build_variant(Home.at(home).models, "mai-tiny-large-b", size=LARGE_NAME, seed=7)
     before = engine_generations()
-    swapped = run(home, large_model=str(other))
+    swapped = run(home, flow=True, large_model=str(other))
     computed = stored_generations(home, swapped["run_id"])
     assert computed and {r["model"] for r in computed} == {"mai-tiny-large-b"}
     small_engines = [e for e in loaded_engines() if e.model.identity_name == "mai-tiny-small"]
@@ -73,14 +73,14 @@ def test_cascade_rerun_s2_toggle_new_large_model_and_baselines_reuse_cascade_out
     stored_r = {r["gen_r_small"] for one in (first, with_s2, swapped)
                 for r in read_routes(Home.at(home), one["run_id"]) if r["gen_r_small"]}
     assert reaching_stage2 <= len(stored_r) < LIMIT  # some samples' R is stored, some must be computed
-    full_rt = run(home, mode="full_rt")
+    full_rt = run(home, flow=True, mode="full_rt")
     assert full_rt["routes"]["RT"] == LIMIT
     computed = stored_generations(home, full_rt["run_id"])
     assert sum(r["prompt_kind"] == "R" for r in computed) == LIMIT - len(stored_r)
-    single = run(home, mode="single", single_model="large", single_prompt="S")
+    single = run(home, flow=True, mode="single", single_model="large", single_prompt="S")
     assert single["routes"]["SINGLE"] == LIMIT
     assert single["counts"]["generations_computed"] == 0  # the cascade's MV1 large-S outputs
-    explain = run(home, mode="single", single_model="small", single_prompt="E", s2=True)
+    explain = run(home, flow=True, mode="single", single_model="small", single_prompt="E", s2=True)
     assert explain["stages"]["single_s2"]["generations"] == LIMIT
     kinds = {r["prompt_kind"] for r in stored_generations(home, explain["run_id"])}
     assert kinds == {"E", "S2"}  # S2 after E is not the cascade's S2 after R: computed
@@ -92,7 +92,7 @@ def test_unknown_model_or_benchmark_fails_before_loading(home: Path) -> None:
     from mai.errors import ConfigError
 
     with pytest.raises(ConfigError, match="neither an existing local directory"):
-        run(home, large_model=str(home / "no-such-model"))
+        run(home, flow=True, large_model=str(home / "no-such-model"))
     assert loaded_engines() == []
     assert main(["--home", str(home), "run", "--benchmark", "mmlu-nope"]) == 2
     assert main(["--home", str(home), "run", "--small-model", "./missing"]) == 2
@@ -120,6 +120,6 @@ def test_in_process_shards_emit_no_heartbeats_and_the_run_keeps_its_own(home: Pa
     monkeypatch.setattr("mai.flows.run.run_shards", parent)
     monkeypatch.setattr(shard, "run_shard", one_shard)
     with temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: 60}):
-        run(home, limit=8)
+        run(home, flow=True, limit=8)
         assert get_current_settings().flows.heartbeat_frequency == 60
     assert seen == {"parent": [60], "shard": [None, None]}

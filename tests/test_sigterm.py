@@ -57,7 +57,7 @@ def test_sigterm_stops_a_run_within_a_step_and_a_rerun_completes_it(home: Path) 
     stored_r = len(list(store.generations.glob("mai-tiny-small*/R/*.parquet")))
     assert stored_r >= 1
 
-    manifest = run(home, limit=LIMIT, shards=1, batch_size=2, max_new_tokens=LONG)
+    manifest = run(home, flow=True, limit=LIMIT, shards=1, batch_size=2, max_new_tokens=LONG)
     assert manifest["counts"]["generations_reused"] >= 2 + 2 * LIMIT  # MV1 of every sample and the stored R batch
     files = sorted(store.generations.glob("*/*/*.parquet"))
     ids = [g for f in files for g in pq.read_table(f, columns=["gen_id"]).column("gen_id").to_pylist()]
