@@ -17,11 +17,12 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from mai.dashboards.charts import Cell, Section, Table
+from mai.dashboards.charts import Cell, Section, Table, mark
 
 from mai.files import write_atomically
 
@@ -47,9 +48,9 @@ def latex_escape(text: str) -> str:
     for plain, escaped in _LATEX:
         text = text.replace(plain, escaped)
     text = text.replace("\0", r"\textbackslash{}")
-    for mark, digit in _MARKS.items():
-        text = text.replace(mark, rf"\textsuperscript{{{digit}}}")
-    return text
+    for sign, digit in _MARKS.items():
+        text = text.replace(sign, rf"\textsuperscript{{{digit}}}")
+    return re.sub(r"`([^`]*)`", r"\\texttt{\1}", text)  # a command, as a paper sets one (` is an opening quote)
 
 
 def _walk(parts: Sequence[Section]) -> Iterator[tuple[Section, int, Table]]:
@@ -151,9 +152,9 @@ def table_latex(table: Table, title: str, label: str) -> str:
     pieces = [(part, rows) for part in parts for rows in _pieces(plain[1:], columns, part, room)]
     if sum(_height(plain[1 + r], columns, pieces[-1][0]) for r in pieces[-1][1]) + noted > room:
         pieces.append(([], []))  # the notes in a float of their own
-    caption = latex_escape(table.caption or title) + (
-        f" In {len(pieces)} pieces, each part with the first column." if len(pieces) > 1 else
-        " Set across both columns." if float_ == "table*" else "")
+    caption = latex_escape((table.caption or title).rstrip(".")) + (
+        f". In {len(pieces)} pieces, each part with the first column." if len(pieces) > 1 else
+        ". Set across both columns." if float_ == "table*" else "")
     lines = [f"% {latex_escape(title)}", f"% needs {PACKAGES}", rf"\begin{{{float_}}}[htbp]", r"\centering",
              r"\small", rf"\caption{{{caption}}}", rf"\label{{tab:{label}}}"]
     for number, (part, rows) in enumerate(pieces, start=1):
@@ -168,18 +169,42 @@ def table_latex(table: Table, title: str, label: str) -> str:
                   r"\bottomrule", r"\end{tabular}}%",
                   rf"\typeout{{mai-table {label} piece {number}: natural \the\wd0, line \the\linewidth}}%",
                   r"\ifdim\wd0>\linewidth\resizebox{\linewidth}{!}{\usebox0}\else\usebox0\fi"]
-    lines += [rf"\par\footnotesize {latex_escape(note)}" for note in notes]
+    lines += [r"\par\raggedright\footnotesize", *(rf"{latex_escape(note)}\par" for note in notes)]
     return "\n".join([*lines, rf"\end{{{float_}}}", ""])
 
 
 def narrow(table: Table) -> Table | None:
-    """The table's narrow variant (the paper's own columns and rows, `Table.narrow`), or None."""
+    """The table's narrow variant (the paper's own columns and rows, `Table.narrow`), or None; its footnotes only
+    those its cells mark, numbered anew."""
     keep = [i for i, c in enumerate(table.columns) if c in table.narrow]
     if not keep:
         return None
-    return Table([table.columns[i] for i in keep], [[row[i] for i in keep] for row in table.rows[:table.narrow_rows]],
-                 f"{table.caption} (the paper's columns)", group=table.group, runs=table.runs,
-                 footnotes=table.footnotes)
+    notes: list[str] = []
+
+    def renumbered(value: Cell) -> Cell:
+        text = cell_text(value)
+        found = _MARK.search(text)
+        if found is None:
+            return value
+        old = found.group(0)
+        number = int(old.strip("[]")) if old.startswith("[") else "¹²³⁴⁵⁶⁷⁸⁹".index(old) + 1
+        note = table.footnotes[number - 1]
+        return text[:found.start()] + _marked(notes, note)
+
+    rows = [[renumbered(row[i]) for i in keep] for row in table.rows[:table.narrow_rows]]
+    return Table([table.columns[i] for i in keep], rows, f"{table.caption} (the paper's columns)",
+                 group=table.group, runs=table.runs, footnotes=notes)
+
+
+# a footnote's mark at the end of a cell (mai.dashboards.charts.mark)
+_MARK = re.compile(r"(?:[¹²³⁴⁵⁶⁷⁸⁹]|\[\d+\])$")
+
+
+def _marked(notes: list[str], note: str) -> str:
+    """The mark of `note` in `notes` (added when new)."""
+    if note not in notes:
+        notes.append(note)
+    return mark(notes.index(note) + 1)
 
 
 def export_tables(parts: Sequence[Section], out: Path, hovers: dict[str, str]) -> list[Path]:
