@@ -72,7 +72,7 @@ def write_spec(folder: Path, **fields: Any) -> Path:
 def run_spec(home: Path, spec: str, **overrides: Any) -> dict[str, Any]:
     values: dict[str, Any] = {"home": str(home), "benchmark": spec, "shards": 1, "batch_size": 8,
                               "max_new_tokens": BUDGET, **overrides}
-    return api.run(config_from_mapping(values), progress=False)
+    return api.run(config_from_mapping(values), progress=False, local=True)
 
 
 # --- without a model ------------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ def run_split(home: Path, benchmark: str, split: str, **overrides: Any) -> dict[
     values: dict[str, Any] = {"home": str(home), "benchmark": benchmark, "split": split, "limit": LIMIT,
                               "mode": "single", "single_model": "small", "single_prompt": "S", "shards": 2,
                               "batch_size": 8, "max_new_tokens": BUDGET, **overrides}
-    return api.run(config_from_mapping(values), progress=False)
+    return api.run(config_from_mapping(values), progress=False, local=True)
 
 
 def run_questions(home: Path, run_id: str) -> list[str]:
