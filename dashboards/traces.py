@@ -249,13 +249,17 @@ def _thumbnail(store: Store, row: SampleRow) -> str | None:
     hashes, paths = list(row["image_sha256"] or []), list(row["image_paths"] or [])
     candidates = ([store.home.images / hashes[0][:2] / hashes[0]] if hashes else []) + [Path(p) for p in paths[:1]]
     for path in candidates:
-        if path.is_file():
+        if not path.is_file():
+            continue
+        try:
             with Image.open(path) as image:
                 picture = image.convert("RGB")
-                picture.thumbnail((THUMBNAIL_PX, THUMBNAIL_PX))
-                buffer = io.BytesIO()
-                picture.save(buffer, format="JPEG", quality=70)
-            return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode()
+        except (OSError, ValueError, Image.DecompressionBombError):
+            continue  # a damaged asset: no thumbnail (`mai store verify` names it, `--repair` moves it aside)
+        picture.thumbnail((THUMBNAIL_PX, THUMBNAIL_PX))
+        buffer = io.BytesIO()
+        picture.save(buffer, format="JPEG", quality=70)
+        return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode()
     return None
 
 

@@ -197,6 +197,15 @@ def test_the_report_and_a_rerun_work_around_a_damaged_file_or_name_it(
     assert rc == 0 or kind in ("samples", "partition")
 
 
+def test_the_report_shows_a_sample_whose_image_asset_is_garbage_without_its_picture(
+        base: dict[str, str], tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    home = copy_store(base, tmp_path / "home", "images")
+    damage(target(home, "images", base["a"]), "garbage")
+    rc, out, err = mai(home, capfd, "report", "--out", str(tmp_path / "report.html"))
+    assert rc == 0 and "Traceback" not in out + err, out + err
+    assert (tmp_path / "report.html").stat().st_size > 0
+
+
 def test_sql_on_a_truncated_file_names_it_not_the_memory(
         base: dict[str, str], tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     """The issue's first symptom: `mai sql "SELECT 1"` printed a worker traceback and blamed the memory."""
