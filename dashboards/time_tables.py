@@ -254,8 +254,8 @@ def table_11(store: Store, section: Section, rows: list[SpeedupRow], timings: Ti
                           times(r["estimated_speedup_vs_full_rt"]), "", "", "") for r in estimated],
                 ["priced with", *(f"{r['estimate_name']}: {r['prices']} (profiles of "
                                   f"{priced_on(r['prices'], hardware)})" + (
-                                      "; excludes the capture prefills (estimated before they were priced: `mai "
-                                      "estimate` again prices them)" if r["estimate_excludes_capture"] else "")
+                                      "; excludes the capture prefills (estimated before they were priced; a new "
+                                      "estimate prices them)" if r["estimate_excludes_capture"] else "")
                                   for r in estimated)]))
         timed = list({r["run_id"]: r for r in group_rows if r["measured_s"]}.values())
         if timed:
@@ -367,9 +367,24 @@ def table_12(store: Store, section: Section, rows: list[SpeedupRow], speculative
             base, scored = store.scored(reference), store.scored(run["run_id"])
             row[9] = paired_cell(base, scored) if base and scored else table.noted(DASH, f"{run['run_id']}: not scored")
             table.rows.append(row)
-        section.tables.append(table)
+        section.tables.append(_said_once(table, ("measured on", "load (1 min)")))
     if not speculative:
         section.notes.append(f"No speculative-decoding run stored: {SPECULATIVE_COMMAND}.")
+
+
+def _said_once(table: Table, columns: tuple[str, ...]) -> Table:
+    """`table` without those of `columns` whose cell is the same in every row (speculative decoding's aside): said
+    once, in a footnote, instead of in every row."""
+    for name in columns:
+        index = table.columns.index(name)
+        values = {str(row[index]) for row in table.rows if row[index] != DASH}
+        if len(values) != 1 or len(table.rows) < 2:
+            continue
+        table.footnotes.append(f"{name}, every row: {values.pop()}")
+        table.columns.pop(index)
+        for row in table.rows:
+            row.pop(index)
+    return table
 
 
 def _reference_time(reference: str, compared: list[str], timings: Timings) -> Measured:
