@@ -232,9 +232,11 @@ def render_text(result: Comparison) -> str:
                      f"{c['p_value']:8.3g}  {c['test']}")
     cost = result["cost"]
     lines += ["", (f"output tokens on the paired samples: A {cost['output_tokens_a']} "
-                  f"({fixed(cost['mean_output_tokens_a'], 1)}/sample, {cost['calls_a']} calls), B {cost['output_tokens_b']} "
+                  f"({fixed(cost['mean_output_tokens_a'], 1)}/sample, {cost['calls_a']} calls), "
+                  f"B {cost['output_tokens_b']} "
                   f"({fixed(cost['mean_output_tokens_b'], 1)}/sample, {cost['calls_b']} calls)")]
-    lines += [f"estimated time (A {e['estimate_name']}, B {e['estimate_b']}: {e['prices']}): A {fixed(e['seconds_a'], 2)} s, "
+    lines += [f"estimated time (A {e['estimate_name']}, B {e['estimate_b']}: {e['prices']}): "
+              f"A {fixed(e['seconds_a'], 2)} s, "
               f"B {fixed(e['seconds_b'], 2)} s ({fixed(e['difference_s'], 2, sign=True)} s)" for e in cost["estimates"]]
     if not cost["estimates"]:
         lines.append("estimated time: no pair of estimates prices the runs' shared models with the same profiles "

@@ -197,7 +197,8 @@ def _transfer_table(store: Store, section: Section, group: SampleSet, runs: list
             table.runs.append(run["run_id"])
             change = paired = None
             if setting != "large S" and base is not None:
-                change = f"{fixed(100 * (scored.value / base.value - 1), 1, sign=True)} % (relative)" if base.value else None
+                change = (f"{fixed(100 * (scored.value / base.value - 1), 1, sign=True)} % (relative)"
+                          if base.value else None)
                 paired = paired_cell(base, scored)
             table.rows.append([setting, model, score_cell(scored), change, paired])
     section.tables.append(table)

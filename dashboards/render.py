@@ -27,12 +27,14 @@ def render_summary(manifest: RunManifest) -> str:
     lines += [f"{m['metric']}[{m['subset']}] = {fixed(m['value'], 4)} (n={m['n']})" for m in manifest["metrics"]
               if m["subset"] == "overall"]
     lines.append("output tokens per stage: " + "  ".join(
-        f"{name}={int(s['output_tokens'])} ({fixed(s['mean_output_tokens'], 1)}/gen)" for name, s in manifest["stages"].items()))
+        f"{name}={int(s['output_tokens'])} ({fixed(s['mean_output_tokens'], 1)}/gen)"
+        for name, s in manifest["stages"].items()))
     lines.append(f"generations: {counts['generations_computed']} computed, {counts['generations_reused']} reused "
                  f"(of {counts['generations_needed']})")
     lines.append(f"samples: {counts['valid']} valid, {counts['errors']} with errors")
     lines += [f"  error {e['sample_id']}: {e['error']}" for e in manifest["errors"][:10]]
-    lines.append(f"wall time: {fixed(timings['wall_s'], 1)} s (model generate {fixed(timings['engine_generate_s'], 1)} s, "
+    lines.append(f"wall time: {fixed(timings['wall_s'], 1)} s (model generate "
+                 f"{fixed(timings['engine_generate_s'], 1)} s, "
                  f"model load {fixed(timings['model_load_s'], 1)} s)")
     lines += [f"host taken out: {why}" for why in manifest.get("hosts_taken_out", {}).values()]
     return "\n".join(lines + _backend_lines(manifest["backend"]))

@@ -114,7 +114,8 @@ def _one_lab(section: Section, lab: LabRecord, store: Store) -> None:
 def _policy_row(plotted: _Plotted) -> list[Cell]:
     p = plotted.record
     interval = p["score_interval"]
-    score = interval_cell(plotted.score, (interval[0], interval[1]), p["n"]) if interval else f"{fixed(100 * plotted.score, 1)}"
+    score = (interval_cell(plotted.score, (interval[0], interval[1]), p["n"]) if interval
+             else fixed(100 * plotted.score, 1))
     return [p["name"], score, num(p["metric_value"]), num(p["pgr"]),
             num(p["mean_output_tokens"], 1), p["small_calls"], p["large_calls"], num(p["seconds"]),
             "yes" if p["pareto"] else "", " ".join(f"{k}={v}" for k, v in p["routes"].items()), p["description"]]
@@ -181,9 +182,10 @@ def comparison(store: Store, run_a: str, run_b: str) -> Section:
     section.figures.append(layout(fig, "Difference B - A (points) with the 95 % bootstrap interval",
                                   yaxis={"title": "points"}))
     section.tables.append(Table(["subset", "n", "A %", "B %", "B - A", "95 % CI", "better", "worse", "p", "test"],
-                                [[r["subset"], r["n"], f"{fixed(100 * r['mean_a'], 1)}", f"{fixed(100 * r['mean_b'], 1)}",
-                                  f"{fixed(100 * r['difference'], 1, sign=True)}",
-                                  f"[{fixed(100 * r['ci_low'], 1, sign=True)}, {fixed(100 * r['ci_high'], 1, sign=True)}]", r["better"], r["worse"],
+                                [[r["subset"], r["n"], fixed(100 * r['mean_a'], 1), fixed(100 * r['mean_b'], 1),
+                                  fixed(100 * r['difference'], 1, sign=True),
+                                  (f"[{fixed(100 * r['ci_low'], 1, sign=True)}, "
+                                   f"{fixed(100 * r['ci_high'], 1, sign=True)}]"), r["better"], r["worse"],
                                   f"{r['p_value']:.3g}", r["test"]] for r in rows]))
     cost = result["cost"]
     section.notes.append("; ".join([(f"Output tokens on the paired samples: A {cost['output_tokens_a']}, B "

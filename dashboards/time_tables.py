@@ -359,7 +359,8 @@ def table_12(store: Store, section: Section, rows: list[SpeedupRow], speculative
         for mai, cell in cells.values():
             run = runs[mai["run_id"]]
             table.runs.append(run["run_id"])
-            row = _row(store, table, f"{store.setting(run)} ({run['large_model']} + {run['small_model']})", run, cell, n, None)
+            row = _row(store, table, f"{store.setting(run)} ({run['large_model']} + {run['small_model']})", run, cell,
+                       n, None)
             if run["s2"]:  # MAI +S2 (not in the paper): its score is a 'w/ S2' score
                 row[7], row[8] = table.noted(DASH, "MAI +S2 is scored with S2"), row[7]
             else:
@@ -417,6 +418,7 @@ def _row(store: Store, table: Table, method: str, run: RunRow, cell: Measured, n
             table.noted(num(cell.run_s / n) if cell.run_s is not None and n else DASH, cell.footnote),
             table.noted(cell.speedup, cell.footnote),
             score_cell(scored) if scored else table.noted(DASH, f"{run['run_id']}: not scored"),
-            score_cell(scored_s2) if scored_s2 else table.noted(DASH, f"{method} with S2: not stored over these samples"),
+            score_cell(scored_s2) if scored_s2 else table.noted(DASH,
+                                                                f"{method} with S2: not stored over these samples"),
             table.noted(DASH, "large R is the reference of the paired test"),
             run["run_id"], cell.source, cell.load]

@@ -264,7 +264,8 @@ def _part_rows(body: str) -> list[list[str]]:
         cells = line.removesuffix(" \\\\").split(" & ")
         for escaped, plain in unescape.items():
             cells = [c.replace(escaped, plain) for c in cells]
-        rows.append([re.sub(r"\\textsuperscript\{(\d)\}", lambda m: "¹²³⁴⁵⁶⁷⁸⁹"[int(m.group(1)) - 1], c) for c in cells])
+        rows.append([re.sub(r"\\textsuperscript\{(\d)\}", lambda m: "¹²³⁴⁵⁶⁷⁸⁹"[int(m.group(1)) - 1], c)
+                     for c in cells])
     return rows
 
 

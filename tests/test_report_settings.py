@@ -78,8 +78,9 @@ def test_a_deleted_generations_file_gives_cells_that_say_outputs_are_missing(
     files = duckdb.sql(f"SELECT DISTINCT filename FROM read_parquet({stored}, filename = true, union_by_name = true) "
                        f"WHERE run_id = '{runs['v2_r']}' AND prompt_kind = 'R' ORDER BY filename").fetchall()
     Path(files[0][0]).unlink()  # one file of reasoning outputs the last cascade computed
-    _, counts = query(Home.at(damaged), "SELECT count(*) FROM routes r ANTI JOIN generations g ON g.gen_id = r.gen_r_small "
-                                        f"WHERE r.run_id = '{runs['v2_r']}' AND r.gen_r_small IS NOT NULL")
+    _, counts = query(Home.at(damaged), "SELECT count(*) FROM routes r ANTI JOIN generations g "
+                                        f"ON g.gen_id = r.gen_r_small WHERE r.run_id = '{runs['v2_r']}' "
+                                        "AND r.gen_r_small IS NOT NULL")
     assert counts[0][0] > 0  # some of the run's reasoning outputs are gone
 
     assert main(["--home", str(damaged), "report", "--out", str(tmp_path / "r.html"),

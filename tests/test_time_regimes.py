@@ -1,8 +1,8 @@
 """A measured speed-up divides only times taken in one regime (docs/latency.md). On a store where MAI's small-R
 outputs were computed by the MAI run at batch 8 and the rest of Full RT's by a small-R run at batch 2, Full RT's
 stored time mixes two batch regimes: tables 11 and 12 show no measured speed-up that mixes them, but the estimate
-(equation 27), marked, with the reason in a footnote; table 12 shows the realised batch sizes and the load (start, end, max). After `mai time`
-over both runs, the speed-up comes from the timing set, with "identical n of n"."""
+(equation 27), marked, with the reason in a footnote; table 12 shows the realised batch sizes and the load (start,
+end, max). After `mai time` over both runs, the speed-up comes from the timing set, with "identical n of n"."""
 
 from __future__ import annotations
 
