@@ -5,6 +5,7 @@ baseline. Estimates pair by the models they price (speedup.sql), whatever their 
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Literal
 
 import plotly.graph_objects as go
 from mai.dashboards.charts import DASH, Section, Table, layout, num, short, subplots
@@ -200,7 +201,7 @@ def _runs_table(store: Store, group: SampleSet, rows: list[SpeedupRow], timings:
         cell = measured(r, "full_rt", timings) if r["full_rt_run_id"] else None
         itself = r["full_rt_run_id"] == r["run_id"]
         reference = "Full RT is the reference of the speed-ups: no speed-up against itself"
-        estimated = (table.noted(DASH, reference) if itself else times(r["estimated_speedup_vs_full_rt"]))
+        estimated = (table.noted(DASH, reference) if itself else _estimated(table, r, "full_rt"))
         if cell is None or itself:
             speedup = table.noted(DASH, reference if itself else "no Full RT run over these samples")
         elif cell.reason:
@@ -211,7 +212,8 @@ def _runs_table(store: Store, group: SampleSet, rows: list[SpeedupRow], timings:
         table.rows.append([
             r["estimate_name"], f"{r['prices']} ({priced_on(r['prices'], hardware)})" if r["prices"] else None,
             store.settings.get(r["run_id"], r["setting"]), table.noted(DASH, gone) if gone else r["output_tokens"],
-            num(r["estimated_s"]), estimated, table.noted(DASH, gone) if gone else num(r["measured_s"]), speedup,
+            num(r["estimated_s"]) if r["estimated_s"] is not None else table.noted(
+                DASH, f"{r['run_id']}: no estimate stored"), estimated, table.noted(DASH, gone) if gone else num(r["measured_s"]), speedup,
             timings.note(i for i in (r["run_id"], r["full_rt_run_id"]) if i),
             cell.load if cell else load_cell(r["load_start"], r["load_end"], r["load_min"], r["load_max"],
                                              r["load_band"]),
@@ -238,13 +240,34 @@ def _table_12(store: Store, section: Section, rows: list[SpeedupRow], timings: T
     for r in paired:
         groups[store.sample_sets[r["run_id"]]].append(r)
     for group, mine in sorted(groups.items()):
-        section.tables.append(Table(
+        table = Table(
             ["setting", "estimate", "large R estimate", "est. speed-up vs large R", "measured speed-up vs large R",
-             "measured on", "large R run", "run"],
-            [[store.settings.get(r["run_id"], r["setting"]), r["estimate_name"], r["large_r_estimate"], times(r["estimated_speedup_vs_large_r"]),
-              measured(r, "large_r", timings).speedup, timings.note([r["run_id"], r["large_r_run_id"] or ""]),
-              r["large_r_run_id"], r["run_id"]] for r in mine],
+             "measured on", "large R run", "run"], [],
             f"{group.label}: every run against the large model's R run; estimates pair by the profile each prices "
             "the shared (large) model with, not by name; 'measured on' names the machines and loads of the runs "
-            "that computed both measured times", group=group.key, wrap=("measured speed-up vs large R", "measured on"),
-            runs=sorted({r["run_id"] for r in mine} | {r["large_r_run_id"] or "" for r in mine})))
+            "that computed both measured times", group=group.key, wrap=("measured on",),
+            runs=sorted({r["run_id"] for r in mine} | {r["large_r_run_id"] or "" for r in mine}))
+        for r in mine:
+            cell = measured(r, "large_r", timings)
+            speedup = (table.noted(DASH, f"no measured speed-up of {r['run_id']} against {r['large_r_run_id']}: "
+                                         f"{cell.reason}") if cell.reason else cell.speedup)
+            table.rows.append([store.settings.get(r["run_id"], r["setting"]), r["estimate_name"],
+                               r["large_r_estimate"], _estimated(table, r, "large_r"), speedup,
+                               timings.note([r["run_id"], r["large_r_run_id"] or ""]), r["large_r_run_id"],
+                               r["run_id"]])
+        section.tables.append(table)
+
+
+def _estimated(table: Table, row: SpeedupRow, reference: Literal["large_r", "full_rt"]) -> str:
+    """The estimated speed-up against large R or Full RT, or a dash whose footnote says why there is none."""
+    value = row["estimated_speedup_vs_large_r" if reference == "large_r" else "estimated_speedup_vs_full_rt"]
+    if value is not None:
+        return times(value)
+    other = row["large_r_run_id" if reference == "large_r" else "full_rt_run_id"]
+    name = "large R" if reference == "large_r" else "Full RT"
+    if not other:
+        return table.noted(DASH, f"no {name} run over these samples")
+    if not row["estimate_name"]:
+        return table.noted(DASH, f"{row['run_id']}: no estimate stored")
+    return table.noted(DASH, f"no estimate of {name} run {other} that prices the shared models as "
+                             f"{row['estimate_name']} does")

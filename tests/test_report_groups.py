@@ -346,6 +346,20 @@ def test_tables_read_like_the_papers_and_export_to_latex(store: tuple[Path, dict
                           len(part))]
         assert len([row for row in index if row["table"].startswith(f"{key}-") and not row["table"].endswith(
             "-narrow")]) == part.count("<tbody><tr"), key
+    # tables 10, 11 and 12: a number, or a dash with its footnote, in every cell of a numeric column; no cell
+    # says how to measure one
+    numeric = {"MV1", "MV2", "RT", "final score %", "baseline score %", "MAI - baseline", "total s (measured)",
+               "s / sample", "speed-up", "score w/o S2", "score w/ S2", "accept rate", "vs large R w/o S2 (paired)",
+               "output tokens", "estimated s", "est. speed-up vs Full RT", "measured s", "measured speed-up vs Full RT",
+               "est. speed-up vs large R", "measured speed-up vs large R"}
+    a_number = re.compile(r"[-+]?\d|\u2014(?:[¹²³⁴⁵⁶⁷⁸⁹]|\[\d+\])")
+    for row in index:
+        if row["table"].startswith(("routing-funnel-", "table-11-", "table-12-")):
+            head, *body = list(csv.reader((exported / f"{row['table']}.csv").open()))
+            assert not [c for cells in body for c in cells if "mai time" in c], row["table"]
+            cells = [(h, c) for cells in body for h, c in zip(head, cells)
+                     if h in numeric or (cells[0] in ("Full RT (s)", "MAI (s)", "Speedup") and h != head[0])]
+            assert [(h, c) for h, c in cells if not a_number.match(c)] == [], row["table"]
     # every table compiles in a two-column article, fits its line at 7 pt or more (split into parts or set
     # across both columns where it must: the scale read back from the log) and its floats fit a page; tables 7 and
     # 12 print the page's numbers; tables 11 and 12 have a narrow variant (the paper's columns)
