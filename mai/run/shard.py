@@ -13,7 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from mai import cascade, progress
 from mai.backends.registry import loaded_engines
@@ -21,12 +21,13 @@ from mai.host import host_name
 from mai.manifest import ShardOutcome, StageMaps
 from mai.pipeline import Log, ShardsDone
 from mai.plan import RunPlan
-from mai.run.generate import StepResult, generate_outputs
 from mai.run.jobs import StageJob, ledger_key
-from mai.run.transfer import select_outputs
 from mai.storage.claims import Lease, held_by_this_process
 from mai.storage.paths import Home
 from mai.storage.runs import shard_lease_path, write_shard_outcome
+
+if TYPE_CHECKING:
+    from mai.run.generate import StepResult
 
 # runs one group of steps (the two MV1 models run together) and returns each step's outputs (stage -> sample id ->
 # output id)
@@ -43,7 +44,13 @@ class ShardListener(progress.ProgressListener, Protocol):
 
 
 def compute_step(job: StageJob, log: Log) -> StepResult:
-    """One step over one shard: a generation stage, or sparse RT's token selection; what it decided goes to `log`."""
+    """One step over one shard: a generation stage, or sparse RT's token selection; what it decided goes to `log`.
+    The steps' modules are imported here, by a run that computes: a run whose outputs are all stored (the in-process
+    executor with nothing to do) never loads them (the attention store imports pyarrow.dataset, which imports
+    pandas: tests/test_startup_imports.py)."""
+    from mai.run.generate import generate_outputs
+    from mai.run.transfer import select_outputs
+
     return generate_outputs(job, log) if job.stage.generates else select_outputs(job)
 
 
