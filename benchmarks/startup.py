@@ -1,7 +1,7 @@
 """The fixed cost of `mai` commands, from process start to exit (results in docs/benchmarks.md, "Startup"): issue
 33's acceptance list.
 
-Each command runs as a user runs it, in a fresh process (`python -m mai.flows.cli ...`), `--repeats` times; the
+Each command runs as a user runs it, in a fresh process (`python -m mai.cli ...`), `--repeats` times; the
 table reports the median and the spread:
 
   cached demo re-run       `mai demo` when every generation is stored                     goal <= 1.5 s
@@ -93,7 +93,7 @@ class Mai:
     def run(self, home: Path, *args: str) -> tuple[float, str]:
         """Seconds from process start to exit of one `mai` command, and its stdout; raises if it fails."""
         started, cpu = time.perf_counter(), children_cpu_s()
-        done = subprocess.run([sys.executable, "-m", "mai.flows.cli", "--home", str(home), *args], env=self.env,
+        done = subprocess.run([sys.executable, "-m", "mai.cli", "--home", str(home), *args], env=self.env,
                               capture_output=True, text=True, timeout=1800, check=False)
         seconds = time.perf_counter() - started
         CPU_S.append(children_cpu_s() - cpu)

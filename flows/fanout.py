@@ -117,7 +117,7 @@ def drain_deployment() -> str:
 
 def _progress(message: str, *args: object) -> None:
     """A fan-out step an operator watches for (drains submitted, waiting for workers, a shard done on a host): at
-    WARNING, the level `mai` shows on the terminal and sends to the UI by default (flows/cli sets it), where INFO
+    WARNING, the level `mai` shows on the terminal and sends to the UI by default (cli/ sets it), where INFO
     reaches neither. Each line starts with `fan-out`."""
     get_run_logger().warning("fan-out " + message, *args)
 

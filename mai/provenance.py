@@ -133,14 +133,6 @@ def load_average() -> list[float]:
         return []
 
 
-def one_minute_load() -> float | None:
-    """The 1-minute load average now (None where the OS has none): sampled around each engine call."""
-    try:
-        return round(os.getloadavg()[0], 2)
-    except OSError:
-        return None
-
-
 def machine(load_at_start: list[float]) -> MachineRecord:
     """The machine a run was timed on, with its load when the run started (given) and now (its end)."""
     return {"host": host_name(), "hardware": hardware(), "cpu_count": os.cpu_count() or 0,

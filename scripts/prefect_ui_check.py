@@ -57,7 +57,7 @@ def run_fanned_out(env: dict[str, str], home: Path, worker_pids: dict[int, str])
     """`mai run ... --workers 2` in a subprocess; one worker killed while it runs a shard."""
     import subprocess
 
-    command = [sys.executable, "-m", "mai.flows.cli", "--home", str(home), "run", "--limit", "24", "--shards", "2",
+    command = [sys.executable, "-m", "mai.cli", "--home", str(home), "run", "--limit", "24", "--shards", "2",
                "--workers", "2", "--batch-size", "4", "--max-new-tokens", "R=160", "--name", RUN_NAME, "--json"]
     done = threading.Event()
     killed: list[str | None] = [None]

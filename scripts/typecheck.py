@@ -4,7 +4,7 @@ Why a view: setuptools installs the top-level folders `flows/ tasks/ storage/ da
 (`package-dir` in pyproject.toml). mypy cannot follow that mapping (an editable install reaches it through an
 import hook, which mypy never runs), and `mypy_path`/`explicit_package_bases` only choose package roots, they
 do not rename a folder. So this script builds `build/typecheck/mai/`: a link to every module and subpackage of
-`mai/`, plus `flows`, `tasks`, `storage`, `dashboards` linked in as subpackages, and runs mypy on that one
+`mai/`, plus `flows`, `tasks`, `storage`, `dashboards`, `cli`, `api` linked in as subpackages, and runs mypy on that one
 tree. Every file is seen once, under the module name it is imported by; mypy's paths are mapped back to the
 real files (`build/typecheck/mai/storage/x.py` -> `storage/x.py`) so that an error points at a file to open.
 
@@ -22,7 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 VIEW = ROOT / "build" / "typecheck"
 # subpackage of `mai` -> folder in the repository; must agree with [tool.setuptools] package-dir
-SHELL = {"flows": "flows", "tasks": "tasks", "storage": "storage", "dashboards": "dashboards"}
+SHELL = {"flows": "flows", "tasks": "tasks", "storage": "storage", "dashboards": "dashboards", "cli": "cli",
+         "api": "api"}
 
 
 def build_view() -> Path:

@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from mai.flows.cli import main
+from mai.cli import main
 from mai.storage.paths import Home
 
 from mai.config import RunConfig

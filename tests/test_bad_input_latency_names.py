@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from mai.flows.cli import main
+from mai.cli import main
 from mai.storage.latency import check_name, read_profile, write_estimate, write_profile
 from mai.storage.paths import Home
 

@@ -83,7 +83,7 @@ def test_mmmu_options_that_are_no_list_literal_are_errors(options: str) -> None:
 
 def test_mai_score_reports_a_non_utf8_line_and_goes_on(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The command line reads the file as bytes: a line that is not UTF-8 is that line's error, the exit is 0."""
-    from mai.flows.cli import main
+    from mai.cli import main
 
     predictions = tmp_path / "predictions.jsonl"
     predictions.write_bytes(b'{"question": "Is there a cat?", "answer": "yes", "prediction": "\xff"}\n'

@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from mai.flows.cli import main
+from mai.cli import main
 from mai.storage.paths import Home
 from mai.storage.runs import read_routes
 from PIL import Image
@@ -339,8 +339,8 @@ def test_spec_budgets_are_the_runs_unless_the_command_sets_them(home: Path, tmp_
 def test_mai_regress_on_a_spec_uses_the_specs_budgets_and_the_models_defaults(tmp_path: Path) -> None:
     """`mai regress --benchmark SPEC` starts from the shapes pair's fields, not from its whole configuration: the
     spec's budgets and the given models' defaults apply, as for `mai run` (they were the pair's S 12 / R 160)."""
-    from mai.flows.cli import _parser
-    from mai.flows.cli.runs import regress_config
+    from mai.cli import _parser
+    from mai.cli.runs import regress_config
 
     from mai.config import DEFAULT_MAX_NEW_TOKENS, SHAPES_MAX_NEW_TOKENS, default_batch_sizes
 

@@ -65,8 +65,8 @@ def test_a_cached_rerun_makes_no_shard_flow_and_only_the_shards_that_lack_output
     """One store, five runs: the first computes 2 shards as shard flows; the same run again makes no shard flow or
     step task, gives the same run and builds no report; `mai run --report FILE` builds it; a wider run (4 shards,
     the first two stored) runs only the other two as shard flows; and the wider run again gives the same run."""
+    from mai.cli import main
     from mai.flows.artifacts import report_hint
-    from mai.flows.cli import main
     from mai.storage.paths import Home
 
     from mai.backends.registry import clear_engines, loaded_engines
@@ -83,7 +83,7 @@ def test_a_cached_rerun_makes_no_shard_flow_and_only_the_shards_that_lack_output
     assert loaded_engines() == []  # nothing to compute: no engine made, no model loaded
     _same_results(first, again)
     # the run's own HTML report is not built by the run: on demand (`mai report RUN_ID`, or `mai run --report`,
-    # written from the store after the run, computed or looked up alike: flows/cli/runs.py)
+    # written from the store after the run, computed or looked up alike: cli/runs.py)
     assert not list(Home.at(home).runs.glob("*/report.html"))
     out = tmp_path / "run-report.html"
     argv = ["--home", str(home), "run", "--benchmark", "shapes", "--small-model", "mai-shapes-small",

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from mai.cli import main
 from mai.dashboards.saved import list_saved, load_saved
-from mai.flows.cli import main
 from mai.storage.catalog import VIEW_NAMES, build_catalog, query
 from mai.storage.paths import Home
 

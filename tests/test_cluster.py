@@ -195,7 +195,7 @@ def wait_for_workers(cluster: Cluster, wanted: dict[str, int], labels: str, time
 
 
 def store_check(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mai.flows.cli", "store", "check", "--home", str(cluster.store),
+    return subprocess.run([sys.executable, "-m", "mai.cli", "store", "check", "--home", str(cluster.store),
                            *args], cwd=REPO, env=prefect_env(cluster.api_url), capture_output=True, text=True,
                           timeout=HUNG_S, check=False)
 
@@ -221,7 +221,7 @@ def test_the_store_passes_its_checks_on_each_host_and_across_the_hosts_whose_loc
     # the server's own tables are in PostgreSQL (its migrations ran there)
     assert {"flow_run", "deployment", "work_pool"} <= set(database_tables(cluster.postgres))
     # each host finds at its own mount path what the store needs (locks, atomic rename, symlinks, ...), both at once
-    on_each = {label: subprocess.Popen(on_host(cluster.hosts[label], [sys.executable, "-m", "mai.flows.cli", "store",
+    on_each = {label: subprocess.Popen(on_host(cluster.hosts[label], [sys.executable, "-m", "mai.cli", "store",
                                                                       "check"], {}),
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for label in HEALTHY}
     wait_for_workers(cluster, {POOL: 2}, "ab")
@@ -239,7 +239,7 @@ def mai_run(api_url: str, home: Path, *extra: str, args: list[str] = RUN_ARGS,
             drains: str = DRAIN_DEPLOYMENT) -> subprocess.Popen[bytes]:
     """`mai run` on the head node (the test's namespaces), against the cluster's server, its drains submitted to
     `drains`."""
-    return subprocess.Popen([sys.executable, "-m", "mai.flows.cli", "--home", str(home), "run", *args, *extra],
+    return subprocess.Popen([sys.executable, "-m", "mai.cli", "--home", str(home), "run", *args, *extra],
                             cwd=REPO, env=prefect_env(api_url, MAI_DRAIN_DEPLOYMENT=drains),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
@@ -436,7 +436,7 @@ def test_with_no_healthy_host_left_a_run_fails_saying_so_in_one_line(cluster: Cl
     wait_for_workers(cluster, {POOL: len(alive)}, alive)  # at once after the test above
     for label in HEALTHY:
         cluster.hosts[label].kill()
-    failed = subprocess.run([sys.executable, "-m", "mai.flows.cli", "--home", str(cluster.store), "run", "--limit", "4",
+    failed = subprocess.run([sys.executable, "-m", "mai.cli", "--home", str(cluster.store), "run", "--limit", "4",
                              "--shards", "1", "--batch-size", "4", "--workers", "1", "--name", "no-healthy-host"],
                             cwd=REPO, env=prefect_env(cluster.api_url, MAI_DRAIN_DEPLOYMENT=DRAIN_DEPLOYMENT),
                             capture_output=True, text=True, timeout=HUNG_S, check=False)

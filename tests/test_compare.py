@@ -63,7 +63,7 @@ def _parquet_output_tokens(home: Path) -> dict[str, int]:
 
 @pytest.mark.prefect
 def test_compare_two_real_runs_against_the_stored_files(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
-    from mai.flows.cli import main
+    from mai.cli import main
 
     run_a, run_b = store.runs["small_s"], store.runs["cascade"]
     assert main(["--home", str(store.home), "compare", run_a, run_b, "--json"]) == 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from mai.flows.cli import main
+from mai.cli import main
 
 from mai.backends.registry import loaded_engines
 

@@ -34,7 +34,7 @@ def test_mai_run_local_computes_with_no_prefect_and_no_server(home: Path) -> Non
     calls no API) and is complete in the store."""
     script = f"""
 import json, sys
-from mai.flows.cli import main
+from mai.cli import main
 code = main(["--home", {str(home)!r}, "run", "--local", "--limit", "{LIMIT}", "--shards", "2", "--json",
              *[f"--max-new-tokens={{k}}={{v}}" for k, v in {BUDGET!r}.items()]])
 print(json.dumps({{"code": code, "prefect": sorted(m for m in sys.modules if m.split(".")[0] == "prefect")}}))

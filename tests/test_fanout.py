@@ -266,7 +266,7 @@ def test_concurrent_runs_on_one_store_each_compute_only_their_own_identities(hom
               *[f"--max-new-tokens={k}={v}" for k, v in BUDGET.items()], "--json"]
     variants = [[], [], ["--s2"], ["--mode", "full_rt"]]
     env = prefect_env(str(PREFECT_API_URL.value()))
-    processes = [subprocess.Popen([sys.executable, "-m", "mai.flows.cli", "--home", str(home), "run", *common, *extra],
+    processes = [subprocess.Popen([sys.executable, "-m", "mai.cli", "--home", str(home), "run", *common, *extra],
                                   cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
                  for extra in variants]
     outputs = [p.communicate(timeout=3600) for p in processes]  # a limit a loaded machine meets
@@ -395,7 +395,7 @@ def test_stopping_a_fanned_out_parent_cancels_its_drains_and_shards(workers: Wor
     shutil.copytree(home / "datasets", other / "datasets")
     name = f"stop-me-{signal.Signals(signum).name}"
     args = ["--limit", "24", "--shards", "2", "--workers", "2", "--batch-size", "4", "--max-new-tokens", "R=160"]
-    parent = subprocess.Popen([sys.executable, "-m", "mai.flows.cli", "--home", str(other), "run", *args, "--name",
+    parent = subprocess.Popen([sys.executable, "-m", "mai.cli", "--home", str(other), "run", *args, "--name",
                                name], cwd=REPO, env=prefect_env(workers.api_url), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, start_new_session=True)
     # until a shard runs on a worker: its lease held and its subflow run Running (a condition, not a time: on a
@@ -445,7 +445,7 @@ def test_a_worker_stopped_by_sigterm_ends_within_seconds_and_its_drain_gives_its
     shutil.copytree(home / "models", other / "models")
     shutil.copytree(home / "datasets", other / "datasets")
     log = (tmp_path / "worker-c.log").open("wb")
-    third = subprocess.Popen([sys.executable, "-m", "mai.flows.cli", "worker", "--pool", POOL, "--limit", "1",
+    third = subprocess.Popen([sys.executable, "-m", "mai.cli", "worker", "--pool", POOL, "--limit", "1",
                               "--name", "worker-c"], cwd=tmp_path, env=prefect_env(workers.api_url, MAI_HOME=str(other)),
                              stdout=log, stderr=subprocess.STDOUT)
     result: dict[str, Any] = {}
@@ -510,7 +510,7 @@ def test_with_no_worker_online_the_run_says_how_to_start_one(workers: Workers, h
     shutil.copytree(home / "datasets", other / "datasets")
     wait_s = 5
     started = time.monotonic()
-    failed = subprocess.run([sys.executable, "-m", "mai.flows.cli", "--home", str(other), "run", "--limit", "8",
+    failed = subprocess.run([sys.executable, "-m", "mai.cli", "--home", str(other), "run", "--limit", "8",
                              "--shards", "2", "--workers", "2", "--name", "no-worker"], cwd=REPO,
                             env=prefect_env(workers.api_url, MAI_NO_WORKER_WAIT_S=str(wait_s)), capture_output=True,
                             text=True, timeout=300, check=False)

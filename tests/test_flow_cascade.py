@@ -87,7 +87,7 @@ def test_cascade_rerun_s2_toggle_new_large_model_and_baselines_reuse_cascade_out
 
 
 def test_unknown_model_or_benchmark_fails_before_loading(home: Path) -> None:
-    from mai.flows.cli import main
+    from mai.cli import main
 
     from mai.errors import ConfigError
 

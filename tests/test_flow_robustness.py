@@ -49,7 +49,7 @@ def test_corrupt_and_incomplete_rows_are_recorded_and_the_run_completes(home: Pa
 
 def test_a_run_killed_mid_stage_completes_on_rerun_without_duplicates(home: Path) -> None:
     budget = {**BUDGET, "R": 160}  # long reasoning so that the kill lands inside the R stage
-    command = [sys.executable, "-m", "mai.flows.cli", "--home", str(home), "run", "--limit", "48", "--shards", "2",
+    command = [sys.executable, "-m", "mai.cli", "--home", str(home), "run", "--limit", "48", "--shards", "2",
                "--batch-size", "4", *[f"--max-new-tokens={k}={v}" for k, v in budget.items()]]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 240

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from mai.flows.cli import main
+from mai.cli import main
 from mai.storage.paths import Home
 
 pytestmark = [pytest.mark.prefect, pytest.mark.cluster]

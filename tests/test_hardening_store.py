@@ -14,7 +14,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from mai.flows.cli import main
+from mai.cli import main
 from mai.storage.catalog import VIEW_NAMES, build_catalog
 from mai.storage.paths import Home
 

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from mai.flows.cli import main
+from mai.cli import main
 
 from mai import api
 from mai.errors import ConfigError
@@ -113,7 +113,7 @@ def test_the_timeout_holds_for_a_statement_that_never_checks_for_an_interrupt(tm
 def test_a_signal_stops_a_running_query_at_once(tmp_path: Path, signum: int) -> None:
     """SIGTERM ends `mai sql` and its query at once (exit status 143), not at the timeout; SIGKILL, which nothing
     can handle, ends the query too (the worker process exits when its caller's end of the lifeline closes)."""
-    command = [sys.executable, "-m", "mai.flows.cli", "--home", str(tmp_path), "sql", "--timeout", "300",
+    command = [sys.executable, "-m", "mai.cli", "--home", str(tmp_path), "sql", "--timeout", "300",
                "SELECT sum(a.range * b.range) FROM range(1000000) a, range(1000000) b"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -2,7 +2,7 @@
 
 Packages, lowest first: the core (`mai/`: types, prompts, cascade, the plan, the pipeline, mai.evals,
 mai.backends), then storage, the run's steps over the store (`mai/run/`), the Prefect tasks, the dashboards, the
-flows, and the command line (`mai.flows.cli`) and the library API (`mai.api`) on top. A package may import only
+flows, and the command line (`mai.cli`) and the library API (`mai.api`) on top. A package may import only
 packages below it; the core imports no Prefect or DuckDB at all; and no module imports itself back through others
 (no cycle, however deep). The folders say what lives in them: every module of `flows/` and `tasks/` imports Prefect,
 and nothing in `mai/` does.
@@ -42,15 +42,16 @@ def module_files() -> dict[str, Path]:
             parts = list(path.relative_to(folder).with_suffix("").parts)
             if parts[-1] == "__init__":
                 parts.pop()
-            if package == "mai" and parts and parts[0] in ("flows", "tasks", "storage", "dashboards"):
+            if package == "mai" and parts and parts[0] in ("flows", "tasks", "storage", "dashboards", "cli", "api"):
                 continue  # never the case (mai/ has no such folders); the mapping wins if it were
             modules[".".join([package, *parts])] = path
     return modules
 
 
 def layer_of(module: str) -> str:
-    if module.startswith("mai.flows.cli") or module == "mai.api":
-        return "cli"
+    for top in ("mai.cli", "mai.api"):  # folders of their own (cli/, api/): the command line and the library API
+        if module == top or module.startswith(top + "."):
+            return "cli"
     if module == "mai.run" or module.startswith("mai.run."):
         return "run"
     for layer in ("flows", "tasks", "storage", "dashboards"):
@@ -214,3 +215,25 @@ def test_every_module_of_flows_and_tasks_imports_prefect_and_none_of_mai_does() 
     core = [m for m, path in files.items() if m.split(".")[1:2] not in (["flows"], ["tasks"], ["storage"],
                                                                         ["dashboards"]) and imports_prefect(path)]
     assert shell == [] and core == [], (shell, core)
+
+
+def test_no_module_of_the_core_folder_imports_the_shell() -> None:
+    """By folder, with no exemption: nothing in `mai/` imports from `flows/`, `tasks/`, the command line or the
+    library API (which live in folders of their own above it)."""
+    files, graph = module_files(), import_graph()
+    core = ROOT / "mai"
+    shell = ("mai.flows", "mai.tasks", "mai.cli", "mai.api")
+    offenders = [f"{files[module].relative_to(ROOT)} imports {target}" for module, targets in graph.items()
+                 if files[module].is_relative_to(core)
+                 for target in targets if target in shell or target.startswith(tuple(p + "." for p in shell))]
+    assert offenders == []
+
+
+def test_provenance_and_the_backends_do_not_import_each_other() -> None:
+    """Provenance reads the backends' model facts; the backends time their calls with the host's load (mai.host),
+    never with provenance: one direction only."""
+    graph = import_graph()
+    backends = [m for m in graph if m.startswith("mai.backends.")]
+    both = {m for m in backends if "mai.provenance" in graph[m]}, \
+        {t for t in graph["mai.provenance"] if t.startswith("mai.backends.")}
+    assert not (both[0] and both[1]), both

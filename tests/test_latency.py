@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from mai.cli import main
 from mai.dashboards.saved import load_saved
-from mai.flows.cli import main
 from mai.flows.profiles import mai_estimate, mai_profile
 from mai.storage.catalog import query
 from mai.storage.latency import read_profile, read_run_calls, write_profile

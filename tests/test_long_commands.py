@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from mai.flows.cli import main
+from mai.cli import main
 from mai.flows.speculative import mai_speculative, stored_rows
 from mai.storage.catalog import query
 from mai.storage.paths import Home
@@ -39,7 +39,7 @@ class Events:
 
 
 def test_speculative_keeps_its_batches_when_killed_and_resumes(home: Path) -> None:
-    command = [sys.executable, "-m", "mai.flows.cli", "--home", str(home), "speculative", "--limit", "4", "--shards",
+    command = [sys.executable, "-m", "mai.cli", "--home", str(home), "speculative", "--limit", "4", "--shards",
                "1", "--batch-size", "1", *[f"--max-new-tokens={k}={v}" for k, v in SPEC_BUDGET.items()]]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     store = Home.at(home)

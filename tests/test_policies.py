@@ -50,7 +50,7 @@ def _stored_run(home: Path, run_id: str, generations: dict[str, dict[str, Any]])
 @pytest.mark.prefect
 def test_policies_equal_the_stored_runs_and_the_oracle_bounds_them(store: Store,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    from mai.flows.cli import main
+    from mai.cli import main
 
     assert main(["--home", str(store.home), "policies", "--benchmark", "shapes", "--json"]) == 0
     (lab,) = json.loads(capsys.readouterr().out)
@@ -96,9 +96,9 @@ def test_policies_equal_the_stored_runs_and_the_oracle_bounds_them(store: Store,
 
 @pytest.mark.prefect
 def test_a_policy_without_its_outputs_names_the_run_that_stores_them(store: Store) -> None:
+    from mai.cli import _parser
+    from mai.cli.options import run_config
     from mai.dashboards.policies import find_groups, policy_lab
-    from mai.flows.cli import _parser
-    from mai.flows.cli.options import run_config
     from mai.storage.paths import Home
 
     home = Home.at(store.home)

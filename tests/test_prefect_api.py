@@ -47,7 +47,7 @@ def test_a_killed_run_leaves_no_process_behind(tmp_path: Path) -> None:
     env.update(HF_HUB_OFFLINE="1", PREFECT_LOGGING_LEVEL="WARNING", PREFECT_HOME=str(tmp_path / "a-fresh-prefect-home"))  # not made yet
     home = tmp_path / "store"
     with open(tmp_path / "run.log", "wb") as log:
-        run = subprocess.Popen([sys.executable, "-m", "mai.flows.cli", "--home", str(home), "run", "--limit", "24",
+        run = subprocess.Popen([sys.executable, "-m", "mai.cli", "--home", str(home), "run", "--limit", "24",
                                 "--shards", "1", "--max-new-tokens", "R=64"], cwd=REPO, env=env, stdout=log,
                                stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 300
@@ -98,7 +98,7 @@ def test_runs_on_two_stores_do_not_wait_on_each_other_for_their_servers(tmp_path
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_path, "a") as held:
         fcntl.flock(held, fcntl.LOCK_EX)  # store A's run waits here, as behind another start on its store
-        runs = [subprocess.Popen([sys.executable, "-m", "mai.flows.cli", "--home", str(store), *args], cwd=REPO,
+        runs = [subprocess.Popen([sys.executable, "-m", "mai.cli", "--home", str(store), *args], cwd=REPO,
                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
                 for store in stores]
         out_b, _ = runs[1].communicate(timeout=600)
@@ -124,7 +124,7 @@ def test_a_run_whose_prefect_api_dies_fails_with_one_line_and_resumes(tmp_path: 
     with mock.patch.dict(os.environ, {"PREFECT_HOME": env["PREFECT_HOME"]}):  # the server's database: its own
         server, url = _start_server_process(tmp_path / "prefect.db")
     home = tmp_path / "store"
-    command = [sys.executable, "-m", "mai.flows.cli", "--home", str(home), "run", "--limit", "12", "--shards", "2",
+    command = [sys.executable, "-m", "mai.cli", "--home", str(home), "run", "--limit", "12", "--shards", "2",
                "--max-new-tokens", "R=32", "--json"]
     run = subprocess.Popen(command, cwd=REPO, env={**env, "PREFECT_API_URL": url}, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
@@ -166,7 +166,7 @@ def write_then_lose_the_api(*args, **kwargs):
     while socket.socket().connect_ex(("127.0.0.1", port)) == 0:  # until the port refuses connections
         time.sleep(0.05)
 finish.write_manifest = write_then_lose_the_api
-from mai.flows.cli import main
+from mai.cli import main
 sys.exit(main(sys.argv[3:]))
 """
 
@@ -174,7 +174,7 @@ sys.exit(main(sys.argv[3:]))
 def test_a_run_in_the_store_is_completed_though_its_prefect_api_died(tmp_path: Path) -> None:
     """Recording in Prefect never changes a run's outcome: the configured server dies after the run is written to
     the store (publishing its artifacts and ending its flow run fail), and the command still reports the run as
-    completed with its stored manifest (mai/api.py, `_completed_in_store`)."""
+    completed with its stored manifest (api/__init__.py, `_completed_in_store`)."""
     import json
     import signal
     from urllib.parse import urlparse

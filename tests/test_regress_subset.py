@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from mai.flows.cli import main
+from mai.cli import main
 
 from mai.regression import compare_runs
 from tests.helpers import BUDGET, run

@@ -89,7 +89,7 @@ def _all_visible_ids(page: Any) -> list[str]:
 @pytest.mark.browser
 def test_report_in_headless_chromium(store: Store, browser: Any, tmp_path: Path, screenshots: Path,
                                      capsys: pytest.CaptureFixture[str]) -> None:
-    from mai.flows.cli import main
+    from mai.cli import main
 
     out = tmp_path / "report.html"
     small_s, cascade = store.runs["small_s"], store.runs["cascade"]

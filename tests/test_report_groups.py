@@ -379,7 +379,7 @@ def test_tables_read_like_the_papers_and_export_to_latex(store: tuple[Path, dict
             else:  # parts and wrapped cells reorder the text: every number is printed
                 assert wanted and not Counter(wanted) - Counter(NUMBER.findall(text)), (row["table"], wanted, text)
     # the command line: `mai report --tables DIR` writes the same files
-    from mai.flows.cli import main
+    from mai.cli import main
 
     assert main(["--home", str(root), "report", "--out", str(tmp_path / "cli.html"), "--tables",
                  str(tmp_path / "cli")]) == 0

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from mai.flows.cli import main
+from mai.cli import main
 from mai.storage.paths import Home
 
 from mai import api

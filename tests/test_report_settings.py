@@ -17,9 +17,9 @@ from typing import Any, cast
 
 import duckdb
 import pytest
+from mai.cli import main
 from mai.dashboards.rows import SpeedupRow, TimingSetRow
 from mai.dashboards.time_tables import Timings, measured
-from mai.flows.cli import main
 from mai.storage.catalog import query
 from mai.storage.paths import Home
 

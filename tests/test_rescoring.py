@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from mai.flows.cli import main
+from mai.cli import main
 from mai.storage.catalog import query
 from mai.storage.paths import Home
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
-from mai.flows.cli import _parser, runs
-from mai.flows.cli.options import run_config
+from mai.cli import _parser, runs
+from mai.cli.options import run_config
 
 from mai.config import DEFAULT_MAX_NEW_TOKENS, SHAPES_MAX_NEW_TOKENS, RunConfig, shapes_pair_config
 

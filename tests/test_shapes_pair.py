@@ -17,7 +17,7 @@ LIMIT = 32
 
 @pytest.mark.usefixtures("shapes_dataset")
 def test_demo_runs_the_trained_pair_and_the_regression_flow_guards_it(home: Path, tmp_path: Path) -> None:
-    from mai.flows.cli import main
+    from mai.cli import main
     from mai.flows.regression import mai_regression
     from mai.storage.catalog import query
     from mai.storage.paths import Home

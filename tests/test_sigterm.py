@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from mai.flows.cli import EXIT_STOPPED
+from mai.cli import EXIT_STOPPED
 from mai.storage.paths import Home
 from mai.storage.runs import read_routes
 from mai.storage.verify import verify_store
@@ -28,7 +28,7 @@ LIMIT = 4
 
 
 def test_sigterm_stops_a_run_within_a_step_and_a_rerun_completes_it(home: Path) -> None:
-    command = [sys.executable, "-m", "mai.flows.cli", "--home", str(home), "run", "--limit", str(LIMIT), "--shards",
+    command = [sys.executable, "-m", "mai.cli", "--home", str(home), "run", "--limit", str(LIMIT), "--shards",
                "1", "--batch-size", "2", *[f"--max-new-tokens={k}={v}" for k, v in LONG.items()]]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     store = Home.at(home)

@@ -111,8 +111,8 @@ def test_order_and_batch_size_never_change_an_engines_outputs(home: Path) -> Non
 
 
 def test_batch_sizes_per_prompt_kind_from_the_pair_the_command_line_and_deployments() -> None:
-    from mai.flows.cli import _parser
-    from mai.flows.cli.options import run_config
+    from mai.cli import _parser
+    from mai.cli.options import run_config
     from mai.flows.deployment import merge_config
 
     from mai.config import RunConfig

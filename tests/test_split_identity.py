@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from mai.flows.cli import main
+from mai.cli import main
 from mai.storage.paths import Home
 from mai.storage.split_check import runs_reading_another_split
 

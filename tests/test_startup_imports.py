@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from mai.flows.cli import main
+from mai.cli import main
 
 PROBE = """
 import json, os, subprocess, sys
@@ -25,7 +25,7 @@ def recording(self, args, *rest, **options):
     started.append(os.path.basename(str(args[0] if isinstance(args, (list, tuple)) else args)))
     popen(self, args, *rest, **options)
 subprocess.Popen.__init__ = recording
-from mai.flows.cli import main
+from mai.cli import main
 from mai.backends.registry import loaded_engines
 code = main(sys.argv[1:])
 heavy = sorted(m for m in ("torch", "transformers", "datasets", "prefect", "pandas") if m in sys.modules)
@@ -87,7 +87,7 @@ def test_a_cached_rerun_imports_no_model_library_and_loads_no_model(tmp_path: Pa
 
 SQL_PROBE = """
 import json, sys
-from mai.flows.cli import main
+from mai.cli import main
 code = main(sys.argv[1:])
 loaded = sorted(m for m in ("torch", "transformers", "datasets", "prefect", "pandas", "pydantic", "pyarrow", "numpy")
                 if m in sys.modules)

@@ -42,7 +42,7 @@ if report:
 
 
 def mai(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mai.flows.cli", *args], check=False, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "mai.cli", *args], check=False, capture_output=True,
                           text=True, env=env, timeout=600)
 
 

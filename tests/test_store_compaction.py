@@ -144,7 +144,7 @@ def test_sigkill_during_compaction_loses_and_duplicates_nothing(tmp_path: Path) 
 
 
 def test_duplicates_and_orphans_are_reported_then_removed(tmp_path: Path) -> None:
-    from mai.flows.cli import main
+    from mai.cli import main
 
     home = Home.at(tmp_path)
     directory = partition_of(home).path

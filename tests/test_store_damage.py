@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import pyarrow.parquet as pq
 import pytest
-from mai.flows.cli import main
+from mai.cli import main
 
 from mai import api
 from mai.config import RunConfig, shapes_pair_config

@@ -223,7 +223,7 @@ def test_mai_serve_keeps_servers_for_runs_prefix_cache_hits_and_given_urls(
     home = new_home(tmp_path_factory, assets_home, "served")
     models = model_overrides(home)
     names = [models.get(f"{role}_model", getattr(RunConfig(), f"{role}_model")) for role in ("small", "large")]
-    serve = subprocess.Popen([sys.executable, "-m", "mai.flows.cli", "--home", str(home), "serve", *names],
+    serve = subprocess.Popen([sys.executable, "-m", "mai.cli", "--home", str(home), "serve", *names],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         registry = vllm_server.registry_path(home)

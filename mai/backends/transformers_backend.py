@@ -45,8 +45,7 @@ from mai.backends.transformers_profiling import (
     profile_calls,
 )
 from mai.errors import ModelLoadError
-from mai.host import host_name
-from mai.provenance import one_minute_load
+from mai.host import host_name, one_minute_load
 from mai.types import CaptureRequest, Decoding, GenRequest, GenResult, LayerCapture, ModelSpec
 
 if TYPE_CHECKING:

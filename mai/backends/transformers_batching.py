@@ -19,7 +19,7 @@ from mai import stop
 from mai.backends.model_family import ModelInputs
 from mai.backends.transformers_loading import LoadedModel
 from mai.errors import ConfigError
-from mai.provenance import one_minute_load
+from mai.host import one_minute_load
 from mai.types import Decoding, FinishReason, GenRequest, GenResult
 
 T = TypeVar("T")

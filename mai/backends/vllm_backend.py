@@ -30,10 +30,9 @@ from mai.backends.vllm_model_files import load_detokenizer, stop_token_ids
 from mai.backends.vllm_protocol import ServerGone, StreamedCompletion, request_body, stream_chunks
 from mai.backends.vllm_server import CPU_HEAD_SIZES
 from mai.errors import ConfigError
-from mai.host import host_name
+from mai.host import host_name, one_minute_load
 from mai.identity import BackendIdentity
 from mai.manifest import ServerEvent, ServerEventKind
-from mai.provenance import one_minute_load
 from mai.types import FinishReason, GenRequest, GenResult, ModelSpec, Role
 
 # tests and benchmarks skip models whose head size vLLM's CPU build cannot serve

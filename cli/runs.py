@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mai.flows.cli.options import add_run_options, layers_and_deltas, run_config
+from mai.cli.options import add_run_options, layers_and_deltas, run_config
 
 from mai import api
 

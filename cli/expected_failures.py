@@ -2,7 +2,7 @@
 Prefect API that stops answering mid-run.
 
 A flow command that meets a read-only store or a full disk half-way (a task writing its routes, a compaction) ends
-with the CLI's one line saying what to do (flows/cli/__init__.py). Before that line, Prefect's engines log the task's
+with the CLI's one line saying what to do (cli/__init__.py). Before that line, Prefect's engines log the task's
 and the flow's failure at ERROR, the exception's traceback included, to the console: some 70 lines that bury the one
 that matters. `quiet_expected_failures` drops exactly those records from the console handlers; every other record,
 and the same records on their way to the Prefect API (the run's logs in the UI keep the traceback), are untouched.

@@ -22,8 +22,8 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 # in-process caller that imported Prefect before this module runs Prefect's own temporary server)
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
-from mai.flows.cli import assets, benchmarks, profiles, report, runs, store, worker
-from mai.flows.cli.expected_failures import quiet_expected_failures
+from mai.cli import assets, benchmarks, profiles, report, runs, store, worker
+from mai.cli.expected_failures import quiet_expected_failures
 from mai.storage.damage import DamagedFileError
 
 from mai import stop

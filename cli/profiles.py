@@ -6,8 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
+from mai.cli.options import batch_sizes_per_kind, integers, model_profiles
 from mai.dashboards.render import format_rows
-from mai.flows.cli.options import batch_sizes_per_kind, integers, model_profiles
 
 from mai import api
 
