@@ -23,7 +23,7 @@ guarded as scripts/vllm_env.sh does); lmms-eval imports `decord` without declari
 transformers is pinned to mai's version so both sides run the same model code.
 
 Deviations from a stock lmms-eval command, so that both sides compute the same thing: lmms-eval's `qwen3_vl`
-always adds a system turn ("You are a helpful assistant."; `system_prompt=None` still renders an empty one),
+always adds a system turn ("You are a helpful assistant."; its `system_prompt` argument changes only the text),
 which mai does not send, so the launcher drops system turns before the chat template is applied; it loads the
 weights in bfloat16 whatever it is told (no dtype argument), while mai runs float32, its default, so the launcher
 loads them in float32 (`--peer-dtype bfloat16` keeps lmms-eval's loading); `device=cpu,device_map=cpu` (its
@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -108,11 +109,20 @@ if "_mai_guard" not in text:
 
 @dataclass
 class Timed:
-    """One whole command: its wall seconds and the 1-minute load average before and after it."""
+    """One whole command: its wall seconds, the 1-minute load average before and after it, and the time the
+    command itself reports for generating (lmms-eval's `total_elapsed_time`: its `generate` calls; mai's
+    `model generate`: its engine calls, prompt encoding included) and, for mai, the run's own wall time."""
 
     seconds: float
     load_before: float
     load_after: float
+    generate_s: float | None = None
+    run_wall_s: float | None = None
+
+
+# what each command prints about its own time (see Timed)
+MAI_TIMES = re.compile(r"wall time: ([\d.]+) s \(model generate ([\d.]+) s")
+PEER_GENERATE = re.compile(r"\|total_elapsed_time\|\s*([\d.]+)")
 
 
 @dataclass
@@ -131,6 +141,10 @@ class BatchResult:
         timed: list[Timed] = getattr(self, name)
         return statistics.median(t.seconds for t in timed)
 
+    def median_of(self, name: str, reported: str) -> float | None:
+        values = [v for t in getattr(self, name) if (v := getattr(t, reported)) is not None]
+        return round(statistics.median(values), 2) if values else None
+
     def summary(self) -> dict[str, object]:
         peer = self.median("lmms_eval")
         return {
@@ -138,6 +152,8 @@ class BatchResult:
             "mai_flow_s": round(self.median("mai_flow"), 2), "mai_rerun_s": round(self.median("mai_rerun"), 2),
             "local_over_lmms_eval": round(self.median("mai_local") / peer, 3),
             "flow_over_lmms_eval": round(self.median("mai_flow") / peer, 3),
+            "generate_s": {k: self.median_of(k, "generate_s") for k in ("lmms_eval", "mai_local", "mai_flow")},
+            "mai_run_wall_s": {k: self.median_of(k, "run_wall_s") for k in ("mai_local", "mai_flow")},
             "identical_answers": f"{self.identical_answers}/{self.rows}",
             "identical_prompts": f"{self.identical_prompts}/{self.rows}",
             "differences": self.differences[:5],
@@ -285,11 +301,18 @@ def timed(command: Sequence[str], env: dict[str, str], cwd: Path, log: Path) -> 
     seconds = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"command failed ({done.returncode}), see {log}: {' '.join(command)}")
-    return Timed(round(seconds, 3), load_before, os.getloadavg()[0])
+    result = Timed(round(seconds, 3), load_before, os.getloadavg()[0])
+    printed = log.read_text(errors="replace")
+    if mine := MAI_TIMES.search(printed):
+        result.run_wall_s, result.generate_s = float(mine.group(1)), float(mine.group(2))
+    elif peer := PEER_GENERATE.search(printed):
+        result.generate_s = float(peer.group(1))
+    return result
 
 
 def mai_command(home: Path, batch: int, local: bool) -> list[str]:
-    # --batch-size S=N: the shipped pair's per-kind default (S 32) wins over a plain --batch-size N
+    # --batch-size S=N names the one stage's batch size outright (a plain --batch-size N does the same here; the
+    # shipped pair's per-kind defaults, S 32, apply only when no batch size is given)
     return [str(mai_bin()), "--home", str(home), "run", *(["--local"] if local else []), "--mode", "single",
             "--single-model", "large", "--single-prompt", "S", "--benchmark", "shapes", "--large-model", MODEL,
             "--limit", str(LIMIT), "--batch-size", f"S={batch}"]
