@@ -49,6 +49,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # mai is imported lazily: --help and the venv build need none of it
+    from mai.config import RunConfig
 
 REPO = Path(__file__).resolve().parent.parent
 LMMS_EVAL_VERSION = "0.7.3"
@@ -60,12 +64,13 @@ GOALS = {"local": 1.0, "flow": 1.2}  # mai's whole command over lmms-eval's, at 
 # resolution of lmms-eval's `torch>=2.1` pulls several GB of CUDA packages
 TORCH_PIN = "2.13.0"
 
-# lmms-eval's `qwen3_vl` (simple and chat classes) prepends a fixed system turn; mai sends one user turn (images
-# first, then the text). Dropping system turns where the chat template is applied is the smallest change that
-# makes both sides feed the model the same tokens. The class also loads bfloat16 weights whatever it is told;
-# mai runs float32 (its default), and on a CPU bfloat16 greedy decoding depends on the batch's padding, so
+# `--model qwen3_vl` resolves to lmms-eval's chat class, a subclass of the simple one patched here, so both see
+# the patches. The class prepends a fixed system turn; mai sends one user turn (images first, then the text).
+# Dropping system turns where the chat template is applied is the smallest change that makes both sides feed the
+# model the same tokens. The class also loads bfloat16 weights whatever it is told, while mai runs float32 (its
+# default): in bfloat16 one answer of the 128 differs at every batch size (shapes-113, measured 2026-11-29), so
 # by default (--peer-dtype float32) the checkpoint is loaded in float32 on both sides; --peer-dtype bfloat16
-# runs lmms-eval's loading as shipped. Everything else runs as lmms-eval ships it.
+# keeps lmms-eval's loading. Everything else runs as lmms-eval ships it.
 LAUNCHER = """
 import sys
 import torch
@@ -273,12 +278,12 @@ metadata:
 """)
 
 
-def mai_config(batch: int):  # a RunConfig, imported lazily: --help needs no mai import
+def mai_config(batch: int) -> RunConfig:
     """The run the mai commands make, as mai resolves it (its budgets: the shipped pair's S budget)."""
     from mai.config import RunConfig
 
-    return RunConfig(mode="single", single_model="large", single_prompt="S", benchmark="shapes",
-                     large_model=MODEL, limit=LIMIT, batch_size=batch)
+    return RunConfig.model_validate({"mode": "single", "single_model": "large", "single_prompt": "S",
+                                     "benchmark": "shapes", "large_model": MODEL, "limit": LIMIT, "batch_size": batch})
 
 
 # ---------------------------------------------------------------- commands
