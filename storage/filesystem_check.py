@@ -19,6 +19,7 @@ their locks exclude each other. Each report says so (`StoreReport.unproven`).
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -332,8 +333,17 @@ _PROBES = {
 }
 
 
+# how the OS words ENOSPC: a probe that writes fails so on a full disk, which no mount option fixes
+_DISK_FULL = os.strerror(errno.ENOSPC)
+
+
 def _probed(name: str, probe: Callable[[], str | None]) -> Check:
-    return _outcome(name, _guarded(probe), *_PROBES[name])
+    problem = _guarded(probe)
+    works, fix = _PROBES[name]
+    if problem is not None and _DISK_FULL in problem:  # the disk, not the lock, rename or link support
+        problem = f"the store's disk is full ({problem})"
+        fix = "free some space on the store's disk (`df -h` on it), then run again; what runs stored is kept"
+    return _outcome(name, problem, works, fix)
 
 
 def _lock_options_check(mount: Mount | None) -> Check:

@@ -139,6 +139,25 @@ def test_a_store_whose_rename_does_not_replace_is_refused(tmp_path: Path, monkey
         filesystem_check.require_working_store(tmp_path / "locks")
 
 
+def test_a_full_disk_at_the_first_write_is_named_as_the_full_disk(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host whose disk is full fails the first probe that writes (the lock probe): the refusal names the full
+    disk and how to free it, not a lock problem with a remount fix."""
+    import errno
+
+    def full(self: Path, data: bytes) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
+
+    monkeypatch.setattr(filesystem_check, "_PROBED", {})
+    monkeypatch.setattr(filesystem_check, "host_local_locks", lambda mount: None)
+    monkeypatch.setattr(Path, "write_bytes", full)
+    with pytest.raises(ConfigError) as refused:
+        filesystem_check.require_working_store(tmp_path / "locks")
+    message = str(refused.value)
+    assert "the store's disk is full (No space left on device" in message
+    assert "To fix: free some space on the store's disk" in message and "remount" not in message
+
+
 def test_what_the_mount_shows_is_said_and_what_it_cannot_is_not_proven(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """tmpfs, a FUSE mount and NFS each get a line that says what kind of filesystem it is; none is called shared
