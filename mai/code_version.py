@@ -14,7 +14,7 @@ from pathlib import Path
 
 SOURCE = "mai source"  # the key of the source digest among the versions
 # the installed packages of mai's code: the core and the folders installed as its subpackages (pyproject.toml)
-_PACKAGES = ("mai", "mai.flows", "mai.tasks", "mai.storage", "mai.dashboards")
+_PACKAGES = ("mai", "mai.api", "mai.cli", "mai.flows", "mai.tasks", "mai.storage", "mai.dashboards")
 
 
 @functools.cache

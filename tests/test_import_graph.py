@@ -237,3 +237,11 @@ def test_provenance_and_the_backends_do_not_import_each_other() -> None:
     both = {m for m in backends if "mai.provenance" in graph[m]}, \
         {t for t in graph["mai.provenance"] if t.startswith("mai.backends.")}
     assert not (both[0] and both[1]), both
+
+
+def test_the_code_version_digests_every_folder_of_the_package() -> None:
+    """A host's code is compared by a digest of every folder installed as part of `mai` (mai/code_version.py): a
+    folder added to pyproject's mapping and missing there would let a host with other code in it take shards."""
+    from mai.code_version import _PACKAGES
+
+    assert set(_PACKAGES) == set(package_folders())
