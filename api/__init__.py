@@ -19,30 +19,28 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
+from mai.errors import ConfigError
 from mai.storage.paths import Home
 
-from mai.errors import ConfigError
-
 if TYPE_CHECKING:  # the run types only in signatures: `mai sql` and the other store commands skip pydantic's models
+    from mai.config import RunConfig
     from mai.dashboards.compare import Comparison
     from mai.dashboards.parity import Parity
     from mai.dashboards.policies import LabRecord
     from mai.dashboards.report import Built as BuiltReport
+    from mai.evals.spec_check import SpecCheck
     from mai.flows.profiles import StageTime
     from mai.flows.speculative import SpeculativeSummary
-    from mai.storage.maintenance import TableStats
-    from mai.storage.partitions import Compaction
-    from mai.storage.rows import LatencyProfileRow
-    from mai.storage.verify import VerificationRecord
-
-    from mai.config import RunConfig
-    from mai.evals.spec_check import SpecCheck
     from mai.manifest import RunManifest
     from mai.plan import RunPlan
     from mai.run.baseline import RegressionResult
     from mai.run.rescore import Rescored
     from mai.run.timing import TimingSummary
     from mai.scoring import ScoreReport
+    from mai.storage.maintenance import TableStats
+    from mai.storage.partitions import Compaction
+    from mai.storage.rows import LatencyProfileRow
+    from mai.storage.verify import VerificationRecord
 
 
 Rows = tuple[list[str], list[tuple[object, ...]]]
@@ -156,7 +154,6 @@ def sweep(config: RunConfig, layers: list[int], deltas: list[float] | None = Non
     """One sparse-RT run per transfer layer (and delta); every variant is validated before anything loads."""
     api = _prefect_api(config.home)
     from mai.flows.sweep import mai_sweep, sweep_variants
-
     from mai.run.plan import prepare_run
 
     home = _assets_for(config)
@@ -171,7 +168,6 @@ def speculative(config: RunConfig, draft_tokens: int = 4, progress: bool = True)
     verifies)."""
     api = _prefect_api(config.home)
     from mai.flows.speculative import mai_speculative, pair_config
-
     from mai.run.plan import prepare_run
 
     plan = prepare_run(pair_config(config), _assets_for(config))
@@ -205,9 +201,8 @@ def write_baseline(run_id: str, out: Path, home: str | Path | None = None) -> Pa
     """A stored run as a baseline file for `regress`."""
     import json
 
-    from mai.storage.runs import is_complete
-
     from mai.run.baseline import baseline_file
+    from mai.storage.runs import is_complete
 
     store = Home.at(home)
     if not is_complete(store, run_id):
@@ -544,7 +539,6 @@ def report(run_ids: list[str] | None = None, out: str | Path = "report.html", tr
     every table as CSV and LaTeX (booktabs). Returns its path, size in bytes, build seconds, runs, sections and the
     table files."""
     from mai.dashboards.report import build_report
-
     from mai.run.output_file import checked_output
     if trace_samples < 1:
         raise ConfigError("--trace-samples must be at least 1")

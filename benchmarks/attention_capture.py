@@ -130,10 +130,9 @@ def qwen3_vl_8b_memory(tokens: int = 1500) -> AttentionMemory:
 
 
 def transferred_tokens(home: Home) -> list[TransferredTokens]:
+    from mai.config import DEMO_MAX_NEW_TOKENS, RunConfig
     from mai.flows.sweep import mai_sweep
     from mai.storage.catalog import query
-
-    from mai.config import DEMO_MAX_NEW_TOKENS, RunConfig
 
     config = RunConfig(home=str(home.root), limit=120, max_new_tokens={**DEMO_MAX_NEW_TOKENS, "R": 96})
     mai_sweep(config, layers=[0, 1, 2, 3])
@@ -157,9 +156,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args()
 
-    from mai.storage.paths import Home
-
     from mai.run.assets import build_demo_dataset, build_models
+    from mai.storage.paths import Home
 
     home = Home.at(tempfile.mkdtemp(prefix="mai-capture-bench-"))
     build_models(home)

@@ -109,6 +109,7 @@ def outcome(home: Path, manifest: RunManifest) -> Outcome:
 def store_health(home: Path) -> tuple[int, list[str]]:
     """(identities stored twice, problems `mai store verify` finds)."""
     import pyarrow.parquet as pq
+
     from mai.storage.paths import Home
     from mai.storage.verify import verify_store
 

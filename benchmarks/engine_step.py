@@ -28,12 +28,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mai.storage.paths import Home
-
 from mai.backends.transformers_backend import TransformersEngine
 from mai.backends.transformers_inputs import encode_prompts
 from mai.backends.transformers_loading import on_model_thread
 from mai.config import resolve_model
+from mai.storage.paths import Home
 from mai.types import ChatPrompt, Decoding, GenRequest
 
 QUESTION = "How many red shapes are in the picture? Think it through, then answer."

@@ -124,11 +124,10 @@ def median_run(workers: int, limit: int | None, directory: Path, shards_per_work
 
 def one_run(workers: int, limit: int | None, directory: Path, shards_per_worker: int = 1) -> FanoutRun:
     """A fresh store, the run with `workers` (0: in this process) and max(1, workers) x shards_per_worker shards."""
-    from mai.storage.paths import Home
-    from mai.storage.runs import read_shard_outcomes
-
     from mai import api
     from mai.config import shapes_pair_config
+    from mai.storage.paths import Home
+    from mai.storage.runs import read_shard_outcomes
 
     home = directory / f"home-{workers}"
     config = shapes_pair_config(home=str(home), limit=limit, shards=max(1, workers) * shards_per_worker,

@@ -21,8 +21,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from mai.storage.materialise import materialise_samples
-from mai.storage.paths import Home
 from PIL import Image
 
 from mai.evals.fingerprint_cache import FingerprintCache
@@ -30,6 +28,8 @@ from mai.evals.loading import DEFAULT_MAX_IMAGE_PIXELS, resolve_source
 from mai.evals.registry import register_spec
 from mai.evals.spec import load_spec, spec_split
 from mai.pipeline import Materialised
+from mai.storage.materialise import materialise_samples
+from mai.storage.paths import Home
 
 LOG = logging.getLogger("files-read-cost")
 

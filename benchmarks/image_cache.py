@@ -27,12 +27,12 @@ def main() -> None:
 
     import numpy as np
     import torch
-    from mai.storage.paths import Home
     from PIL import Image
 
     from mai.backends.processor import ImageOnlyProcessor
     from mai.backends.transformers_backend import TransformersEngine
     from mai.config import SHAPES_SMALL, resolve_model
+    from mai.storage.paths import Home
 
     with tempfile.TemporaryDirectory(prefix="mai-image-cache-") as directory:
         home = Home.at(Path(directory) / "home")

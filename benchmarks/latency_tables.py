@@ -37,15 +37,14 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
 
+    from mai.config import DEMO_MAX_NEW_TOKENS, RunConfig
     from mai.dashboards.saved import load_saved
     from mai.flows.profiles import mai_estimate, mai_profile
     from mai.flows.run import mai_run
+    from mai.run.assets import build_demo_dataset, build_models
     from mai.storage.catalog import query
     from mai.storage.latency import rows_from_csv, write_profile
     from mai.storage.paths import Home
-
-    from mai.config import DEMO_MAX_NEW_TOKENS, RunConfig
-    from mai.run.assets import build_demo_dataset, build_models
 
     home = Home.at(tempfile.mkdtemp(prefix="mai-latency-bench-"))
     build_models(home)

@@ -69,10 +69,9 @@ def main() -> None:
     parser.add_argument("--home", type=Path, default=None)
     args = parser.parse_args()
 
-    from mai.storage.paths import Home
-
     from mai.config import DEMO_MAX_NEW_TOKENS, RunConfig
     from mai.run.assets import build_demo_dataset, build_models
+    from mai.storage.paths import Home
 
     home = Home.at(args.home or tempfile.mkdtemp(prefix="mai-bench-"))
     build_models(home)

@@ -36,9 +36,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict, Unpack, cast
 
 if TYPE_CHECKING:
-    from mai.storage.paths import Home
-
     from mai.manifest import RunManifest
+    from mai.storage.paths import Home
     from mai.types import PromptKind, Role, RunMode, Sample
 
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
@@ -102,13 +101,12 @@ CATEGORIES = ("presence", "counting", "attribute", "two_step")
 def synthetic_store(root: Path, generations: int, seed: int = 0) -> list[str]:
     """Writes the store; returns its run ids. Each run writes its own generations except the shared MV1 S answers:
     per item, the 10 runs use ~10 distinct generations, so N generations make N / 10 items."""
+    from mai.evals.loading import DataSource
+    from mai.evals.shapes_world import draw, random_scene
     from mai.storage.catalog import build_catalog
     from mai.storage.partitions import write_part
     from mai.storage.paths import Home
     from mai.storage.samples import shard_directory, shard_path, store_image, write_shard
-
-    from mai.evals.loading import DataSource
-    from mai.evals.shapes_world import draw, random_scene
     from mai.types import Sample
 
     home = Home.at(root)
@@ -252,9 +250,8 @@ def _route_row(run_id: str, sample: Sample, mode: str, s2: bool, role: str | Non
 
 def _finish_run(home: Home, run_id: str, label: str, mode: str, s2: bool, role: str | None, prompt: str | None,
                 fingerprint: str, routes: list[SyntheticRoute], shard: Path) -> None:
-    from mai.storage.runs import write_manifest, write_metrics, write_routes, write_scores
-
     from mai.config import SHAPES_MAX_NEW_TOKENS
+    from mai.storage.runs import write_manifest, write_metrics, write_routes, write_scores
 
     write_routes(home, run_id, [r.row(run_id) for r in routes])
     write_scores(home, run_id, "exact-match", [

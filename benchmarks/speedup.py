@@ -149,10 +149,9 @@ def start_vllm_servers(config: RunConfig) -> dict[Role, ManagedServer]:
     """One fresh `vllm serve` per model of the run (from `.venv-vllm` or $MAI_VLLM_ENV), started together."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from mai.storage.paths import Home
-
     from mai.backends.vllm_server import ManagedServer, require_env, stop_all_started
     from mai.run.plan import prepare_run
+    from mai.storage.paths import Home
 
     home = Home.at(config.home)
     models = prepare_run(config, home).models

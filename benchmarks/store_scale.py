@@ -31,13 +31,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from mai.dashboards.saved import load_saved
+from mai.identity import BackendIdentity
 from mai.storage.catalog import build_catalog, query
 from mai.storage.generations import GenerationStore, count_computed_by_run
 from mai.storage.maintenance import auto_compact, compact_store, store_stats
 from mai.storage.paths import Home
 from mai.storage.runs import write_manifest, write_metrics, write_routes
-
-from mai.identity import BackendIdentity
 from mai.types import ChatPrompt, Decoding, GenRequest, GenResult, ModelSpec, PromptKind
 
 if TYPE_CHECKING:

@@ -26,10 +26,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from mai.storage.paths import Home
-
     from mai.config import RunConfig
     from mai.manifest import RouteCounts, RunManifest
+    from mai.storage.paths import Home
 
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -77,9 +76,8 @@ class BackendComparison:
 
 
 def prepare_home(root: Path, rows: int) -> Home:
-    from mai.storage.paths import Home
-
     from mai.run.assets import build_demo_dataset, build_models
+    from mai.storage.paths import Home
 
     home = Home.at(root)
     build_models(home)

@@ -22,12 +22,11 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 # in-process caller that imported Prefect before this module runs Prefect's own temporary server)
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
+from mai import stop
 from mai.cli import assets, benchmarks, profiles, report, runs, store, worker
 from mai.cli.expected_failures import quiet_expected_failures
-from mai.storage.damage import DamagedFileError
-
-from mai import stop
 from mai.errors import ConfigError, RunFailed
+from mai.storage.damage import DamagedFileError
 
 # `mai --help` lists the commands in this order (the order they were introduced), across the groups
 ORDER = ("demo", "run", "sql", "sweep", "speculative", "score", "rescore", "profile", "import-profile", "estimate",

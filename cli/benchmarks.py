@@ -8,9 +8,8 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from mai.dashboards.render import format_rows
-
 from mai import api
+from mai.dashboards.render import format_rows
 
 # how many unusable rows `mai benchmark check` lists (all of them with --json)
 ERRORS_SHOWN = 10

@@ -6,10 +6,9 @@ import argparse
 import json
 from pathlib import Path
 
+from mai import api
 from mai.cli.options import batch_sizes_per_kind, integers, model_profiles
 from mai.dashboards.render import format_rows
-
-from mai import api
 
 PROFILE_COLUMNS = ["image_resolution", "image_tokens", "query_tokens", "input_tokens", "output_tokens",
                    "preprocess_ms", "vision_ms", "ttft_ms", "decode_ms", "tokens_per_s"]

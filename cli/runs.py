@@ -8,9 +8,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mai.cli.options import add_run_options, layers_and_deltas, run_config
-
 from mai import api
+from mai.cli.options import add_run_options, layers_and_deltas, run_config
 
 if TYPE_CHECKING:  # pydantic: imported by the commands that build a configuration
     from mai.config import RunConfig

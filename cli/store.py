@@ -10,13 +10,12 @@ from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
-from mai.dashboards.render import format_chunks, format_rows
-from mai.storage.filesystem_check import MIN_FREE_GIB, check_store
-from mai.storage.paths import Home
-
 from mai import api
+from mai.dashboards.render import format_chunks, format_rows
 from mai.errors import ConfigError
 from mai.scoring import split_jsonl
+from mai.storage.filesystem_check import MIN_FREE_GIB, check_store
+from mai.storage.paths import Home
 
 METRIC_COLUMNS = ["metric", "subset", "value", "n"]
 

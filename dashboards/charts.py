@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import plotly.graph_objects as go
-from mai.dashboards.rounding import fixed
 from plotly.subplots import make_subplots
+
+from mai.dashboards.rounding import fixed
 
 COLORS = {"MV1": "#2a9d8f", "MV2": "#e9c46a", "RT": "#e76f51", "ERROR": "#6c757d", "SINGLE": "#457b9d"}
 

@@ -17,11 +17,10 @@ from typing import TypedDict, cast
 from mai.dashboards.provenance import Provenance, pair_estimates, read_estimates
 from mai.dashboards.rounding import fixed
 from mai.dashboards.views import USED_GENERATIONS, default_profile, fetch, run_label, run_models, session
-from mai.storage.paths import Home
-from mai.storage.rows import RunRow
-
 from mai.errors import ConfigError
 from mai.paired import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, compare_pairs
+from mai.storage.paths import Home
+from mai.storage.rows import RunRow
 from mai.types import Route
 
 SCORED = """

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mai.dashboards.charts import Cell, Section, Table, mark
-
 from mai.files import write_atomically
 
 # LaTeX's special characters in text (the backslash is set aside first, so these escapes are not escaped again)

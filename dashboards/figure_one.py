@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TypedDict
 
 import plotly.graph_objects as go
+
 from mai.dashboards.charts import (
     HEIGHT,
     MARGIN,
@@ -30,9 +31,8 @@ from mai.dashboards.groups import given_name, interval_cell
 from mai.dashboards.rounding import fixed
 from mai.dashboards.sections import Store
 from mai.dashboards.views import fetch, run_label, run_models
-from mai.storage.rows import RunRow
-
 from mai.paired import mean_interval
+from mai.storage.rows import RunRow
 
 PROMPT_ORDER = {"S": 0, "E": 1, "R": 2}
 OUTPUT_TOKENS = (1, 64, 128, 256, 512, 1024)

@@ -23,11 +23,10 @@ from mai.dashboards.charts import DASH, Cell, Section, Table
 from mai.dashboards.paper_internvl import PaperTable, paper_uses_s2, paper_value
 from mai.dashboards.rounding import fixed
 from mai.dashboards.views import fetch, run_models
-from mai.storage.paths import Home
-from mai.storage.rows import RunRow
-
 from mai.paired import compare_pairs, mean_interval
 from mai.provenance import UNKNOWN
+from mai.storage.paths import Home
+from mai.storage.rows import RunRow
 
 # per run: its samples, named by the sorted sample ids (a run's route rows: one per sample, errors included)
 SAMPLE_IDS = """

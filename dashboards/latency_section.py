@@ -8,6 +8,7 @@ from collections import defaultdict
 from typing import Literal
 
 import plotly.graph_objects as go
+
 from mai.dashboards.charts import DASH, Section, Table, layout, num, short, subplots
 from mai.dashboards.groups import SampleSet
 from mai.dashboards.latency_tables import add_tables

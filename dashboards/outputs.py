@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mai import cascade
 from mai.dashboards.views import FULL_RT
 from mai.storage.rows import RunRow
-
-from mai import cascade
 from mai.types import PromptKind, Role, RunMode, StageSpec
 
 ROLES: tuple[Role, ...] = ("small", "large")

@@ -36,7 +36,6 @@ from mai.dashboards.rows import StageParseRow, TokensByKindRow
 from mai.dashboards.sections import Store
 from mai.dashboards.views import FULL_RT, USED_GENERATIONS, fetch, run_label, run_models
 from mai.storage.rows import RunRow
-
 from mai.types import STAGE_NAMES
 
 PROMPTS = ("S", "E", "R")

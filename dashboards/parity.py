@@ -20,9 +20,8 @@ from typing import TypedDict
 from mai.dashboards.rounding import fixed
 from mai.dashboards.rows import RunIdRow, UsedRow
 from mai.dashboards.views import USED_GENERATIONS, fetch, session
-from mai.storage.paths import Home
-
 from mai.errors import ConfigError
+from mai.storage.paths import Home
 from mai.types import STAGE_NAMES, Route
 
 ROUTES = """

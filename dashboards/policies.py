@@ -31,6 +31,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypedDict
 
+from mai import cascade
+from mai.config import DEFAULT_MAX_NEW_TOKENS
 from mai.dashboards.charts import num
 from mai.dashboards.frontier import CostAxis, Frontier, PolicyPoint, frontier
 from mai.dashboards.outputs import OUTPUT_KINDS, ROLES, OutputKind, kind_order
@@ -49,14 +51,11 @@ from mai.dashboards.policy_store import (
 )
 from mai.dashboards.rounding import fixed
 from mai.dashboards.views import default_profile, run_label, session
-from mai.storage.paths import Home
-
-from mai import cascade
-from mai.config import DEFAULT_MAX_NEW_TOKENS
 from mai.errors import ConfigError
 from mai.evals.base import Benchmark, ScoredSample
 from mai.evals.registry import get_benchmark
 from mai.paired import mean_interval
+from mai.storage.paths import Home
 from mai.types import Role, Route, Sample, StageAnswer, StageName, StageSpec
 
 __all__ = ["Group", "find_groups", "policy_lab", "policy_labs", "render_text"]

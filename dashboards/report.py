@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TypedDict
 
 import plotly.io as pio
+
 from mai.dashboards import (
     figure_one,
     latency_section,
@@ -41,10 +42,9 @@ from mai.dashboards.charts import Cell, Hover, Section, Table
 from mai.dashboards.export import cell_text, export_tables
 from mai.dashboards.traces import DEFAULT_LIMIT, trace_section
 from mai.dashboards.views import session
-from mai.storage.paths import Home
-
 from mai.errors import ConfigError
 from mai.files import write_atomically
+from mai.storage.paths import Home
 
 
 class Built(TypedDict):

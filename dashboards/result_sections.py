@@ -7,6 +7,8 @@ import html
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
+
+from mai import cascade
 from mai.dashboards.charts import (
     HEIGHT,
     MARGIN,
@@ -28,8 +30,6 @@ from mai.dashboards.groups import group_caption, interval_cell
 from mai.dashboards.policies import BUDGET, ORACLE, LabRecord, PolicyRecord, policy_labs
 from mai.dashboards.rounding import fixed
 from mai.dashboards.sections import Store
-
-from mai import cascade
 from mai.errors import ConfigError
 
 # the outputs the lab's introduction names, as the stage table labels them

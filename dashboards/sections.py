@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from functools import cached_property, partial
 
 import plotly.graph_objects as go
+
+from mai import cascade
 from mai.dashboards.charts import (
     COLORS,
     DASH,
@@ -64,11 +66,9 @@ from mai.dashboards.views import (
     run_label,
     run_models,
 )
+from mai.paired import mean_interval
 from mai.storage.paths import Home
 from mai.storage.rows import RunRow
-
-from mai import cascade
-from mai.paired import mean_interval
 
 
 @dataclass

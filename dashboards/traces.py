@@ -17,12 +17,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TypedDict
 
+from mai import cascade
 from mai.dashboards.charts import Section, short
 from mai.dashboards.rows import SampleRow, UsedRow
 from mai.dashboards.sections import Store
 from mai.dashboards.views import USED_GENERATIONS, fetch, run_label, run_models
-
-from mai import cascade
 from mai.types import Route, StageSpec
 
 DEFAULT_LIMIT = 500

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
+
 from mai.dashboards.charts import PALETTE, Section, Table, layout, num, short, subplots
 from mai.dashboards.groups import SAMPLE_IDS, SampleSet, Scored, group_caption, score_cell
 from mai.dashboards.rounding import fixed
@@ -29,9 +30,8 @@ from mai.dashboards.rows import (
 from mai.dashboards.saved import load_saved
 from mai.dashboards.sections import Store
 from mai.dashboards.views import FULL_RT, fetch
-from mai.storage.rows import RunRow
-
 from mai.paired import mean_interval
+from mai.storage.rows import RunRow
 from mai.transfer import tokens_to_reach
 
 # the captures the runs used (through their selections) or wrote, each with the comparison group (sample set) of

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import TypeVar, cast
 
 import duckdb
+
 from mai.storage.catalog import connect
 from mai.storage.paths import Home
 from mai.storage.rows import RunRow
-
 from mai.types import STAGE_NAMES, Role
 
 R = TypeVar("R", bound=Mapping[str, object])

@@ -9,14 +9,6 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from mai.flows.fanout import heard_lately
-from mai.storage.filesystem_check import (
-    CROSS_HOST_PROBES,
-    cross_host_results,
-    hosts_whose_locks_leak,
-    on_one_kernel,
-)
-from mai.storage.paths import Home, store_id
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.objects import State
 from prefect.deployments import run_deployment
@@ -25,7 +17,15 @@ from prefect.settings import PREFECT_API_URL
 from prefect.states import Cancelled
 
 from mai.errors import ConfigError
+from mai.flows.fanout import heard_lately
 from mai.run.prefect_sync import synchronous
+from mai.storage.filesystem_check import (
+    CROSS_HOST_PROBES,
+    cross_host_results,
+    hosts_whose_locks_leak,
+    on_one_kernel,
+)
+from mai.storage.paths import Home, store_id
 
 PROBE_DEPLOYMENT = "mai-store-probe/probe"
 START_WAIT_S = 120.0  # for the workers to start the probe's flow runs (a process each) before the probe's own wait

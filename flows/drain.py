@@ -24,11 +24,6 @@ import time
 from pathlib import Path
 from uuid import UUID, uuid4
 
-from mai.flows.fanout import POLL_S, drain_lease_path, shard_run_name, taken_out
-from mai.flows.shard import mai_shard
-from mai.storage.claims import Lease
-from mai.storage.paths import Home, plan_on_this_host
-from mai.storage.runs import shard_lease_path, shard_outcome_path
 from prefect import flow, get_run_logger, tags
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName, FlowRunFilterParentFlowRunId
@@ -39,9 +34,14 @@ from prefect.states import Cancelled
 from mai import stop
 from mai.code_version import code_difference
 from mai.errors import ConfigError
+from mai.flows.fanout import POLL_S, drain_lease_path, shard_run_name, taken_out
+from mai.flows.shard import mai_shard
 from mai.host import host_name
 from mai.host_faults import host_fault
 from mai.plan import RunPlan
+from mai.storage.claims import Lease
+from mai.storage.paths import Home, plan_on_this_host
+from mai.storage.runs import shard_lease_path, shard_outcome_path
 
 
 @flow(name="mai-drain", persist_result=False)

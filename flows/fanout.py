@@ -29,9 +29,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
 from uuid import UUID
 
-from mai.storage.claims import lease_holder, lease_is_held
-from mai.storage.paths import Home
-from mai.storage.runs import read_shard_outcome
 from prefect import get_run_logger
 from prefect.client.orchestration import SyncPrefectClient, get_client
 from prefect.client.schemas import filters
@@ -48,6 +45,9 @@ from mai.manifest import ShardOutcome
 from mai.pipeline import ShardsDone
 from mai.plan import RunPlan
 from mai.run.prefect_sync import synchronous
+from mai.storage.claims import lease_holder, lease_is_held
+from mai.storage.paths import Home
+from mai.storage.runs import read_shard_outcome
 
 DRAIN_DEPLOYMENT = "mai-drain/drain"  # the default; MAI_DRAIN_DEPLOYMENT names another (`drain_deployment`)
 LEASE_GRACE_S = 10.0     # a Running drain whose lease stays free this long has lost its worker

@@ -7,11 +7,6 @@ import platform
 import statistics
 from typing import TypedDict
 
-from mai.storage.catalog import build_catalog
-from mai.storage.latency import profile_path, read_profile, read_run_calls, write_estimate, write_profile
-from mai.storage.paths import Home
-from mai.storage.rows import LatencyProfileRow
-from mai.storage.runs import is_complete
 from prefect import flow
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 
@@ -23,6 +18,11 @@ from mai.config import resolve_model
 from mai.errors import ConfigError
 from mai.latency_estimate import estimate
 from mai.run.prefect_sync import synchronous
+from mai.storage.catalog import build_catalog
+from mai.storage.latency import profile_path, read_profile, read_run_calls, write_estimate, write_profile
+from mai.storage.paths import Home
+from mai.storage.rows import LatencyProfileRow
+from mai.storage.runs import is_complete
 
 
 def hardware_description() -> str:

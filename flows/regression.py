@@ -8,14 +8,14 @@ test split; its default baseline is the shipped baseline file of that configurat
 
 from __future__ import annotations
 
-from mai.flows.artifacts import publish_regression
-from mai.flows.run import mai_run
-from mai.storage.paths import Home
 from prefect import flow
 
 from mai.config import RunConfig, shapes_pair_config
+from mai.flows.artifacts import publish_regression
+from mai.flows.run import mai_run
 from mai.plan import RunPlan
 from mai.run.baseline import RegressionResult, default_baseline, judge, load_baseline
+from mai.storage.paths import Home
 
 
 @flow(name="mai-regression", persist_result=False)

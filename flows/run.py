@@ -13,11 +13,6 @@ from collections.abc import Callable
 from typing import cast
 from uuid import UUID
 
-from mai.flows.artifacts import publish_run
-from mai.flows.deployment import started_by, with_deployment_defaults
-from mai.flows.fanout import check_workers, run_shards
-from mai.storage.paths import Home
-from mai.tasks.materialize import limit_prompts, materialize_samples, route_and_score
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 from prefect.client.orchestration import get_client
@@ -27,6 +22,9 @@ from prefect.states import Cancelled
 
 from mai import progress, stop
 from mai.config import RunConfig
+from mai.flows.artifacts import publish_run
+from mai.flows.deployment import started_by, with_deployment_defaults
+from mai.flows.fanout import check_workers, run_shards
 from mai.manifest import RunManifest, RunScores, StageMaps
 from mai.pipeline import Materialised, Phases, ShardsDone, run_pipeline
 from mai.plan import RunPlan
@@ -35,6 +33,8 @@ from mai.run.plan import prepare_run
 from mai.run.prefect_sync import synchronous
 from mai.run.steps import StoreSteps
 from mai.run.summary import describe_models
+from mai.storage.paths import Home
+from mai.tasks.materialize import limit_prompts, materialize_samples, route_and_score
 
 
 @flow(name="mai-run", persist_result=False)

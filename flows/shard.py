@@ -7,17 +7,17 @@ from __future__ import annotations
 
 from typing import cast
 
-from mai.flows.prefect_progress import PrefectProgress
-from mai.storage.paths import plan_on_this_host
-from mai.tasks.step import run_step
 from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from mai import cascade, stop
+from mai.flows.prefect_progress import PrefectProgress
 from mai.manifest import ShardOutcome, StageMaps
 from mai.plan import RunPlan
 from mai.run.jobs import StageJob
 from mai.run.shard import GROUP_THREADS, run_shard
+from mai.storage.paths import plan_on_this_host
+from mai.tasks.step import run_step
 
 
 # prefect types `task_runner` as TaskRunner[PrefectFuture[Any]], which no runner instance matches (the future

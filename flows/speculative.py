@@ -15,15 +15,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TypedDict, cast
 
-from mai.flows.fanout import check_workers
-from mai.flows.run import mai_run
-from mai.storage.catalog import build_catalog
-from mai.storage.generations import shared_store
-from mai.storage.parquet import read_rows, write_rows
-from mai.storage.paths import Home
-from mai.storage.rows import SpeculativeRow
-from mai.storage.runs import is_complete, read_manifest, read_routes
-from mai.storage.samples import read_shard
 from prefect import flow
 
 from mai import cascade, progress, stop
@@ -33,9 +24,18 @@ from mai.backends.transformers_backend import TransformersEngine
 from mai.config import RunConfig
 from mai.errors import ConfigError
 from mai.evals.registry import get_benchmark
+from mai.flows.fanout import check_workers
+from mai.flows.run import mai_run
 from mai.plan import RunPlan
 from mai.run.plan import prepare_run
 from mai.stages import build_request
+from mai.storage.catalog import build_catalog
+from mai.storage.generations import shared_store
+from mai.storage.parquet import read_rows, write_rows
+from mai.storage.paths import Home
+from mai.storage.rows import SpeculativeRow
+from mai.storage.runs import is_complete, read_manifest, read_routes
+from mai.storage.samples import read_shard
 from mai.types import GenRequest, ModelSpec
 
 

@@ -5,11 +5,11 @@ store (storage/filesystem_check.cross_host_lock_probe), where the command reads 
 
 from __future__ import annotations
 
-from mai.storage.filesystem_check import CROSS_HOST_PROBES, cross_host_lock_probe
-from mai.storage.paths import locate_store
 from prefect import flow, get_run_logger
 
 from mai.host import host_name
+from mai.storage.filesystem_check import CROSS_HOST_PROBES, cross_host_lock_probe
+from mai.storage.paths import locate_store
 
 
 @flow(name="mai-store-probe", persist_result=False)

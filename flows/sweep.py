@@ -6,12 +6,12 @@ RT answers are new per (layer, delta). Re-running the sweep computes nothing."""
 
 from __future__ import annotations
 
-from mai.flows.deployment import with_deployment_defaults
-from mai.flows.run import mai_run
 from prefect import flow, get_run_logger
 
 from mai.config import RunConfig
 from mai.errors import ConfigError
+from mai.flows.deployment import with_deployment_defaults
+from mai.flows.run import mai_run
 from mai.manifest import RunManifest
 from mai.plan import RunPlan
 

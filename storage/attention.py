@@ -11,11 +11,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+
 from mai.storage.partitions import Partition, table_files, write_part
 from mai.storage.paths import Home
 from mai.storage.rows import CaptureRow, SelectionRow
 from mai.storage.tables import TableName, table_named
-
 from mai.types import ModelSpec
 
 

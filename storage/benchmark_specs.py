@@ -5,12 +5,12 @@ The runs' manifests hold the same spec in their configuration."""
 
 from __future__ import annotations
 
-from mai.storage.paths import Home
 from pydantic import ValidationError
 
 from mai.evals.registry import register_spec
 from mai.evals.spec import BenchmarkSpec
 from mai.files import write_atomically
+from mai.storage.paths import Home
 
 
 def record_spec(home: Home, spec: BenchmarkSpec) -> None:

@@ -35,14 +35,14 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 import duckdb
+
+from mai.errors import ConfigError
+from mai.files import atomic_path
 from mai.storage.partitions import table_files
 from mai.storage.paths import Home
 from mai.storage.query_results import UNBOUNDED, ResultRules, Rows, final_rows
 from mai.storage.rows import Columns
 from mai.storage.tables import TABLES, Table
-
-from mai.errors import ConfigError
-from mai.files import atomic_path
 
 VIEW_NAMES = tuple(t.name for t in TABLES)  # one view per table, named after it
 # The catalog file is written in the storage format of DuckDB 1.4 (the LTS release), which DuckDB 1.4, 1.5 and

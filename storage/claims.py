@@ -33,12 +33,12 @@ from types import TracebackType
 from typing import IO, Self
 
 from filelock import FileLock
-from mai.storage.filesystem_check import require_working_store, try_exclusive
-from mai.storage.paths import Home
 
 from mai import stop
 from mai.host import host_name
 from mai.identity import canonical_hash
+from mai.storage.filesystem_check import require_working_store, try_exclusive
+from mai.storage.paths import Home
 
 POLL_S = 0.25
 # which of the given ids the store holds (a lookup of just those ids: a store may hold millions)

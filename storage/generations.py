@@ -12,14 +12,14 @@ from typing import TypedDict
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from mai.answers import extract_bracketed
+from mai.identity import BackendIdentity
 from mai.storage.parquet import arrow_array, read_columns
 from mai.storage.partitions import Partition, table_files, write_part
 from mai.storage.paths import Home
 from mai.storage.rows import GenerationRow
 from mai.storage.tables import table_named
-
-from mai.answers import extract_bracketed
-from mai.identity import BackendIdentity
 from mai.types import GenRequest, GenResult, ModelSpec, PromptKind
 
 GENERATIONS_TABLE = table_named("generations")

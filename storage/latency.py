@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import TypeVar, cast
 
 import pyarrow.parquet as pq
+
+from mai.errors import ConfigError
+from mai.latency_estimate import Call, LatencyProfile, StageEstimate
 from mai.storage.catalog import query
 from mai.storage.parquet import write_rows
 from mai.storage.paths import Home
 from mai.storage.rows import EstimateRow, LatencyProfileRow
-
-from mai.errors import ConfigError
-from mai.latency_estimate import Call, LatencyProfile, StageEstimate
 from mai.types import STAGE_NAMES
 
 _N = TypeVar("_N", int, float)

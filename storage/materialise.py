@@ -19,6 +19,14 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
+from mai.errors import ConfigError
+from mai.evals.base import Benchmark
+from mai.evals.files_read import FileRead, digest_now, files_digest, recording_reads, up_to
+from mai.evals.fingerprint_cache import FingerprintCache
+from mai.evals.loading import DataSource, assign_shards, check_columns, rows_to_samples
+from mai.evals.registry import get_benchmark
+from mai.evals.spec import benchmark_rows
+from mai.pipeline import Log, Materialised
 from mai.storage.paths import Home
 from mai.storage.samples import (
     loader_tag,
@@ -29,15 +37,6 @@ from mai.storage.samples import (
     store_image,
     write_shard,
 )
-
-from mai.errors import ConfigError
-from mai.evals.base import Benchmark
-from mai.evals.files_read import FileRead, digest_now, files_digest, recording_reads, up_to
-from mai.evals.fingerprint_cache import FingerprintCache
-from mai.evals.loading import DataSource, assign_shards, check_columns, rows_to_samples
-from mai.evals.registry import get_benchmark
-from mai.evals.spec import benchmark_rows
-from mai.pipeline import Log, Materialised
 from mai.types import Sample
 
 # how `flag_duplicate_ids` words an error that names every row of a shared id (it depends on the slice)

@@ -13,10 +13,10 @@ from typing import TypeVar, cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from mai.storage.damage import DamagedFileError, Unreadable, parquet_damage
-from mai.storage.tables import TableName, table_named
 
 from mai.files import atomic_path
+from mai.storage.damage import DamagedFileError, Unreadable, parquet_damage
+from mai.storage.tables import TableName, table_named
 
 
 def write_rows(path: Path, rows: Sequence[Mapping[str, object]], table: TableName) -> Path:

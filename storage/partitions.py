@@ -35,12 +35,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mai.files import atomic_path
+from mai.identity import canonical_hash
 from mai.storage.damage import DamagedFileError, Unreadable, split_readable
 from mai.storage.paths import Home
 from mai.storage.tables import Table, TableName
-
-from mai.files import atomic_path
-from mai.identity import canonical_hash
 
 # pyarrow (and with it numpy, about 0.12 s of CPU) is imported where a file is written or compacted, not here: the
 # catalog lists partitions' files through this module, and `mai sql` needs nothing more (docs/benchmarks.md)
@@ -259,6 +258,7 @@ def _merge(files: list[Path], known: set[RowKey], table: Table) -> pa.Table:
     identity once (its first-written copy), none of `known`, sorted by id."""
     import pyarrow as pa
     import pyarrow.parquet as pq
+
     from mai.storage.parquet import arrow_array
 
     tables = [pq.read_table(f, schema=table.schema) for f in files]  # missing columns null, unknown ones dropped

@@ -16,9 +16,8 @@ from mai.errors import ConfigError
 from mai.host import host_name
 
 if TYPE_CHECKING:  # only the names: paths stay importable without pyarrow (tables.py) and pydantic (the plan)
-    from mai.storage.tables import TableName
-
     from mai.plan import RunPlan
+    from mai.storage.tables import TableName
 
 
 def default_home() -> Path:

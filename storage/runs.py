@@ -8,12 +8,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from mai.files import write_atomically
+from mai.manifest import RunManifest, ShardOutcome
 from mai.storage.damage import DamagedFileError, Unreadable
 from mai.storage.parquet import read_rows, write_rows
 from mai.storage.paths import Home
-
-from mai.files import write_atomically
-from mai.manifest import RunManifest, ShardOutcome
 
 
 def write_routes(home: Home, run_id: str, rows: Sequence[Mapping[str, object]]) -> Path:

@@ -10,14 +10,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import cast
 
+from mai.evals.loading import DEFAULT_MAX_IMAGE_PIXELS, LOADER_VERSION, DataSource
+from mai.files import write_atomically
 from mai.storage.damage import DamagedFileError, Unreadable
 from mai.storage.parquet import arrow_table, reading, write_table
 from mai.storage.paths import Home
 from mai.storage.rows import SampleRow
 from mai.storage.tables import table_named
-
-from mai.evals.loading import DEFAULT_MAX_IMAGE_PIXELS, LOADER_VERSION, DataSource
-from mai.files import write_atomically
 from mai.types import Sample
 
 

@@ -5,6 +5,7 @@ column and its type are decided in one place, and the catalog's views over the s
 from __future__ import annotations
 
 import pyarrow as pa
+
 from mai.storage.rows import Columns, ColumnType
 
 UTC_TIMESTAMP = pa.timestamp("us", tz="UTC")

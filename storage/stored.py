@@ -11,7 +11,6 @@ from typing import Literal
 
 from mai.storage.generations import shared_store
 from mai.storage.paths import Home
-
 from mai.types import ModelSpec, PromptKind
 
 # a generation (by the prompt kind of its stage), sparse RT's token selection, or its attention capture

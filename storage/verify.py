@@ -27,6 +27,8 @@ from typing import Literal, TypedDict
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from mai.errors import ConfigError
 from mai.storage.catalog import build_catalog
 from mai.storage.damage import parquet_damage
 from mai.storage.image_assets import asset_files, asset_path, image_damage
@@ -37,8 +39,6 @@ from mai.storage.runs import manifest_damage
 from mai.storage.samples import missing_shards
 from mai.storage.split_check import runs_reading_another_split
 from mai.storage.tables import CONTENT_ADDRESSED, TABLES, TableName
-
-from mai.errors import ConfigError
 from mai.types import STAGE_NAMES
 
 TEMP_AGE_S = 600.0  # a temp file older than this belongs to a writer that died

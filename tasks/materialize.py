@@ -4,8 +4,6 @@ mai/run/finish.py). Each is the Prefect face of a step of the pipeline (mai/pipe
 
 from __future__ import annotations
 
-from mai.storage.materialise import materialise_samples
-from mai.storage.paths import Home
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
@@ -15,6 +13,8 @@ from mai.pipeline import Materialised
 from mai.plan import RunPlan
 from mai.run.prompt_limits import checked_shards
 from mai.run.routes import score_run
+from mai.storage.materialise import materialise_samples
+from mai.storage.paths import Home
 
 
 @task(name="materialize-samples", cache_policy=NO_CACHE)

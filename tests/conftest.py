@@ -138,9 +138,8 @@ MEASURED: list[str] = []
 @pytest.fixture(scope="session")
 def assets_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A store root holding only the built models and the demo dataset (copied into per-test roots)."""
-    from mai.storage.paths import Home
-
     from mai.run.assets import build_demo_dataset, build_models
+    from mai.storage.paths import Home
 
     home = Home.at(tmp_path_factory.mktemp("assets"))
     build_models(home)
@@ -152,9 +151,8 @@ def assets_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def shapes_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The `shapes` benchmark's splits (about 200 MB, half a minute of CPU), built once per session for the tests
     that use it (`@pytest.mark.usefixtures("shapes_dataset")` puts them into `home`; `link_shapes` elsewhere)."""
-    from mai.storage.paths import Home
-
     from mai.run.assets import build_shapes_dataset
+    from mai.storage.paths import Home
 
     return build_shapes_dataset(Home.at(tmp_path_factory.mktemp("shapes")))
 

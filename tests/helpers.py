@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
-from mai.storage.paths import Home
 
 from mai.backends.registry import loaded_engines
 from mai.config import RunConfig
+from mai.storage.paths import Home
 
 BUDGET = {"S": 8, "E": 16, "R": 24, "S2": 8, "RT": 8}
 LIMIT = 24

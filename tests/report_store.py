@@ -39,10 +39,9 @@ def report_store(factory: pytest.TempPathFactory, assets_home: Path, shapes_data
 
 
 def _build(root: Path, assets_home: Path, shapes_dataset: Path) -> Store:
-    from mai.flows.sweep import mai_sweep
-
     from mai import api
     from mai.config import shapes_pair_config
+    from mai.flows.sweep import mai_sweep
 
     shutil.copytree(assets_home / "models", root / "models")
     link_shapes(shapes_dataset, root)

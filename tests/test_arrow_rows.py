@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pyarrow as pa
 import pytest
+
 from mai.storage import schemas
 from mai.storage.parquet import arrow_array, arrow_table
 from mai.storage.tables import TABLES

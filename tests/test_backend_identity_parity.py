@@ -11,12 +11,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from mai.cli import main
-from mai.storage.paths import Home
 
+from mai.cli import main
 from mai.config import RunConfig
 from mai.identity import generation_id
 from mai.run.plan import prepare_run
+from mai.storage.paths import Home
 from mai.types import Decoding, ModelSpec
 from tests.helpers import run
 

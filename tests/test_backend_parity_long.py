@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mai.cli import main
-from mai.flows.run import mai_run
 
+from mai.cli import main
 from mai.config import INTERNVL_LARGE_BUILTIN, INTERNVL_SMALL_BUILTIN, RunConfig
+from mai.flows.run import mai_run
 from tests.test_vllm_backend import (  # noqa: F401  # no_servers_left: the module's servers are all stopped
     generations,
     model_overrides,

@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from mai.cli import main
-from mai.storage.latency import check_name, read_profile, write_estimate, write_profile
-from mai.storage.paths import Home
 
+from mai.cli import main
 from mai.errors import ConfigError
 from mai.latency_estimate import StageEstimate
+from mai.storage.latency import check_name, read_profile, write_estimate, write_profile
+from mai.storage.paths import Home
 
 BAD = ["../../x", "../x", "a/b", "a\\b", "/tmp/x", ".hidden", "..", ".", "", " ", "a b", "x\n", "é", "a:b", "a*b",
        "~x", "x\x00"]

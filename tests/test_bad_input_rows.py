@@ -11,14 +11,14 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from mai.storage.catalog import query
-from mai.storage.paths import Home
-from mai.storage.runs import read_routes
 from PIL import Image
 
 from mai.evals.base import BadRow
 from mai.evals.loading import _check_image, neutralise_control_tokens, rows_to_samples
 from mai.evals.mmmu import MMMUBenchmark
+from mai.storage.catalog import query
+from mai.storage.paths import Home
+from mai.storage.runs import read_routes
 from tests.helpers import run
 from tests.hub_fixtures import mmmu_rows
 

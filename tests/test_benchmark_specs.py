@@ -16,13 +16,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from mai.cli import main
-from mai.storage.paths import Home
-from mai.storage.runs import read_routes
 from PIL import Image
 
 from mai import api
 from mai.backends.registry import loaded_engines
+from mai.cli import main
 from mai.config import RunConfig, config_from_mapping
 from mai.errors import ConfigError
 from mai.evals import registry
@@ -30,6 +28,8 @@ from mai.evals.loading import data_fingerprint
 from mai.evals.spec import SpecBenchmark, load_spec
 from mai.evals.spec_check import check_spec
 from mai.prompts import INSTRUCTIONS
+from mai.storage.paths import Home
+from mai.storage.runs import read_routes
 from tests.helpers import BUDGET
 
 COLOURS = {"red": (220, 30, 30), "green": (30, 170, 60), "blue": (40, 70, 220), "yellow": (240, 220, 40)}
@@ -341,7 +341,6 @@ def test_mai_regress_on_a_spec_uses_the_specs_budgets_and_the_models_defaults(tm
     spec's budgets and the given models' defaults apply, as for `mai run` (they were the pair's S 12 / R 160)."""
     from mai.cli import _parser
     from mai.cli.runs import regress_config
-
     from mai.config import DEFAULT_MAX_NEW_TOKENS, SHAPES_MAX_NEW_TOKENS, default_batch_sizes
 
     write_tsv(tmp_path / "colours.tsv")

@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from mai.storage.paths import Home
-from mai.storage.runs import read_routes
 
 from mai.errors import ConfigError
 from mai.evals.registry import get_benchmark
+from mai.storage.paths import Home
+from mai.storage.runs import read_routes
 from tests.helpers import run
 from tests.hub_fixtures import FIXTURES, fixture_dataset, write_fixture
 

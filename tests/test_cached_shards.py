@@ -65,11 +65,10 @@ def test_a_cached_rerun_makes_no_shard_flow_and_only_the_shards_that_lack_output
     """One store, five runs: the first computes 2 shards as shard flows; the same run again makes no shard flow or
     step task, gives the same run and builds no report; `mai run --report FILE` builds it; a wider run (4 shards,
     the first two stored) runs only the other two as shard flows; and the wider run again gives the same run."""
+    from mai.backends.registry import clear_engines, loaded_engines
     from mai.cli import main
     from mai.flows.artifacts import report_hint
     from mai.storage.paths import Home
-
-    from mai.backends.registry import clear_engines, loaded_engines
 
     first, first_id = _run(home, limit=LIMIT, shards=2)  # samples 0-7, in 2 shards of 4
     tasks, shards = _prefect_runs(first_id)
@@ -105,14 +104,14 @@ def test_a_stored_step_run_by_its_task_loads_no_model(home: Path) -> None:
     """The steps of a shard that runs as a flow (some other shard lacks outputs) still compute nothing and make no
     engine when their own outputs are stored, and end `Cached`: sparse RT's token selection included, which used to
     take the large model's engine before looking."""
-    from mai.storage.paths import Home
-    from mai.tasks.step import step_state
     from prefect import State
 
     from mai import cascade
     from mai.backends.registry import clear_engines, loaded_engines
     from mai.run.jobs import StageJob
     from mai.run.plan import prepare_run
+    from mai.storage.paths import Home
+    from mai.tasks.step import step_state
 
     sparse: dict[str, Any] = {"limit": 4, "shards": 1, "mode": "full_rt", "transfer": "sparse", "transfer_layer": 1}
     manifest, _ = _run(home, **sparse)

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import duckdb
 import pytest
+
 from mai.cli import main
 from mai.dashboards.saved import list_saved, load_saved
+from mai.errors import ConfigError
 from mai.storage.catalog import VIEW_NAMES, build_catalog, query
 from mai.storage.paths import Home
-
-from mai.errors import ConfigError
 
 RUN = ["run", "--limit", "12", "--max-new-tokens", "S=6", "--max-new-tokens", "R=12", "--max-new-tokens", "RT=6",
        "--max-new-tokens", "S2=6"]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from mai.cli import _parser as build_parser  # the CLI's own argparse tree
 
 REPO = Path(__file__).resolve().parents[1]

@@ -36,11 +36,11 @@ from typing import Any
 
 import pytest
 import yaml
+
+from mai.manifest import ShardOutcome
 from mai.storage.claims import lease_holder, lease_is_held
 from mai.storage.paths import Home
 from mai.storage.runs import read_routes, read_shard_outcomes, shard_lease_path
-
-from mai.manifest import ShardOutcome
 from tests.helpers import BUDGET, comparable
 from tests.hosts import Bridge, Host, HostFault, host_faults, on_host, start_host
 from tests.leaks import outlives_the_test
@@ -178,9 +178,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, assets_home: Path) -> Iter
 def wait_for_workers(cluster: Cluster, wanted: dict[str, int], labels: str, timeout_s: float = 900) -> None:
     """Until each pool has its workers polling (a worker registers with its first poll, seconds after its start:
     a run or probe before that would find no worker); fails at once when one of the hosts `labels` died."""
-    from mai.flows.fanout import heard_lately
     from prefect.client.orchestration import get_client
     from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from mai.flows.fanout import heard_lately
 
     deadline = time.monotonic() + timeout_s
     with temporary_settings({PREFECT_API_URL: cluster.api_url}), get_client(sync_client=True) as client:

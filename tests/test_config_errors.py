@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from mai.cli import main
 
 from mai.backends.registry import loaded_engines
+from mai.cli import main
 
 
 def mai(home: Path, *args: str) -> int:

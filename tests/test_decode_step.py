@@ -8,13 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from mai.storage.paths import Home
 
 from mai.backends.compute import uses_compute_thread
 from mai.backends.registry import clear_engines, get_engine
 from mai.backends.transformers_batching import StepClock
 from mai.config import resolve_model
 from mai.errors import ConfigError
+from mai.storage.paths import Home
 from mai.types import Decoding, GenResult
 from tests.test_transformers_backend import requests
 

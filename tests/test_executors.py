@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mai.storage.paths import Home
-from mai.storage.runs import is_complete, read_routes
 
 from mai import api
 from mai.config import RunConfig
 from mai.errors import ConfigError
+from mai.storage.paths import Home
+from mai.storage.runs import is_complete, read_routes
 from tests.helpers import BUDGET, comparable, run
 
 REPO = Path(__file__).resolve().parents[1]

@@ -23,14 +23,14 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from mai.storage.claims import lease_holder, lease_is_held
-from mai.storage.paths import Home
-from mai.storage.runs import read_routes, read_shard_outcomes, shard_lease_path
 
 from mai import api
 from mai.config import RunConfig
 from mai.host import host_name
 from mai.manifest import ShardOutcome
+from mai.storage.claims import lease_holder, lease_is_held
+from mai.storage.paths import Home
+from mai.storage.runs import read_routes, read_shard_outcomes, shard_lease_path
 from tests.helpers import BUDGET, comparable, link_shapes, run
 from tests.test_executors import stored_outputs
 

@@ -6,11 +6,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from mai.backends.registry import loaded_engines
 from mai.storage.catalog import query
 from mai.storage.paths import Home
 from mai.storage.runs import read_manifest, read_routes
-
-from mai.backends.registry import loaded_engines
 from tests.helpers import LIMIT, comparable, engine_generations, run, stored_generations
 
 pytestmark = pytest.mark.prefect
@@ -88,7 +88,6 @@ def test_cascade_rerun_s2_toggle_new_large_model_and_baselines_reuse_cascade_out
 
 def test_unknown_model_or_benchmark_fails_before_loading(home: Path) -> None:
     from mai.cli import main
-
     from mai.errors import ConfigError
 
     with pytest.raises(ConfigError, match="neither an existing local directory"):
@@ -103,8 +102,9 @@ def test_in_process_shards_emit_no_heartbeats_and_the_run_keeps_its_own(home: Pa
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """A flow run's end waits for its heartbeat thread's 1 s sleep (flows/fanout.py): shard subflows in the parent's
     process run without heartbeats, the parent flow with what the user set."""
-    from mai.flows import fanout, shard
     from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, get_current_settings, temporary_settings
+
+    from mai.flows import fanout, shard
 
     seen: dict[str, list[int | None]] = {"parent": [], "shard": []}
     original_shards, original_shard = fanout.run_shards, shard.run_shard

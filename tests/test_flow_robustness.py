@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+
 from mai.storage.catalog import query
 from mai.storage.paths import Home
 from mai.storage.runs import read_routes
-
 from tests.helpers import BUDGET, run
 
 pytestmark = pytest.mark.prefect

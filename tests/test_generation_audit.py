@@ -11,14 +11,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from mai.storage.maintenance import compact_store
-from mai.storage.paths import Home
 
 from mai import api
 from mai.backends import vllm_server
 from mai.backends.base import EngineOptions
 from mai.backends.registry import backend_identity, clear_engines, get_engine
 from mai.config import resolve_model
+from mai.storage.maintenance import compact_store
+from mai.storage.paths import Home
 from tests.helpers import run
 
 AUDIT = ("SELECT DISTINCT backend, engine, image_processor, transformers_version, torch_version, "

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from mai.storage.catalog import VIEW_NAMES, build_catalog
 from mai.storage.paths import Home
 

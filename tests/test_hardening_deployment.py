@@ -7,9 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from mai.flows.run import mai_run
 from prefect.utilities.callables import parameter_schema
 from prefect.utilities.schema_tools.validation import ValidationError, validate
+
+from mai.flows.run import mai_run
 
 SCHEMA: dict[str, Any] = parameter_schema(mai_run).model_dump_for_openapi()
 

@@ -13,9 +13,6 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from mai.flows.run import mai_run
-from mai.storage.paths import Home
-from mai.storage.runs import read_routes
 from PIL import Image
 from transformers import InternVLConfig, Qwen3VLConfig
 
@@ -24,7 +21,10 @@ from mai.backends.prompt_length import PromptCounter
 from mai.backends.transformers_inputs import encode_prompts
 from mai.config import BUILTIN_MODELS, RunConfig, resolve_model
 from mai.evals.loading import DEFAULT_MAX_IMAGE_PIXELS
+from mai.flows.run import mai_run
 from mai.plan import RunPlan
+from mai.storage.paths import Home
+from mai.storage.runs import read_routes
 from mai.types import ChatPrompt, Decoding, GenRequest, Sample, StageSpec
 from tests.helpers import BUDGET
 from tests.test_hardening_rows import hostile_copy
@@ -154,11 +154,10 @@ def test_a_megabyte_question_is_refused_by_the_models_context_and_the_run_comple
 def test_with_vllm_the_servers_max_model_len_is_the_context(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The vLLM backend counts with the same processor; its limit is the `--max-model-len` of the servers it starts
     (vLLM refuses a request past it), when that is below the model's context. Decided from the plan: no server runs."""
-    from mai.storage.materialise import materialise_samples
-    from mai.storage.samples import read_shard
-
     from mai.run.plan import prepare_run
     from mai.run.prompt_limits import refused_samples
+    from mai.storage.materialise import materialise_samples
+    from mai.storage.samples import read_shard
     from tests.test_vllm_backend import model_overrides
 
     data = str(long_question_copy(home, words=60))
@@ -197,14 +196,13 @@ def test_max_prompt_tokens_counts_the_reasoning_an_s2_or_rt_prompt_carries(home:
     """S2 and RT prompts carry the small model's reasoning (counted at the R budget, as against the context): a limit
     that holds each prompt's own tokens but not the reasoning as well refuses the sample, naming the reasoning; a
     limit that holds both lets it run. Decided from the plan: no model generates."""
-    from mai.storage.materialise import materialise_samples
-    from mai.storage.samples import read_shard
-
     from mai.backends.prompt_length import prompt_counter
     from mai.evals.registry import get_benchmark
     from mai.run.plan import prepare_run
     from mai.run.prompt_limits import prompt_refusal, refused_samples, upstream_budget
     from mai.stages import build_request
+    from mai.storage.materialise import materialise_samples
+    from mai.storage.samples import read_shard
     from mai.types import StageAnswer
 
     config = RunConfig(home=str(home), max_new_tokens=BUDGET, s2=True, shards=1)

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from mai.cli import main
 from mai.storage.paths import Home
 

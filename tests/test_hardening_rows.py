@@ -9,11 +9,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from mai.storage.paths import Home
-from mai.storage.runs import read_routes
 
 from mai.evals.demo import DemoBenchmark
 from mai.evals.loading import DataSource, load_dataset_rows, rows_to_samples
+from mai.storage.paths import Home
+from mai.storage.runs import read_routes
 from tests.helpers import run
 
 pytestmark = pytest.mark.prefect

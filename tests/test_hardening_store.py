@@ -14,12 +14,12 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from mai.cli import main
-from mai.storage.catalog import VIEW_NAMES, build_catalog
-from mai.storage.paths import Home
 
 from mai import api
+from mai.cli import main
 from mai.errors import ConfigError
+from mai.storage.catalog import VIEW_NAMES, build_catalog
+from mai.storage.paths import Home
 
 pytestmark = pytest.mark.prefect
 

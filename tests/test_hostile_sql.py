@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 
 import pytest
-from mai.cli import main
 
 from mai import api
+from mai.cli import main
 from mai.errors import ConfigError
 
 

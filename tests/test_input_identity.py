@@ -16,9 +16,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from mai.storage.materialise import FILES_READ, materialise_samples
-from mai.storage.paths import Home
-from mai.storage.samples import read_shard
 
 from mai import api
 from mai.config import config_from_mapping
@@ -27,6 +24,9 @@ from mai.evals.files_read import FileRead, files_digest
 from mai.evals.loading import DEFAULT_MAX_IMAGE_PIXELS
 from mai.evals.spec import load_spec
 from mai.pipeline import Materialised
+from mai.storage.materialise import FILES_READ, materialise_samples
+from mai.storage.paths import Home
+from mai.storage.samples import read_shard
 from mai.types import Sample
 from tests.helpers import BUDGET
 from tests.test_benchmark_specs import COLOURS, png, write_spec

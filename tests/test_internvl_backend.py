@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from mai.storage.paths import Home
 
 from mai.backends.registry import clear_engines, get_engine
 from mai.backends.tiny_internvl import TOKENS_PER_TILE
@@ -18,6 +17,7 @@ from mai.backends.transformers_backend import TransformersEngine
 from mai.backends.transformers_capture import capture_inputs
 from mai.config import INTERNVL_LARGE_BUILTIN, INTERNVL_SMALL_BUILTIN, resolve_model
 from mai.prompts import INSTRUCTIONS, RT_TEMPLATES, build_prompt, template_id
+from mai.storage.paths import Home
 from mai.types import REASONING_MARK, CaptureRequest, ChatPrompt, Decoding, GenRequest, GenResult
 from tests.test_transformers_backend import requests as demo_requests
 

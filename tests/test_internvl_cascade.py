@@ -10,9 +10,9 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from mai.storage.paths import Home
 
 from mai.config import INTERNVL_LARGE_BUILTIN, INTERNVL_SMALL_BUILTIN, LARGE_BUILTIN, SMALL_BUILTIN
+from mai.storage.paths import Home
 from tests.helpers import LIMIT, run, stored_generations
 
 pytestmark = pytest.mark.prefect

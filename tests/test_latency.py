@@ -5,15 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
+from mai.backends.registry import loaded_engines
 from mai.cli import main
 from mai.dashboards.saved import load_saved
 from mai.flows.profiles import mai_estimate, mai_profile
+from mai.latency_estimate import Call, LatencyProfile, estimate, ttft_at
 from mai.storage.catalog import query
 from mai.storage.latency import read_profile, read_run_calls, write_profile
 from mai.storage.paths import Home
-
-from mai.backends.registry import loaded_engines
-from mai.latency_estimate import Call, LatencyProfile, estimate, ttft_at
 from tests.helpers import run
 
 REPO = Path(__file__).resolve().parents[1]

@@ -12,13 +12,13 @@ import time
 from pathlib import Path
 
 import pytest
+
+from mai import progress
 from mai.cli import main
+from mai.config import RunConfig
 from mai.flows.speculative import mai_speculative, stored_rows
 from mai.storage.catalog import query
 from mai.storage.paths import Home
-
-from mai import progress
-from mai.config import RunConfig
 from tests.helpers import BUDGET
 
 pytestmark = pytest.mark.prefect

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import cast
 
 import pytest
-from mai.dashboards.provenance import Provenance
-from mai.storage.rows import RunRow
 
 from mai.config import resolve_model
+from mai.dashboards.provenance import Provenance
 from mai.provenance import model_provenance
+from mai.storage.rows import RunRow
 from mai.types import ModelSpec
 
 HUB_ID = "OpenGVLab/InternVL3_5-8B-HF"

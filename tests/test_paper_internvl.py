@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import cast
 
 import pytest
+
 from mai.dashboards.charts import Section
 from mai.dashboards.groups import SampleSet, Scored, scores_grid
 from mai.dashboards.paper_internvl import (

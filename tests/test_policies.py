@@ -121,9 +121,8 @@ def test_a_policy_without_its_outputs_names_the_run_that_stores_them(store: Stor
 
 def test_output_kinds_follow_the_stage_table() -> None:
     """The lab's kinds, what each consumes and the run storing it come from `mai.cascade`'s stage table."""
-    from mai.dashboards.outputs import OUTPUT_KINDS
-
     from mai import cascade
+    from mai.dashboards.outputs import OUTPUT_KINDS
 
     assert list(OUTPUT_KINDS)[:6] == ["small S", "small S+S2", "small E", "small E+S2", "small R", "small R+S2"]
     assert list(OUTPUT_KINDS)[-1] == cascade.RT_LARGE.label == "RT"

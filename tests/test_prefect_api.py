@@ -117,6 +117,7 @@ def test_a_run_whose_prefect_api_dies_fails_with_one_line_and_resumes(tmp_path: 
     import time
 
     import pyarrow.parquet as pq
+
     from mai.flows.prefect_api import _start_server_process
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PREFECT_LOGGING_LEVEL": "WARNING", **FEW_CLIENT_RETRIES,

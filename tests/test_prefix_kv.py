@@ -11,9 +11,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from mai.storage.materialise import materialise_samples
-from mai.storage.paths import Home
-from mai.storage.samples import read_shard
 
 from mai import api
 from mai.backends.prefix_kv import CachedPrefix, PrefixStore
@@ -24,6 +21,9 @@ from mai.evals.loading import DEFAULT_MAX_IMAGE_PIXELS
 from mai.evals.registry import get_benchmark
 from mai.run.plan import prepare_run
 from mai.stages import build_requests
+from mai.storage.materialise import materialise_samples
+from mai.storage.paths import Home
+from mai.storage.samples import read_shard
 from mai.types import GenResult, Sample, StageAnswer, StageSpec
 
 

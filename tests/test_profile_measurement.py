@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from mai.flows.profiles import mai_profile
 from mai.storage.catalog import query
 from mai.storage.paths import Home

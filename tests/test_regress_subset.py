@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from mai.cli import main
 
+from mai.cli import main
 from mai.regression import compare_runs
 from tests.helpers import BUDGET, run
 

@@ -33,10 +33,9 @@ def _artifact(flow_run_id: UUID, key: str) -> Any:
 def test_run_and_regression_artifacts(home: Path) -> None:
     from mai.flows.regression import mai_regression
     from mai.flows.run import mai_run
+    from mai.run.baseline import RegressionDetected
     from mai.storage.catalog import connect
     from mai.storage.paths import Home
-
-    from mai.run.baseline import RegressionDetected
 
     state = mai_run(shapes_pair_config(home=str(home), limit=LIMIT), return_state=True)
     manifest: dict[str, Any] = state.result()

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mai.storage.paths import Home
 
 from mai import api
 from mai.config import INTERNVL_LARGE_BUILTIN, INTERNVL_SMALL_BUILTIN, RunConfig
+from mai.storage.paths import Home
 from tests.hub_fixtures import write_fixture
 
 BUDGETS = {"S": 4, "E": 8, "R": 8, "S2": 4, "RT": 4}
@@ -478,7 +478,6 @@ def test_a_local_internvl35_checkpoint_fills_tables_13_and_14_from_any_directory
 
 def test_score_cells_state_an_interval_and_n() -> None:
     from mai.dashboards.groups import Scored, paired_cell, score_cell
-
     from mai.paired import mean_interval
 
     low, high = mean_interval([1.0] * 8 + [0.0] * 2)  # Wilson's interval for 8 of 10, by hand

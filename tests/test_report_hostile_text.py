@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from mai.cli import main
-from mai.storage.paths import Home
 
 from mai import api
+from mai.cli import main
 from mai.evals.demo import generate_demo_rows
 from mai.run.assets import DEMO_SEED, demo_data_dir, write_hub_parquet
+from mai.storage.paths import Home
 
 HOSTILE = "<!--<script>alert('q')</script>]]><b>x</b>&amp;"
 SCRIPTS_IN_A_PAGE = 5  # plotly.js, the chart data, the trace data, the chart drawing, the trace browser

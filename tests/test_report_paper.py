@@ -148,9 +148,8 @@ def test_attention_reads_only_the_selected_runs(store: Store, browser: Any, tmp_
 
 def test_figure_one_at_twenty_runs_and_table_16_have_no_overlapping_labels(
         store: Store, browser: Any, tmp_path: Path, screenshots: Path) -> None:  # noqa: F811
-    from mai.flows.run import mai_run
-
     from mai.config import shapes_pair_config
+    from mai.flows.run import mai_run
 
     home = tmp_path / "twenty"
     shutil.copytree(store.home, home)

@@ -17,13 +17,13 @@ from typing import Any, cast
 
 import duckdb
 import pytest
+
+from mai import api
 from mai.cli import main
 from mai.dashboards.rows import SpeedupRow, TimingSetRow
 from mai.dashboards.time_tables import Timings, measured
 from mai.storage.catalog import query
 from mai.storage.paths import Home
-
-from mai import api
 from tests.helpers import BUDGET
 from tests.test_benchmark_specs import TEMPLATE, run_spec, write_spec, write_tsv
 

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+
 from mai.cli import main
 from mai.storage.catalog import query
 from mai.storage.paths import Home
-
 from tests.helpers import run
 from tests.hub_fixtures import fixture_dataset, write_fixture
 

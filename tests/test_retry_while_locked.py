@@ -9,6 +9,7 @@ from typing import Any
 
 import anyio
 import pytest
+
 from mai.flows.prefect_api import RetryWhileLocked
 
 Message = dict[str, Any]

@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from mai.dashboards.saved import load_saved
 from mai.flows.profiles import mai_estimate
 from mai.storage.catalog import query
 from mai.storage.latency import write_profile
 from mai.storage.paths import Home
-
 from tests.helpers import BUDGET, run
 
 pytestmark = pytest.mark.prefect

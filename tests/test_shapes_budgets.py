@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
+
 from mai.cli import _parser, runs
 from mai.cli.options import run_config
-
 from mai.config import DEFAULT_MAX_NEW_TOKENS, SHAPES_MAX_NEW_TOKENS, RunConfig, shapes_pair_config
 
 PAIR = ["--benchmark", "shapes", "--small-model", "mai-shapes-small", "--large-model", "mai-shapes-large"]

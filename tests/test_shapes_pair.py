@@ -19,10 +19,9 @@ LIMIT = 32
 def test_demo_runs_the_trained_pair_and_the_regression_flow_guards_it(home: Path, tmp_path: Path) -> None:
     from mai.cli import main
     from mai.flows.regression import mai_regression
+    from mai.run.baseline import RegressionDetected
     from mai.storage.catalog import query
     from mai.storage.paths import Home
-
-    from mai.run.baseline import RegressionDetected
 
     assert main(["--home", str(home), "demo", "--limit", str(LIMIT)]) == 0
     _, rows = query(Home.at(home), "SELECT run_id FROM runs WHERE run_name = 'demo'")

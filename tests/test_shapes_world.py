@@ -235,10 +235,10 @@ def test_a_misleading_scene_differs_in_one_cell_and_changes_the_answer() -> None
 
 def test_splits_written_by_another_world_are_rebuilt_not_reused(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     import pyarrow.parquet as pq
-    from mai.storage.paths import Home
 
     import mai.evals.shapes_world as world
     from mai.run.assets import build_shapes_dataset
+    from mai.storage.paths import Home
 
     home = Home.at(tmp_path)
     test_split = build_shapes_dataset(home, SIZES) / "test-00000-of-00001.parquet"

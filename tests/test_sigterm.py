@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+
 from mai.cli import EXIT_STOPPED
 from mai.storage.paths import Home
 from mai.storage.runs import read_routes
 from mai.storage.verify import verify_store
-
 from tests.helpers import BUDGET, run
 
 pytestmark = [pytest.mark.prefect, pytest.mark.slow]

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from mai.flows.sweep import mai_sweep
-from mai.storage.catalog import query
-from mai.storage.paths import Home
 
 from mai.backends.registry import get_engine
 from mai.backends.transformers_capture import capture_inputs
 from mai.config import resolve_model
 from mai.errors import ConfigError
+from mai.flows.sweep import mai_sweep
+from mai.storage.catalog import query
+from mai.storage.paths import Home
 from mai.transfer import select_indices, tokens_to_reach
 from mai.types import REASONING_MARK, CaptureRequest, ChatPrompt
 from tests.helpers import BUDGET, run

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
+from mai.config import RunConfig
 from mai.flows.speculative import mai_speculative
 from mai.storage.catalog import query
 from mai.storage.paths import Home
-
-from mai.config import RunConfig
 from tests.helpers import BUDGET
 
 pytestmark = pytest.mark.prefect

@@ -13,10 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mai.storage.catalog import query
-from mai.storage.materialise import materialise_samples
-from mai.storage.paths import Home
-from mai.storage.samples import read_shard
 
 from mai import api
 from mai.backends import compute, prefix_kv
@@ -29,6 +25,10 @@ from mai.evals.registry import get_benchmark
 from mai.run.generate import by_prompt_size
 from mai.run.plan import prepare_run
 from mai.stages import build_requests
+from mai.storage.catalog import query
+from mai.storage.materialise import materialise_samples
+from mai.storage.paths import Home
+from mai.storage.samples import read_shard
 from mai.types import StageAnswer
 
 LIMIT = 40
@@ -113,10 +113,9 @@ def test_order_and_batch_size_never_change_an_engines_outputs(home: Path) -> Non
 def test_batch_sizes_per_prompt_kind_from_the_pair_the_command_line_and_deployments() -> None:
     from mai.cli import _parser
     from mai.cli.options import run_config
-    from mai.flows.deployment import merge_config
-
     from mai.config import RunConfig
     from mai.errors import ConfigError
+    from mai.flows.deployment import merge_config
 
     pair = ["--benchmark", "shapes", "--small-model", "mai-shapes-small", "--large-model", "mai-shapes-large"]
 

@@ -12,13 +12,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from mai.cli import main
-from mai.storage.paths import Home
-from mai.storage.split_check import runs_reading_another_split
 
 from mai import api
+from mai.cli import main
 from mai.config import config_from_mapping
 from mai.evals import loading
+from mai.storage.paths import Home
+from mai.storage.split_check import runs_reading_another_split
 from tests.helpers import BUDGET
 
 LIMIT = 4

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from mai.cli import main
 
 MAI = str(Path(sys.executable).with_name("mai"))

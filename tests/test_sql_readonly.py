@@ -10,13 +10,13 @@ from pathlib import Path
 
 import duckdb
 import pytest
+
 from mai.cli import main
 from mai.dashboards.saved import list_saved, load_saved
+from mai.errors import ConfigError
 from mai.storage.catalog import VIEW_NAMES, build_catalog, connect, query
 from mai.storage.latency import read_run_calls
 from mai.storage.paths import Home
-
-from mai.errors import ConfigError
 
 pytestmark = pytest.mark.prefect
 

@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from mai.errors import ConfigError
 from mai.storage import filesystem_check
 from mai.storage.filesystem_check import (
     Mount,
@@ -22,8 +24,6 @@ from mai.storage.filesystem_check import (
     mount_of,
     rename_problem,
 )
-
-from mai.errors import ConfigError
 
 CHECKS = ["locks across processes", "lock mount options", "atomic rename", "symlinks", "fsync", "free space"]
 

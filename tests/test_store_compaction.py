@@ -16,13 +16,13 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+
 from mai.storage.catalog import query
 from mai.storage.maintenance import compact_store, store_stats
 from mai.storage.partitions import Partition, compact, partitions, write_part
 from mai.storage.paths import Home
 from mai.storage.tables import CONTENT_ADDRESSED
 from mai.storage.verify import verify_store
-
 from tests.helpers import BUDGET, run
 
 REPO = Path(__file__).resolve().parents[1]
@@ -168,10 +168,9 @@ def test_duplicates_and_orphans_are_reported_then_removed(tmp_path: Path) -> Non
 
 @pytest.mark.prefect
 def test_a_compacted_real_store_answers_every_saved_query_as_before(home: Path) -> None:
+    from mai.config import RunConfig
     from mai.dashboards.saved import list_saved, load_saved
     from mai.flows.sweep import mai_sweep
-
-    from mai.config import RunConfig
 
     small_batches = {"batch_size": 2}
     run(home, **small_batches)

@@ -20,9 +20,9 @@ from typing import Any, Literal
 
 import pyarrow.parquet as pq
 import pytest
-from mai.cli import main
 
 from mai import api
+from mai.cli import main
 from mai.config import RunConfig, shapes_pair_config
 
 pytestmark = pytest.mark.prefect

@@ -13,11 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from mai.storage.paths import Home, locate_store, plan_on_this_host, read_store_id, store_id
 
 from mai.config import RunConfig
 from mai.errors import ConfigError
 from mai.plan import RunPlan, StoreLocations, build_plan
+from mai.storage.paths import Home, locate_store, plan_on_this_host, read_store_id, store_id
 
 
 def new_store(root: Path, assets_home: Path) -> Home:

@@ -20,9 +20,10 @@ LIMIT = 8
 def test_no_task_keeps_a_prefect_cache() -> None:
     """The store is the one cache: no task has a Prefect cache key (so none holds a host's store path) or a
     persisted result that could disagree with the store."""
+    from prefect.cache_policies import NO_CACHE
+
     from mai.tasks.materialize import limit_prompts, materialize_samples, route_and_score
     from mai.tasks.step import run_step
-    from prefect.cache_policies import NO_CACHE
 
     for task in (run_step, materialize_samples, limit_prompts, route_and_score):
         assert task.cache_policy is NO_CACHE and task.cache_key_fn is None, task.name
@@ -62,10 +63,9 @@ def test_a_run_lacking_outputs_flows_a_stored_run_is_a_lookup_and_a_deleted_file
     """One store, three behaviours in turn (each needs the store the one before left): a run lacking outputs goes
     through the flow; the same run again is a store lookup equal to it; with one output file deleted, the run
     goes through the flow again, computes exactly what the file held, and every other step ends `Cached`."""
+    from mai import api
     from mai.storage.catalog import connect
     from mai.storage.paths import Home
-
-    from mai import api
 
     # a run lacking an output goes through the flow: half the samples are stored, the whole run computes the rest
     api.run(shapes_pair_config(home=str(home), limit=LIMIT // 2, run_name="half"), progress=False)

@@ -10,6 +10,7 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 import pytest
+
 from mai.storage.catalog import connect
 from mai.storage.paths import Home
 from mai.storage.tables import TABLES, Table

@@ -10,15 +10,15 @@ import re
 from pathlib import Path
 
 import pytest
+
+from mai import api
 from mai.dashboards.charts import Section, Table
 from mai.dashboards.latency_section import latency
 from mai.dashboards.saved import load_saved
 from mai.dashboards.sections import read_store
+from mai.errors import ConfigError
 from mai.storage.catalog import query
 from mai.storage.paths import Home
-
-from mai import api
-from mai.errors import ConfigError
 from tests.helpers import run
 
 pytestmark = pytest.mark.prefect

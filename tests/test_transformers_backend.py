@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mai.storage.paths import Home
-
 from mai.backends.registry import get_engine
 from mai.backends.transformers_batching import TIMED_FROM
 from mai.config import resolve_model
+from mai.storage.paths import Home
 from mai.types import ChatPrompt, Decoding, GenRequest
 
 
 def requests(home: Path, decoding: Decoding) -> list[GenRequest]:
     import pyarrow.parquet as pq
+
     from mai.storage.samples import store_image
 
     rows = pq.read_table(Home.at(home).datasets / "demo" / "test-00000-of-00001.parquet").slice(0, 5).to_pylist()

@@ -21,10 +21,6 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from mai.flows.run import mai_run
-from mai.storage.catalog import query
-from mai.storage.paths import Home
-from mai.storage.runs import read_routes
 
 from mai import progress
 from mai.backends import vllm_server
@@ -32,6 +28,10 @@ from mai.backends.registry import clear_engines, loaded_engines
 from mai.backends.vllm_backend import CPU_HEAD_SIZES, VllmEngine
 from mai.config import RunConfig, resolve_model
 from mai.errors import ConfigError
+from mai.flows.run import mai_run
+from mai.storage.catalog import query
+from mai.storage.paths import Home
+from mai.storage.runs import read_routes
 
 pytestmark = [pytest.mark.prefect, pytest.mark.vllm, pytest.mark.slow]
 

@@ -9,14 +9,14 @@ import shutil
 from pathlib import Path
 
 import pytest
-from mai.flows.shard import mai_shard
-from mai.storage.paths import Home
 
 from mai import api
 from mai.config import RunConfig, shapes_pair_config, shipped_models_dir
 from mai.errors import ConfigError
+from mai.flows.shard import mai_shard
 from mai.plan import RunPlan, localize_models
 from mai.run.plan import prepare_run
+from mai.storage.paths import Home
 from tests.helpers import link_shapes
 
 DEPLOYER_CHECKOUT = "/home/someone-else/mai/mai/assets/models"
@@ -84,11 +84,10 @@ def test_a_drain_runs_each_shard_once_loading_each_model_once(store: Path) -> No
     and finds nothing to run once every outcome is stored."""
     import threading
 
+    from mai.backends.registry import clear_engines
     from mai.flows.drain import mai_drain
     from mai.storage.claims import Lease, lease_is_held
     from mai.storage.runs import read_shard_outcomes, shard_lease_path, shard_outcome_path
-
-    from mai.backends.registry import clear_engines
 
     config = RunConfig(**{**shapes_pair_config().model_dump(), "home": str(store), "limit": 9, "shards": 3})
     shards = api.run(config, progress=False)["shard_paths"]  # materialises the shards
