@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # the run types only in signatures: `mai sql` and the other s
     from mai.flows.profiles import StageTime
     from mai.flows.speculative import SpeculativeSummary
     from mai.manifest import RunManifest
+    from mai.pipeline import HandedOver
     from mai.plan import RunPlan
     from mai.run.baseline import RegressionResult
     from mai.run.rescore import Rescored
@@ -63,15 +64,16 @@ def run(config: RunConfig, progress: bool = True, local: bool = False) -> RunMan
     if local and config.workers:
         raise ConfigError(f"--local computes in this process, --workers {config.workers} fans the shards out over a "
                           "Prefect work pool: give one of them")
-    plan, stored = _resolved(config, local, progress)
-    if stored is not None:
-        return _with_store_paths(stored, plan)
+    decided = _resolved(config, local, progress)
+    plan = decided.plan
+    if decided.manifest is not None:
+        return _with_store_paths(decided.manifest, plan)
     try:
         with _prefect_api(plan.home):
             from mai.flows.run import mai_run
 
             with _progress_bar(progress):  # named after the run from its start (the flow names runs it plans itself)
-                manifest = mai_run.with_options(flow_run_name=f"mai-run/{plan.run_name}")(config, plan)
+                manifest = mai_run.with_options(flow_run_name=f"mai-run/{plan.run_name}")(config, plan, decided.handed)
     except Exception as error:  # noqa: BLE001 (raised again unless the run is complete in the store)
         manifest = _completed_in_store(error, plan)
     return _with_store_paths(manifest, plan)
@@ -90,30 +92,41 @@ def _completed_in_store(error: Exception, plan: RunPlan) -> RunManifest:
     return read_manifest(home, plan.run_id)
 
 
-def _resolved(config: RunConfig, local: bool = False, progress: bool = False) -> tuple[RunPlan, RunManifest | None]:
-    """The one place a command decides on its executor: the run's plan, and its manifest when it ran here (nothing
-    to compute, or `local`: the in-process executor, with no Prefect). When something is missing, nothing is
-    written beyond the samples, and what computing needs is checked (a store whose locks work, the workers); a run
-    that is not `local` then runs as the `mai-run` flow, which receives the plan resolved here."""
+class Decided(NamedTuple):
+    """What `_resolved` decided: the run's plan (resolved), and either its manifest (it ran here) or its resolution
+    handed over to the `mai-run` flow."""
+
+    plan: RunPlan
+    manifest: RunManifest | None
+    handed: HandedOver | None
+
+
+def _resolved(config: RunConfig, local: bool = False, progress: bool = False) -> Decided:
+    """The one place a command decides on its executor, having planned and resolved the run once: it ran here
+    (nothing to compute, or `local`: the in-process executor, with no Prefect), or its resolution is handed over to
+    the `mai-run` flow. When something is missing, nothing is written beyond the samples and the resolution, and
+    what computing needs is checked (a store whose locks work, the workers)."""
     import logging
 
-    from mai.pipeline import complete, resolve
+    from mai.pipeline import Phases, complete, hand_over, resolve
     from mai.run.plan import check_can_compute, prepare_run
     from mai.run.shard import InProcessShards
     from mai.run.steps import StoreSteps
 
+    phases = Phases()
     plan = prepare_run(config, _assets_for(config), check_store=False)
+    phases.end("plan_s")
     log = logging.getLogger("mai")
     steps = StoreSteps(log)
-    resolved = resolve(plan, steps)
+    resolved = resolve(plan, steps, phases)
     if not resolved.todo:
-        return resolved.plan, complete(resolved, steps, InProcessShards(log), log)
+        return Decided(resolved.plan, complete(resolved, steps, InProcessShards(log), log), None)
     check_can_compute(plan)
     if local:
         with _progress_bar(progress):
-            return resolved.plan, complete(resolved, steps, InProcessShards(log), log)
+            return Decided(resolved.plan, complete(resolved, steps, InProcessShards(log), log), None)
     _check_workers(config)
-    return resolved.plan, None
+    return Decided(resolved.plan, None, hand_over(resolved, steps))
 
 
 def _check_workers(config: RunConfig) -> None:
@@ -187,14 +200,14 @@ def regress(config: RunConfig, baseline: str | None = None, min_drop: float = 1.
 
     home = Home.at(config.home)
     chosen = load_baseline(home, baseline or str(default_baseline()))  # fails fast on a missing baseline
-    plan, stored = _resolved(config)
-    if stored is not None:
-        return judge(home, stored["run_id"], chosen, min_drop, alpha, require_all)
+    decided = _resolved(config)
+    if decided.manifest is not None:
+        return judge(home, decided.manifest["run_id"], chosen, min_drop, alpha, require_all)
     with _prefect_api(config.home):
         from mai.flows.regression import mai_regression
 
         with _progress_bar(True):
-            return mai_regression(config, baseline, min_drop, alpha, require_all, plan)
+            return mai_regression(config, baseline, min_drop, alpha, require_all, decided.plan, decided.handed)
 
 
 def write_baseline(run_id: str, out: Path, home: str | Path | None = None) -> Path:

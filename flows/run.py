@@ -1,7 +1,8 @@
 """`mai-run`: the MAI cascade (or a baseline) over a benchmark split, as a Prefect flow.
 
 The run is the pipeline (mai/pipeline.py) on the Prefect executor: the plan (`prepare_run`) is made once and is the
-single source of truth; the shards whose outputs the store lacks run its ordered steps in `mai-shard` flows, in this
+single source of truth, and so is the resolution against the store (the command makes both and hands them over;
+only a run started without them, from a deployment, makes them here); the shards whose outputs the store lacks run its ordered steps in `mai-shard` flows, in this
 process or fanned out to GPU workers (`config.workers`, see flows/fanout.py). Each step computes only what the store
 lacks, each identity once across every run on the store. The parent then routes, scores and writes the manifest,
 once; the manifest is written last.
@@ -26,7 +27,7 @@ from mai.flows.artifacts import publish_run
 from mai.flows.deployment import started_by, with_deployment_defaults
 from mai.flows.fanout import check_workers, run_shards
 from mai.manifest import RunManifest, RunScores, StageMaps
-from mai.pipeline import Materialised, Phases, ShardsDone, run_pipeline
+from mai.pipeline import HandedOver, Materialised, Phases, ShardsDone, complete, resolve, take_over
 from mai.plan import RunPlan
 from mai.run.assets import ensure_builtin_assets
 from mai.run.plan import prepare_run
@@ -38,15 +39,16 @@ from mai.tasks.materialize import limit_prompts, materialize_samples, route_and_
 
 
 @flow(name="mai-run", persist_result=False)
-def mai_run(config: RunConfig, plan: RunPlan | None = None) -> RunManifest:
+def mai_run(config: RunConfig, plan: RunPlan | None = None, resolved: HandedOver | None = None) -> RunManifest:
     """Run one configuration; returns the run's manifest (routing counts, metrics, generations computed and
-    reused, timings). `plan`: the configuration already validated and resolved (`mai.api.run` makes it once,
-    before Prefect starts); without it (a deployment run, a notebook) the flow makes it, failing before any model
-    loads if the configuration cannot run. SIGTERM (and so a Prefect cancellation) stops it within a decoding
-    step, keeping what it stored (mai/stop.py)."""
+    reused, timings). `plan`: the configuration already validated and resolved; `resolved`: the plan's shards
+    already resolved against the store (`mai.api.run` makes both once, before Prefect starts). Without them (a
+    deployment run, a notebook) the flow makes them, failing before any model loads if the configuration cannot
+    run. SIGTERM (and so a Prefect cancellation) stops it within a decoding step, keeping what it stored
+    (mai/stop.py)."""
     with stop.on_sigterm():
         try:
-            return _run(config, plan)
+            return _run(config, plan, resolved)
         except (KeyboardInterrupt, stop.StopRequested, TerminationSignal):
             if not stop.stop_requested():
                 raise
@@ -56,7 +58,7 @@ def mai_run(config: RunConfig, plan: RunPlan | None = None) -> RunManifest:
             return cast(RunManifest, Cancelled(message=f"{stop.reason()}: what the run stored is kept"))
 
 
-def _run(config: RunConfig, plan: RunPlan | None) -> RunManifest:
+def _run(config: RunConfig, plan: RunPlan | None, resolved: HandedOver | None) -> RunManifest:
     phases = Phases()
     log = get_run_logger()
     if plan is None:
@@ -66,11 +68,18 @@ def _run(config: RunConfig, plan: RunPlan | None) -> RunManifest:
         plan = prepare_run(config, home)
         check_workers(config)
         plan = plan.model_copy(update={"command": started_by(plan.command)})
+        phases.end("plan_s")
     name_flow_run(plan)
     log.info("run %s: %s of %s on %s, stages %s", plan.run_id, plan.config.mode, describe_models(plan), plan.benchmark,
              " -> ".join(stage.name for stage in plan.stages))
-    phases.end("plan_s")
-    return run_pipeline(plan, FlowSteps(log, publish_run), PrefectShards(), log, phases)
+    steps = FlowSteps(log, publish_run)
+    if resolved is None:
+        resolution = resolve(plan, steps, phases)
+    else:
+        resolution = take_over(plan, resolved, steps)
+        log.info("run %s: resolved by the command that started it: %d of %d shard(s) to compute", plan.run_id,
+                 len(resolution.todo), len(resolution.shard_paths))
+    return complete(resolution, steps, PrefectShards(), log)
 
 
 class FlowSteps(StoreSteps):

@@ -78,6 +78,8 @@ class RunTimings(TypedDict):
     # where the wall time went, phase by phase (absent from manifests of runs that did not measure them)
     plan_s: NotRequired[float]
     materialize_s: NotRequired[float]
+    # from the command's resolution to the flow's start (a temporary Prefect server's start, the flow run's creation)
+    handover_s: NotRequired[float]
     shards_s: NotRequired[float]
     route_and_score_s: NotRequired[float]
     manifest_s: NotRequired[float]

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
 
+from pydantic import BaseModel, ConfigDict
+
 from mai.evals.loading import DataSource
 from mai.manifest import RunManifest, RunScores, ShardOutcome, StageMaps
 from mai.plan import RunPlan
@@ -52,6 +54,12 @@ class RunSteps(Protocol):
     def resolve_identities(self, plan: RunPlan, shard_paths: list[str]) -> dict[str, ShardOutcome]:
         """The outcomes of the shards whose every output the store holds (the others are left out)."""
 
+    def record_stored(self, plan: RunPlan, stored: dict[str, ShardOutcome]) -> None:
+        """Keeps what `resolve_identities` found for the executor that completes the run (`hand_over`)."""
+
+    def read_stored(self, plan: RunPlan) -> dict[str, ShardOutcome]:
+        """What `record_stored` kept for the run."""
+
     def route_and_score(self, plan: RunPlan, shard_paths: list[str], stage_maps: dict[str, StageMaps]
                         ) -> RunScores:
         """Writes the run's routes, scores and metrics."""
@@ -80,9 +88,31 @@ class Resolved:
     phases: Phases
 
 
+class PhasesSoFar(BaseModel):
+    """A run's clock as the command that resolved the run hands it to the flow that completes it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    seconds: dict[str, float]
+    started_at: datetime
+    handed_at: datetime
+
+
+class HandedOver(BaseModel):
+    """A resolution as a flow receives it (its parameter: small, whatever the run's size): the shards, the to-do
+    list and the clock; the stored shards' outcomes are a record of the run in the store (`RunSteps.record_stored`),
+    since their stage maps grow with the run."""
+
+    model_config = ConfigDict(frozen=True)
+
+    shard_paths: list[str]
+    todo: list[str]
+    phases: PhasesSoFar
+
+
 def resolve(plan: RunPlan, steps: RunSteps, phases: Phases | None = None) -> Resolved:
     """Plan -> materialise -> resolve identities: which shards the store answers whole, and what is left to do.
-    `phases`: the run's clock when it started before this (a flow that made its plan)."""
+    `phases`: the run's clock when it started before this (the plan was made on it)."""
     phases = phases or Phases()
     materialised = steps.materialise(plan)
     plan = plan.model_copy(update={"source": materialised.source})
@@ -91,6 +121,19 @@ def resolve(plan: RunPlan, steps: RunSteps, phases: Phases | None = None) -> Res
     stored = steps.resolve_identities(plan, shard_paths)
     phases.end("shards_s")
     return Resolved(plan, shard_paths, stored, [shard for shard in shard_paths if shard not in stored], phases)
+
+
+def hand_over(resolved: Resolved, steps: RunSteps) -> HandedOver:
+    """The resolution for an executor in a flow, so the flow does not resolve again (`take_over`)."""
+    steps.record_stored(resolved.plan, resolved.stored)
+    return HandedOver(shard_paths=resolved.shard_paths, todo=resolved.todo, phases=resolved.phases.so_far())
+
+
+def take_over(plan: RunPlan, handed: HandedOver, steps: RunSteps) -> Resolved:
+    """The resolution `hand_over` gave (`plan`: the resolved plan), on the clock it ran on: the seconds between the
+    two (a temporary Prefect server's start, the flow run's creation) are the run's `handover_s`."""
+    stored = steps.read_stored(plan)
+    return Resolved(plan, handed.shard_paths, stored, handed.todo, Phases.resumed(handed.phases))
 
 
 def complete(resolved: Resolved, steps: RunSteps, executor: Executor, log: Log) -> RunManifest:
@@ -111,12 +154,6 @@ def complete(resolved: Resolved, steps: RunSteps, executor: Executor, log: Log) 
     return steps.finish(plan, done, scores, phases)
 
 
-def run_pipeline(plan: RunPlan, steps: RunSteps, executor: Executor, log: Log, phases: Phases | None = None
-                 ) -> RunManifest:
-    """The whole run on one executor (`phases`: as `resolve`)."""
-    return complete(resolve(plan, steps, phases), steps, executor, log)
-
-
 class Phases:
     """Where a run's wall time goes (plan, materialise, shards, routing and scoring, manifest), from its start."""
 
@@ -124,6 +161,19 @@ class Phases:
         self.seconds: dict[str, float] = {}
         self.started, self.started_at = time.perf_counter(), datetime.now(UTC)
         self._last = self.started
+
+    def so_far(self) -> PhasesSoFar:
+        return PhasesSoFar(seconds=dict(self.seconds), started_at=self.started_at, handed_at=datetime.now(UTC))
+
+    @classmethod
+    def resumed(cls, so_far: PhasesSoFar) -> Phases:
+        """The clock `so_far` handed over, running on in this process; the time since it was handed is
+        `handover_s`."""
+        phases, now = cls(), datetime.now(UTC)
+        phases.started -= (now - so_far.started_at).total_seconds()
+        phases.started_at = so_far.started_at
+        phases.seconds = {**so_far.seconds, "handover_s": (now - so_far.handed_at).total_seconds()}
+        return phases
 
     def end(self, name: str) -> None:
         """Ends phase `name` now (a phase that ran twice, such as the lookup and the computing of shards, adds)."""

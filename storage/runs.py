@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from mai.files import write_atomically
 from mai.manifest import RunManifest, ShardOutcome
 from mai.storage.damage import DamagedFileError, Unreadable
@@ -52,6 +54,19 @@ def write_shard_outcome(home: Home, run_id: str, shard_path: str, outcome: Shard
     """What a shard flow hands its parent (stage maps, its own accounting): a file in the shared store, so a
     shard that ran on another worker reports the same way as one that ran in the parent's process. Atomic."""
     return write_atomically(shard_outcome_path(home, run_id, shard_path), outcome.model_dump_json())
+
+
+_STORED_SHARDS = TypeAdapter(dict[str, ShardOutcome])
+
+
+def write_stored_shards(home: Home, run_id: str, stored: dict[str, ShardOutcome]) -> Path:
+    """The shards that the command resolving the run found answered whole by the store, with their outcomes: read
+    by the flow that completes the run instead of resolving again (mai/pipeline.py `hand_over`). Atomic."""
+    return write_atomically(home.runs / run_id / "stored-shards.json", _STORED_SHARDS.dump_json(stored))
+
+
+def read_stored_shards(home: Home, run_id: str) -> dict[str, ShardOutcome]:
+    return _STORED_SHARDS.validate_json((home.runs / run_id / "stored-shards.json").read_bytes())
 
 
 def write_regression_report(home: Home, run_id: str, report: str) -> Path:

@@ -75,3 +75,30 @@ def test_in_process_and_flow_executors_store_the_same_outputs_and_routes(home: P
     assert stored_outputs(home) == stored_outputs(other)
     rerun = api.run(RunConfig(home=str(home), **values), progress=False)  # a lookup on the in-process store
     assert rerun["counts"]["generations_computed"] == 0
+
+
+@pytest.mark.prefect
+def test_a_flow_run_receives_the_commands_resolution_and_does_not_resolve_again(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command resolves once and hands the resolution to the flow: the shards the store answered come to the
+    flow through the run's record, with the stage maps the lookup found (the routes are those of the first run),
+    and the seconds between the two are the run's `handover_s`."""
+    import mai.run.steps
+
+    values = {"limit": LIMIT, "shards": 2, "batch_size": 8, "max_new_tokens": BUDGET}
+    first = api.run(RunConfig(home=str(home), **values), progress=False, local=True)
+    lookups: list[list[str]] = []
+    real = mai.run.steps.resolve_identities
+
+    def first_shard_only(plan: Any, shard_paths: list[str]) -> dict[str, Any]:
+        """The store's answer for the first shard only: the second goes to the flow's executor."""
+        lookups.append(list(shard_paths))
+        return {shard: outcome for shard, outcome in real(plan, shard_paths).items() if shard == shard_paths[0]}
+
+    monkeypatch.setattr(mai.run.steps, "resolve_identities", first_shard_only)
+    again = api.run(RunConfig(home=str(home), **values), progress=False)  # the default: the mai-run flow
+    assert len(lookups) == 1  # by the command; the flow took its resolution over
+    assert again["counts"]["generations_computed"] == 0  # the executor's shard found its outputs stored
+    assert comparable(read_routes(Home.at(home), again["run_id"])) == \
+        comparable(read_routes(Home.at(home), first["run_id"]))
+    assert {"plan_s", "materialize_s", "handover_s", "shards_s"} <= set(again["timings"])

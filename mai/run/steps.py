@@ -14,6 +14,7 @@ from mai.run.prompt_limits import checked_shards
 from mai.run.routes import score_run
 from mai.storage.materialise import materialise_samples
 from mai.storage.paths import Home
+from mai.storage.runs import read_stored_shards, write_stored_shards
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,12 @@ class StoreSteps:
 
     def resolve_identities(self, plan: RunPlan, shard_paths: list[str]) -> dict[str, ShardOutcome]:
         return resolve_identities(plan, shard_paths)
+
+    def record_stored(self, plan: RunPlan, stored: dict[str, ShardOutcome]) -> None:
+        write_stored_shards(Home.at(plan.home), plan.run_id, stored)
+
+    def read_stored(self, plan: RunPlan) -> dict[str, ShardOutcome]:
+        return read_stored_shards(Home.at(plan.home), plan.run_id)
 
     def route_and_score(self, plan: RunPlan, shard_paths: list[str], stage_maps: dict[str, StageMaps]
                         ) -> RunScores:
