@@ -104,10 +104,16 @@ def selection_ids_of(plan: RunPlan, benchmark: Benchmark, todo: Sequence[Sample]
                      answers: Mapping[StageName, Mapping[str, StageAnswer]]) -> dict[str, str]:
     """sample_id -> the step's selection id for `todo`: identities only, nothing is read or computed (what
     `select_outputs` returns, for the parent's lookup of stored shards, mai/run/identities.py)."""
-    assert plan.config.transfer_layer is not None  # validated in the plan
     reasoning = {s.sample_id: answers["r_small"][s.sample_id].gen_id for s in todo}
+    return selection_ids_for(plan, capture_ids_of(plan, benchmark, todo, reasoning))
+
+
+def selection_ids_for(plan: RunPlan, captures: Mapping[str, str]) -> dict[str, str]:
+    """sample_id -> the selection id of its capture (`captures`: sample_id -> capture id) at the run's layer and
+    delta: the one derivation, for the lookup here and for the step (mai/run/transfer.py)."""
+    assert plan.config.transfer_layer is not None  # validated in the plan
     return {sid: selection_id(cid, plan.config.transfer_layer, plan.config.transfer_delta)
-            for sid, cid in capture_ids_of(plan, benchmark, todo, reasoning).items()}
+            for sid, cid in captures.items()}
 
 
 def _template(benchmark: Benchmark, sample: Sample) -> str:

@@ -14,20 +14,15 @@ from mai.evals.registry import get_benchmark
 from mai.plan import RunPlan
 from mai.prompts import build_prompt
 from mai.run.generate import StepResult, step_inputs
-from mai.run.identities import capture_ids_of
+from mai.run.identities import capture_ids_of, selection_ids_for
 from mai.run.jobs import StageJob
-from mai.storage.attention import (
-    captured_layers,
-    read_captures,
-    write_captures,
-    write_selections,
-)
+from mai.storage.attention import read_captures, write_captures, write_selections
 from mai.storage.claims import ClaimBoard, compute_once
 from mai.storage.generations import shared_store
 from mai.storage.paths import Home
 from mai.storage.rows import CaptureRow, GenerationRow, SelectionRow
 from mai.storage.stored import stored_among
-from mai.transfer import select_indices, selection_id
+from mai.transfer import select_indices
 from mai.types import REASONING_MARK, CaptureRequest, LayerCapture, Sample
 
 
@@ -61,9 +56,11 @@ def _capture(job: StageJob, benchmark: Benchmark, todo: list[Sample], reasoning:
     by_capture = {captures[s.sample_id]: s for s in todo}
 
     def compute(capture_ids: list[str]) -> None:
-        have = captured_layers(home, large, capture_ids)
+        # layer -> the captures that lack it (a capture is stored per layer: asked through the one lookup)
+        lacking = {layer: set(capture_ids) - stored_among(ctx.home, large, "capture", capture_ids, [layer])
+                   for layer in layers}
         pending = [by_capture[cid] for cid in capture_ids]
-        missing_layers = set().union(*(layers - have.get(cid, set()) for cid in capture_ids))
+        missing_layers = {layer for layer, ids in lacking.items() if ids}
         engine = _large_engine(ctx)
         texts = shared_store(ctx.home).read(ctx.models["small"], "R", (reasoning[s.sample_id] for s in pending),
                                             ["text", "output_token_ids"])
@@ -74,7 +71,7 @@ def _capture(job: StageJob, benchmark: Benchmark, todo: list[Sample], reasoning:
         elapsed = time.perf_counter() - started
         rows = [_capture_row(r, by_capture[r.capture_id], reasoning, large.identity_name, ctx.run_id,
                              elapsed / len(requests))
-                for r in results if r.layer not in have.get(r.capture_id, set())]
+                for r in results if r.capture_id in lacking[r.layer]]
         write_captures(home, large, rows)
         progress.count(job.ledger, captures=len(requests), capture_s=elapsed)
 
@@ -109,7 +106,7 @@ def _select(job: StageJob, captures: dict[str, str]) -> tuple[dict[str, str], in
     home, large = Home.at(ctx.home), ctx.models["large"]
     layer, delta = ctx.config.transfer_layer, ctx.config.transfer_delta
     assert layer is not None  # validated in the plan
-    selections = {sid: selection_id(cid, layer, delta) for sid, cid in captures.items()}
+    selections = selection_ids_for(ctx, captures)
     capture_of = {sel: captures[sid] for sid, sel in selections.items()}
 
     def compute(selection_ids: list[str]) -> None:
