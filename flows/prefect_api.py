@@ -1,14 +1,16 @@
 """Where a `mai` flow's Prefect API comes from, asked only when a flow is about to run (a run whose outputs are all
 stored is a store lookup and needs none: mai/pipeline.py).
 
-1. A configured server (`PREFECT_API_URL` in the environment or the active Prefect profile, e.g. a team's server,
-   or the one `prefect server start --background` keeps on this machine): used as it is.
+1. A configured server (`PREFECT_API_URL` in Prefect's settings: the environment, the active profile, a
+   prefect.toml; e.g. a team's server, or the one `prefect server start --background` keeps on this machine): used
+   as it is. The decision is the settings' alone, whatever imported Prefect before.
 2. Else a temporary server for the one command (what a fresh machine gets: nothing to set up), started by the
    command itself rather than by Prefect's client, so that it dies with the command however the command ends:
    the kernel sends it SIGTERM when its parent dies (PR_SET_PDEATHSIG), a SIGKILL of `mai run` included; Prefect's
    own temporary server outlived 8 of 13 killed runs. Its database is the store's own (one per store, in
    PREFECT_HOME), so commands on different stores never wait on each other's server start; commands on one store
-   take turns to start theirs (two servers migrating one fresh database at once fail).
+   take turns to start theirs (two servers migrating one fresh database at once fail). A database goes when its
+   store does, and the others are kept to a bound (`prune_server_databases`).
 
 `mai` manages no long-lived server of its own and signals no process it did not start: Prefect's own
 `prefect server start --background` / `status` / `stop` do that (docs/prefect-and-workers.md).
@@ -26,14 +28,15 @@ import socket
 import subprocess
 import sys
 import time
-import tomllib
 import urllib.error
 import urllib.request
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mai.storage.paths import Home, store_id
+from mai.errors import ConfigError
+from mai.files import write_atomically
+from mai.storage.paths import Home, read_store_id, store_id
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -41,8 +44,8 @@ if TYPE_CHECKING:
 START_TIMEOUT_S = 180.0
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
-# the temporary server this process started (`ensure_api`), if any
-_temporary: subprocess.Popen[bytes] | None = None
+# the temporary server this process started (`ensure_api`), if any, and its API's URL
+_temporary: tuple[subprocess.Popen[bytes], str] | None = None
 
 
 def healthy(url: str, timeout_s: float = 1.0) -> bool:
@@ -53,38 +56,20 @@ def healthy(url: str, timeout_s: float = 1.0) -> bool:
         return False
 
 
-def configured() -> bool:
-    """Whether this process already has a Prefect API: PREFECT_API_URL in the environment or the active profile,
-    or Prefect already imported (it reads its settings once per process: switching after, in a notebook or a test
-    harness, would send a run's flow and its tasks to different servers)."""
-    return bool(os.environ.get("PREFECT_API_URL")) or "prefect" in sys.modules or _url_in_prefect_profile()
-
-
-def _url_in_prefect_profile() -> bool:
-    """Whether the active Prefect profile sets PREFECT_API_URL (`prefect config set ...`): read from its file, so
-    that finding out costs no Prefect import."""
-    home = Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect")
-    path = Path(os.environ.get("PREFECT_PROFILES_PATH") or home / "profiles.toml")
-    try:
-        profiles = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError):
-        return False
-    active = os.environ.get("PREFECT_PROFILE") or profiles.get("active") or "ephemeral"
-    return bool(profiles.get("profiles", {}).get(active, {}).get("PREFECT_API_URL"))
-
-
 def ensure_api(home: Home) -> AbstractContextManager[object]:
-    """Before a flow runs: a configured API as it is, else this process's temporary server for the store at `home`
-    (started once); returns the settings to run flows under. On a temporary server, no flow-run heartbeats: nothing
-    reads them there, and the end of every flow run waits up to 1 s for its heartbeat thread (prefect 3.9). A
-    configured server (where an automation may mark silent runs Crashed) keeps Prefect's setting."""
-    if _temporary is None and not configured():
-        start_temporary_server(home)
-    if _temporary is None:
-        return nullcontext()
-    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+    """Before a flow runs: the API Prefect's settings name (PREFECT_API_URL from the environment, the active
+    profile, prefect.toml, or a harness's temporary settings) as it is; when they name none, this process's
+    temporary server for the store at `home` (started once). Returns the settings to run flows under: on the
+    temporary server, its URL (whenever this process imported Prefect, the settings it read then are overridden
+    for the flow and its tasks alike) and no flow-run heartbeats (nothing reads them there, and the end of every
+    flow run waits up to 1 s for its heartbeat thread, prefect 3.9). A configured server (where an automation
+    marks silent runs Crashed) keeps Prefect's setting."""
+    from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
-    return temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
+    if _temporary is None and PREFECT_API_URL.value():
+        return nullcontext()
+    url = _temporary[1] if _temporary is not None else start_temporary_server(home)
+    return temporary_settings(updates={PREFECT_API_URL: url, PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
 
 
 def server_directory(home: Home) -> Path:
@@ -99,25 +84,27 @@ def server_start_lock(home: Home) -> Path:
     return server_directory(home) / "start.lock"
 
 
-# the temporary servers' databases (one folder per store that commands on this machine used) are kept to a bound: the
-# most recently used KEPT_DATABASES, and any other used within IDLE_BEFORE_REMOVAL_S; the rest are removed when a
-# command starts a temporary server (a database holds only the Prefect records of past commands: the store keeps
-# every result, and a store whose database went gets a fresh one)
+# the temporary servers' databases (one folder per store that commands on this machine used) go when their store
+# is gone, and the others are kept to a bound: the most recently used KEPT_DATABASES, and any other used within
+# IDLE_BEFORE_REMOVAL_S. They are removed when a command starts a temporary server (a database holds only the
+# Prefect records of past commands: the store keeps every result, and a store whose database went gets a fresh one)
 KEPT_DATABASES = 16
 IDLE_BEFORE_REMOVAL_S = 7 * 86400.0
+STORE_RECORD = "store"  # in a database's folder: the root of the store it serves, as its last command saw it
 
 
 def prune_server_databases(stores: Path, keep: int = KEPT_DATABASES, idle_s: float = IDLE_BEFORE_REMOVAL_S
                            ) -> list[Path]:
-    """Removes the store databases in `stores` beyond the `keep` most recently used that no command used for
-    `idle_s`, and none that a command is starting a server on (its start lock held); returns what it removed."""
+    """Removes the store databases in `stores` whose store is gone (no store with that id at its recorded root),
+    and those beyond the `keep` most recently used that no command used for `idle_s`; none that a command is
+    starting a server on (its start lock held). Returns what it removed."""
     try:
         folders = sorted((d for d in stores.iterdir() if d.is_dir()), key=_last_used, reverse=True)
     except OSError:
         return []
     removed = []
-    for folder in folders[keep:]:
-        if time.time() - _last_used(folder) < idle_s:
+    for rank, folder in enumerate(folders):
+        if not _store_gone(folder) and (rank < keep or time.time() - _last_used(folder) < idle_s):
             continue
         with open(folder / "start.lock", "a") as lock:
             try:
@@ -129,6 +116,16 @@ def prune_server_databases(stores: Path, keep: int = KEPT_DATABASES, idle_s: flo
     return removed
 
 
+def _store_gone(folder: Path) -> bool:
+    """Whether the store a database served no longer exists at the root its folder records (a folder without the
+    record, from before it, counts as in use: the bound applies)."""
+    try:
+        root = Path((folder / STORE_RECORD).read_text().strip())
+        return read_store_id(root) != folder.name
+    except (OSError, ConfigError):  # no record, or a store whose id cannot be read now: not known to be gone
+        return False
+
+
 def _last_used(folder: Path) -> float:
     """When a command last wrote the store database in `folder` (SQLite's files, the start lock)."""
     try:
@@ -137,14 +134,15 @@ def _last_used(folder: Path) -> float:
         return 0.0
 
 
-def start_temporary_server(home: Home) -> subprocess.Popen[bytes]:
+def start_temporary_server(home: Home) -> str:
     """Prefect's API app on a free port on 127.0.0.1 for this process alone, on the store's database
-    (`server_directory`); PREFECT_API_URL points this process at it. Call from the main thread: the death signal
-    follows the thread that started the server."""
+    (`server_directory`); returns its URL, which PREFECT_API_URL gives the command's subprocesses. Call from the
+    main thread: the death signal follows the thread that started the server."""
     global _temporary
     directory = server_directory(home)
     prune_server_databases(directory.parent)
     directory.mkdir(parents=True, exist_ok=True)
+    write_atomically(directory / STORE_RECORD, str(home.root.resolve()))
     # one start at a time per database: a server creates and migrates its database before its API answers, and
     # two servers migrating a fresh database at once fail (alembic: "Online migration expected to match one row");
     # the kernel drops the lock when this process dies. Another store's commands take another lock.
@@ -153,19 +151,18 @@ def start_temporary_server(home: Home) -> subprocess.Popen[bytes]:
         process, url = _start_server_process(directory / "prefect.db")
     os.environ["PREFECT_API_URL"] = url
     atexit.register(_stop_temporary, process)
-    _temporary = process
-    return process
+    _temporary = process, url
+    return url
 
 
 def _start_server_process(database: Path) -> tuple[subprocess.Popen[bytes], str]:
     """Prefect's API app on a free port on `database`, once its API answers (its database created and migrated by
     then)."""
     port = _free_port()
-    # the settings Prefect's own temporary server runs with (prefect.server.api.server.SubprocessASGIServer,
-    # prefect 3.8-3.9): no UI, and the reduced set of background services of an ephemeral server; its app is
-    # Prefect's, retrying requests SQLite refused as locked (`temporary_app`)
+    # no UI; Prefect's app as its own temporary server makes it (`create_app(ephemeral=True)`: the reduced set of
+    # background services), retrying requests SQLite refused as locked (`temporary_app`). Started here rather than
+    # through Prefect's SubprocessASGIServer for the death signal and that retry, which it cannot be given
     env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-           "PREFECT__SERVER_EPHEMERAL": "1",
            "PREFECT_SERVER_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{database}"}
     process = subprocess.Popen([sys.executable, "-m", "uvicorn", "--factory", "mai.flows.prefect_api:temporary_app",
                                 "--host", "127.0.0.1", "--port", str(port), "--log-level", "error", "--lifespan", "on"],
@@ -195,7 +192,7 @@ def temporary_app() -> ASGIApp:
     retries, as before."""
     from prefect.server.api.server import create_app
 
-    return RetryWhileLocked(create_app())
+    return RetryWhileLocked(create_app(ephemeral=True, final=True))
 
 
 class RetryWhileLocked:

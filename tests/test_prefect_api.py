@@ -108,6 +108,38 @@ def test_runs_on_two_stores_do_not_wait_on_each_other_for_their_servers(tmp_path
     assert runs[0].returncode == 0, out_a[-2000:]
 
 
+def test_the_settings_alone_decide_on_the_temporary_server(tmp_path: Path) -> None:
+    """A notebook that imported Prefect before any API was set, then runs: its settings name no API, so the run
+    gets mai's temporary server (the store's database, dying with the process), not Prefect's own, and its flow run
+    is recorded there. Before, an imported Prefect counted as a configured API and Prefect started a server of its
+    own, which outlives a killed process."""
+    import json
+
+    env = {key: value for key, value in os.environ.items() if key != "PREFECT_API_URL"}
+    env.update(HF_HUB_OFFLINE="1", PREFECT_LOGGING_LEVEL="WARNING", PREFECT_HOME=str(tmp_path / "prefect-home"))
+    script = f"""
+import json
+import prefect.flows  # first: Prefect reads its settings now, and they name no API
+from prefect.client.orchestration import get_client
+from prefect.settings import PREFECT_API_URL, temporary_settings
+from mai import api
+from mai.config import RunConfig
+from mai.flows import prefect_api
+manifest = api.run(RunConfig(home={str(tmp_path / "store")!r}, limit=2, shards=1,
+                             max_new_tokens={{"S": 4, "R": 4, "RT": 4}}), progress=False)
+assert prefect_api._temporary is not None, "mai started no temporary server"
+with temporary_settings(updates={{PREFECT_API_URL: prefect_api._temporary[1]}}):
+    with get_client(sync_client=True) as client:
+        names = [run.name for run in client.read_flow_runs()]
+print(json.dumps({{"run": manifest["run_name"], "flow_runs": names}}))
+"""
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert f"mai-run/{result['run']}" in result["flow_runs"]
+
+
 def test_a_run_whose_prefect_api_dies_fails_with_one_line_and_resumes(tmp_path: Path) -> None:
     """The configured Prefect server dies while `mai run` generates: the command fails with one line (no traceback,
     none of Prefect's own reports of the dead API, also while its client retries) and keeps what it stored; run
