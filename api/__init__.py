@@ -55,16 +55,18 @@ class Estimate(NamedTuple):
 # --- runs ---------------------------------------------------------------------------------------------------
 
 
-def run(config: RunConfig, progress: bool = True, local: bool = False) -> RunManifest:
+def run(config: RunConfig, progress: bool = True, local: bool = False, startup_s: float | None = None
+        ) -> RunManifest:
     """Validate and resolve the configuration once (before any model loads), run the pipeline with that plan (with
     a progress bar on the terminal), and return its manifest with the store's `home` and `catalog` paths added. The
     executor: a run with nothing to compute, and any run with `local`, computes in this process (mai/run/shard.py
     `InProcessShards`: no Prefect, no server, no API); else the run is the `mai-run` flow, which the Prefect UI
-    shows (its shards in this process, or fanned out to a work pool with `config.workers`)."""
+    shows (its shards in this process, or fanned out to a work pool with `config.workers`). `startup_s`: the
+    seconds the caller took to start (the command line's), recorded as the run's first phase."""
     if local and config.workers:
         raise ConfigError(f"--local computes in this process, --workers {config.workers} fans the shards out over a "
                           "Prefect work pool: give one of them")
-    decided = _resolved(config, local, progress)
+    decided = _resolved(config, local, progress, startup_s)
     plan = decided.plan
     if decided.manifest is not None:
         return _with_store_paths(decided.manifest, plan)
@@ -101,7 +103,8 @@ class Decided(NamedTuple):
     handed: HandedOver | None
 
 
-def _resolved(config: RunConfig, local: bool = False, progress: bool = False) -> Decided:
+def _resolved(config: RunConfig, local: bool = False, progress: bool = False, startup_s: float | None = None
+              ) -> Decided:
     """The one place a command decides on its executor, having planned and resolved the run once: it ran here
     (nothing to compute, or `local`: the in-process executor, with no Prefect), or its resolution is handed over to
     the `mai-run` flow. When something is missing, nothing is written beyond the samples and the resolution, and
@@ -113,7 +116,7 @@ def _resolved(config: RunConfig, local: bool = False, progress: bool = False) ->
     from mai.run.shard import InProcessShards
     from mai.run.steps import StoreSteps
 
-    phases = Phases()
+    phases = Phases(startup_s)
     plan = prepare_run(config, _assets_for(config), check_store=False)
     phases.end("plan_s")
     log = logging.getLogger("mai")

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from mai import api
 from mai.cli.options import add_run_options, layers_and_deltas, run_config
+from mai.host import process_age_s
 
 if TYPE_CHECKING:  # pydantic: imported by the commands that build a configuration
     from mai.config import RunConfig
@@ -80,7 +81,8 @@ def _write_report(args: argparse.Namespace, run_id: str) -> None:
 def _demo(args: argparse.Namespace) -> int:
     from mai.config import shapes_pair_config  # RunConfig is pydantic: imported by the commands that run
 
-    manifest = api.run(shapes_pair_config(home=args.home, limit=args.limit, s2=args.s2, run_name="demo"))
+    manifest = api.run(shapes_pair_config(home=args.home, limit=args.limit, s2=args.s2, run_name="demo"),
+                       startup_s=process_age_s())
     _write_report(args, manifest["run_id"])
     print(api.summary(manifest))
     command = Path(sys.argv[0]).resolve() if Path(sys.argv[0]).name == "mai" else "mai"
@@ -91,7 +93,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    manifest = api.run(run_config(args), local=args.local)
+    manifest = api.run(run_config(args), local=args.local, startup_s=process_age_s())
     _write_report(args, manifest["run_id"])
     print(json.dumps(manifest, indent=2, default=str) if args.json else api.summary(manifest))
     return 0

@@ -11,13 +11,19 @@ import io
 import json
 import math
 import unicodedata
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, cast
 
 from mai.dashboards.rounding import fixed
 
 if TYPE_CHECKING:  # annotations only: mai.manifest imports pydantic, which `mai sql` and the tables need not load
     from mai.manifest import BackendReport, RunManifest
+
+
+# a run's phases in the order they happen (mai/manifest.py RunTimings): the command's start, then the run's wall time
+# (plan to routing and scoring), then what follows it before the manifest is written
+PHASES = ("startup_s", "plan_s", "materialize_s", "handover_s", "shards_s", "route_and_score_s", "compaction_s",
+          "manifest_s")
 
 
 def render_summary(manifest: RunManifest) -> str:
@@ -36,6 +42,9 @@ def render_summary(manifest: RunManifest) -> str:
     lines.append(f"wall time: {fixed(timings['wall_s'], 1)} s (model generate "
                  f"{fixed(timings['engine_generate_s'], 1)} s, "
                  f"model load {fixed(timings['model_load_s'], 1)} s)")
+    measured = cast(Mapping[str, float], timings)
+    lines.append("phases: " + ", ".join(f"{name.removesuffix('_s').replace('_', ' ')} {fixed(measured[name], 1)} s"
+                                        for name in PHASES if name in measured))
     lines += [f"host taken out: {why}" for why in manifest.get("hosts_taken_out", {}).values()]
     return "\n".join(lines + _backend_lines(manifest["backend"]))
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import socket
+from pathlib import Path
 
 HOST_ENV = "MAI_HOST_NAME"
 
@@ -21,3 +22,14 @@ def one_minute_load() -> float | None:
         return round(os.getloadavg()[0], 2)
     except OSError:
         return None
+
+
+def process_age_s() -> float | None:
+    """Seconds since this process started (the kernel's record: its start time in clock ticks after boot), None
+    where /proc has none: a command's start-up (the interpreter, its imports) before any of its own work."""
+    try:
+        started_ticks = int(Path("/proc/self/stat").read_text().rpartition(")")[2].split()[19])
+        uptime_s = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return max(uptime_s - started_ticks / os.sysconf("SC_CLK_TCK"), 0.0)

@@ -76,12 +76,15 @@ class RunTimings(TypedDict):
     engine_generate_s: float
     model_load_s: float
     # where the wall time went, phase by phase (absent from manifests of runs that did not measure them)
+    # a command's start (the interpreter, its imports) before the run's own work; absent where no command started it
+    startup_s: NotRequired[float]
     plan_s: NotRequired[float]
     materialize_s: NotRequired[float]
     # from the command's resolution to the flow's start (a temporary Prefect server's start, the flow run's creation)
     handover_s: NotRequired[float]
     shards_s: NotRequired[float]
     route_and_score_s: NotRequired[float]
+    compaction_s: NotRequired[float]  # the partitions the run appended to, compacted when due
     manifest_s: NotRequired[float]
 
 

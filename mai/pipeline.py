@@ -157,8 +157,10 @@ def complete(resolved: Resolved, steps: RunSteps, executor: Executor, log: Log) 
 class Phases:
     """Where a run's wall time goes (plan, materialise, shards, routing and scoring, manifest), from its start."""
 
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
+    def __init__(self, startup_s: float | None = None) -> None:
+        """`startup_s`: the seconds the command took to start before this clock, a phase before the run's wall
+        time (which stays the run's own, alike whether a command or a notebook started it)."""
+        self.seconds: dict[str, float] = {} if startup_s is None else {"startup_s": startup_s}
         self.started, self.started_at = time.perf_counter(), datetime.now(UTC)
         self._last = self.started
 

@@ -51,6 +51,11 @@ print(json.dumps({{"code": code, "prefect": sorted(m for m in sys.modules if m.s
     assert manifest["counts"]["generations_computed"] > 0
     assert is_complete(Home.at(home), manifest["run_id"])
     assert len(read_routes(Home.at(home), manifest["run_id"])) == LIMIT
+    # every second of the command in a phase: its start, then the run's wall time phase by phase, then what follows
+    timings = manifest["timings"]
+    assert timings["startup_s"] > 0 and timings["compaction_s"] >= 0 and timings["manifest_s"] > 0
+    inside = ("plan_s", "materialize_s", "shards_s", "route_and_score_s")
+    assert abs(sum(timings[name] for name in inside) - timings["wall_s"]) < 0.05
 
 
 def test_local_and_workers_are_one_choice(home: Path) -> None:

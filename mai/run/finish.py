@@ -40,14 +40,20 @@ def finish_run(plan: RunPlan, done: ShardsDone, scores: RunScores, phases: Phase
                               phases.started_at, tally)
     if done.hosts_taken_out:
         manifest["hosts_taken_out"] = dict(done.hosts_taken_out)
-    timings["manifest_s"] = time.perf_counter() - manifest_started
-    write_manifest(home, plan.run_id, manifest,
-                   catalog_row(manifest, plan, phases.started_at, datetime.fromisoformat(manifest["finished_at"])))
-    build_catalog(home)
+    # compacted before the manifest, so its seconds are the run's (the outputs are stored whether or not the run
+    # completes; a compaction never changes what a query answers)
+    compaction_started = time.perf_counter()
     if appended_outputs(manifest):
         _compact(home, run_partitions(plan, appended=True), log)
     else:  # no generation, capture or selection file was written: nothing can be due
         log.info("run %s computed nothing: no partition to compact", plan.run_id)
+    timings["compaction_s"] = time.perf_counter() - compaction_started
+    timings["manifest_s"] = compaction_started - manifest_started
+    write_manifest(home, plan.run_id, manifest,
+                   catalog_row(manifest, plan, phases.started_at, datetime.fromisoformat(manifest["finished_at"])))
+    catalog_started = time.perf_counter()
+    build_catalog(home)  # after the runs row, which its views list: the one phase a manifest cannot hold
+    log.info("run %s: catalog rebuilt in %.2f s", plan.run_id, time.perf_counter() - catalog_started)
     routes, counts = scores["routes"], manifest["counts"]
     log.info("run %s done: MV1 %d / MV2 %d / RT %d, %d generations computed, %d reused", plan.run_id,
              routes["MV1"], routes["MV2"], routes["RT"], counts["generations_computed"], counts["generations_reused"])
