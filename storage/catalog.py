@@ -307,10 +307,15 @@ def _in_worker(home: Home, statements: list[duckdb.Statement], limits: QueryLimi
     lifeline, lifeline_end = context.Pipe(duplex=False)
     worker = context.Process(target=_worker, args=(home, statements, limits, answer_end, lifeline, lifeline_end),
                              name="mai-sql-worker", daemon=True)
+    # Ctrl-C reaches the terminal's whole process group: held back while the worker is made, so that it never
+    # lands half-way in either process (the worker ignores it once it runs; here it is raised inside the `try`,
+    # whose clean-up ends the worker). It came half-way in a test on a loaded machine, and the command hung.
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     worker.start()
     answer_end.close()
     lifeline.close()
     try:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
         kind, value = answers.recv() if answers.poll(timeout_s + WORKER_GRACE_S) else ("error", _stopped(limits))
     except EOFError:  # killed from outside (the kernel's OOM killer, say)
         kind, value = "error", "the query's worker process ended without an answer (out of memory?)"
@@ -329,8 +334,10 @@ def _in_worker(home: Home, statements: list[duckdb.Statement], limits: QueryLimi
 
 def _worker(home: Home, statements: list[duckdb.Statement], limits: QueryLimits, answers: Connection,
             lifeline: Connection, lifeline_end: Connection) -> None:
-    # Ctrl-C reaches the terminal's whole process group: the caller stops and ends this worker (no traceback here)
+    # Ctrl-C reaches the terminal's whole process group: the caller stops and ends this worker (no traceback here);
+    # held back until now (the caller's mask, inherited), a Ctrl-C that came meanwhile is ignored too
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     lifeline_end.close()  # the caller's end, inherited: only the caller may hold it open
     threading.Thread(target=_exit_with_caller, args=(lifeline,), daemon=True).start()
     try:
