@@ -243,13 +243,17 @@ def default_batch_sizes(values: Mapping[str, Any]) -> dict[str, int]:
     return dict(SHAPES_BATCH_SIZES) if _uses_only_shipped(values) else {}
 
 
-def _uses_only_shipped(values: Mapping[str, Any]) -> bool:
+def models_used(values: Mapping[str, Any]) -> list[str]:
+    """The models a configuration (its fields, before or after validation) runs: one in single mode, its
+    `single_model`'s; else the pair."""
     small, large = values.get("small_model", SMALL_BUILTIN), values.get("large_model", LARGE_BUILTIN)
     if values.get("mode", "cascade") == "single":
-        used = [small if values.get("single_model", "large") == "small" else large]
-    else:
-        used = [small, large]
-    return all(m in SHIPPED_MODELS for m in used)
+        return [small if values.get("single_model", "large") == "small" else large]
+    return [small, large]
+
+
+def _uses_only_shipped(values: Mapping[str, Any]) -> bool:
+    return all(m in SHIPPED_MODELS for m in models_used(values))
 
 
 def shapes_pair_fields() -> dict[str, Any]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from mai.config import BUILTIN_MODELS, RunConfig
+from mai.config import BUILTIN_MODELS, RunConfig, models_used
 from mai.evals.demo import DemoRow, generate_demo_rows
 from mai.files import atomic_path
 from mai.storage.paths import Home
@@ -89,5 +89,8 @@ def ensure_builtin_assets(config: RunConfig, home: Home) -> None:
             build_demo_dataset(home)  # a no-op when its file exists
         if config.benchmark == "shapes" and config.data is None:
             build_shapes_dataset(home)  # writes only missing splits, or all of them when the world changed
-        if {config.small_model, config.large_model} & set(BUILTIN_MODELS):
-            build_models(home, names=(config.small_model, config.large_model))  # no-op when built by this builder
+        # only the models the run uses: a single-model run of a shipped model builds no tiny pair (nor imports
+        # transformers to do so while it plans)
+        used = models_used(config.model_dump(include={"mode", "single_model", "small_model", "large_model"}))
+        if set(used) & set(BUILTIN_MODELS):
+            build_models(home, names=used)  # no-op when built by this builder
