@@ -9,8 +9,9 @@ stored is a store lookup and needs none: mai/pipeline.py).
    the kernel sends it SIGTERM when its parent dies (PR_SET_PDEATHSIG), a SIGKILL of `mai run` included; Prefect's
    own temporary server outlived 8 of 13 killed runs. Its database is the store's own (one per store, in
    PREFECT_HOME), so commands on different stores never wait on each other's server start; commands on one store
-   take turns to start theirs (two servers migrating one fresh database at once fail). A database goes when its
-   store does, and the others are kept to a bound (`prune_server_databases`).
+   take turns to start theirs (two servers migrating one fresh database at once fail). A store's first server
+   starts on a copy of a database that an earlier first start migrated (`_template`), not on a new one. A database
+   goes when its store does, and the others are kept to a bound (`prune_server_databases`).
 
 `mai` manages no long-lived server of its own and signals no process it did not start: Prefect's own
 `prefect server start --background` / `status` / `stop` do that (docs/prefect-and-workers.md).
@@ -21,21 +22,23 @@ from __future__ import annotations
 import atexit
 import ctypes
 import fcntl
+import importlib.metadata
 import os
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, closing, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mai.errors import ConfigError
-from mai.files import write_atomically
+from mai.files import atomic_path, write_atomically
 from mai.storage.paths import Home, read_store_id, store_id
 
 if TYPE_CHECKING:
@@ -148,11 +151,35 @@ def start_temporary_server(home: Home) -> str:
     # the kernel drops the lock when this process dies. Another store's commands take another lock.
     with open(server_start_lock(home), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        process, url = _start_server_process(directory / "prefect.db")
+        database, template = directory / "prefect.db", _template(directory.parent)
+        fresh = not database.exists()
+        if fresh and template.exists():
+            with atomic_path(database) as temp:
+                shutil.copyfile(template, temp)
+        process, url = _start_server_process(database)
+        if fresh and not template.exists():
+            _keep_as_template(database, template)
     os.environ["PREFECT_API_URL"] = url
     atexit.register(_stop_temporary, process)
     _temporary = process, url
     return url
+
+
+def _template(stores: Path) -> Path:
+    """A database migrated by this Prefect version and holding nothing else: a store's first server starts on a
+    copy of it instead of migrating a new database (Prefect's hundred-odd migrations, most of a first start)."""
+    return stores / f"template-prefect-{importlib.metadata.version('prefect')}.db"
+
+
+def _keep_as_template(database: Path, template: Path) -> None:
+    """A copy of `database`, just migrated by the server that runs on it now (SQLite's backup: a consistent copy
+    while the server writes), as `template`; the templates of other Prefect versions go."""
+    for other in template.parent.glob("template-prefect-*.db"):
+        if other != template:
+            other.unlink(missing_ok=True)
+    with atomic_path(template) as temp, closing(sqlite3.connect(database)) as source, \
+            closing(sqlite3.connect(temp)) as copy:
+        source.backup(copy)
 
 
 def _start_server_process(database: Path) -> tuple[subprocess.Popen[bytes], str]:

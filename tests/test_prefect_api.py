@@ -77,6 +77,28 @@ def test_temporary_servers_started_together_share_a_fresh_database(tmp_path: Pat
     assert [out.strip() for out, _ in results] == ["ok"] * 3, [err[-1500:] for _, err in results]
 
 
+def test_a_stores_first_server_starts_on_a_copy_of_a_migrated_database(tmp_path: Path) -> None:
+    """The first start on a fresh PREFECT_HOME migrates a new database and keeps a copy of it as the template of
+    this Prefect version; the first start for another store starts on a copy of that template (a database at
+    Prefect's head revision), and its API answers."""
+    import sqlite3
+
+    env = {key: value for key, value in os.environ.items() if key != "PREFECT_API_URL"}
+    env.update(PREFECT_HOME=str(tmp_path / "a-fresh-prefect-home"), PREFECT_LOGGING_LEVEL="WARNING")
+    start = ("import sys, urllib.request; from mai.flows.prefect_api import start_temporary_server; "
+             "from mai.storage.paths import Home; url = start_temporary_server(Home.at(sys.argv[1])); "
+             "print(urllib.request.urlopen(url + '/health').status)")
+    for store in ("store-a", "store-b"):
+        done = subprocess.run([sys.executable, "-c", start, str(tmp_path / store)], env=env, capture_output=True,
+                              text=True, timeout=300, check=False)
+        assert done.stdout.strip() == "200", done.stderr[-2000:]
+        templates = list((tmp_path / "a-fresh-prefect-home" / "mai-stores").glob("template-prefect-*.db"))
+        assert len(templates) == 1
+    with sqlite3.connect(templates[0]) as template:
+        assert template.execute("SELECT version_num FROM alembic_version").fetchone()
+        assert template.execute("SELECT count(*) FROM flow_run").fetchone() == (0,)
+
+
 def test_runs_on_two_stores_do_not_wait_on_each_other_for_their_servers(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """Two `mai run` on two stores, started together with no server configured: while the first is held at its
