@@ -91,23 +91,22 @@ _NO_FLOW_HERE = "host of worker "
 
 
 def _not_run_there(client: SyncPrefectClient, flow_run: FlowRun) -> str | None:
-    """The taken-out message of a drain that Prefect's engine ended before mai's code ran: Crashed, its process
-    could not import the flow (mai, or a package it imports, missing or broken there); Failed, its mai could not read
-    the plan (a host on an older commit, which has no code version to compare). None for any other end. The host is
-    named by its worker (the docs name workers after their host and GPU), from the error the engine logged."""
-    state = flow_run.state
-    crashed = state is not None and state.is_crashed()
-    if state is None or not (crashed or (state.message or "").startswith(_PLAN_NOT_READ)):
+    """The taken-out message of a drain that Prefect's engine ended before mai's code ran: Failed, its mai could not
+    read the plan (a host on an older commit, which has no code version to compare: the state's message has the
+    error); Crashed, its process could not import the flow (mai, or a package it imports, missing or broken there:
+    the error is in the logs the engine sent). None for any other end. The host is named by its worker (the docs name
+    workers after their host and GPU)."""
+    state, taken = flow_run.state, f"{_NO_FLOW_HERE}{_worker_of(flow_run)} taken out of this run"
+    if state is not None and (state.message or "").startswith(_PLAN_NOT_READ):
+        error = " ".join(line.strip() for line in (state.message or "").splitlines() if line.strip())
+        return f"{taken}: it runs other code than the run was planned with (its mai cannot read the run's plan: " \
+               f"{error[:300]}): {SKEWED_FIX}"
+    if state is None or not state.is_crashed():
         return None
-    prefix = _FLOW_NOT_LOADED if crashed else _PLAN_NOT_READ
     logs = client.read_logs(log_filter=filters.LogFilter(flow_run_id=filters.LogFilterFlowRunId(any_=[flow_run.id])))
-    lines = [line for log in logs if log.message.startswith(prefix) for line in log.message.splitlines() if line]
-    worker = f"{_NO_FLOW_HERE}{_worker_of(flow_run)} taken out of this run"
-    if not crashed:
-        error = " ".join(lines[:2])[:300] or state.message
-        return f"{worker}: it runs other code than the run was planned with (its mai cannot read the run's plan: " \
-               f"{error}): {SKEWED_FIX}"
-    return (f"{worker}: its drain could not load mai's flow there ({lines[-1]}): install mai and its packages there "
+    lines = [line for log in logs if log.message.startswith(_FLOW_NOT_LOADED) for line in log.message.splitlines()
+             if line.strip()]
+    return (f"{taken}: its drain could not load mai's flow there ({lines[-1]}): install mai and its packages there "
             "as on the host that planned the run") if lines else None
 
 
