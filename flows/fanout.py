@@ -4,14 +4,12 @@ unless the parent's environment names another (`MAI_DRAIN_DEPLOYMENT`: each pare
 pool in its job variables).
 
 A drain is one process on one worker that takes the run's shards until none is left, each as a `mai-shard` subflow
-run named after the shard (the UI's per-shard progress), so the process's engine registry loads each model once per
-run, not once per shard. The parent only watches: it reads the shards' outcomes from the store (the run's progress)
-and the drains' flow runs. A lost worker is Prefect's to find: drains and their shard runs send flow-run heartbeats
-every HEARTBEAT_S, and the "detect zombie flows" automation, which the parent creates on the server when it is
-missing, marks one that fell silent Crashed; the parent then submits a new drain in its slot. The shard it held is
-free again at once (its lease is a flock), so any drain takes it, and computes only the identities the store lacks.
-A shard that fails with an error is retried by Prefect itself (the shard flow's retries); a drain that then fails
-fails the run.
+run, so its process loads each model once per run. The parent only watches: the shards' outcomes in the store (the
+run's progress) and the drains' flow runs. A lost worker is Prefect's to find: drains and their shard runs send
+heartbeats every HEARTBEAT_S, and the "detect zombie flows" automation, which the parent creates on the server,
+marks one that fell silent Crashed; the parent then submits a new drain in its slot. The shard it held is free again
+at once (its lease is a flock), so any drain takes it. A shard that fails is retried by Prefect (the shard flow's
+retries); a drain that then fails fails the run.
 
 A host that cannot serve the run (its mount fails the lock probe, the store is not at its MAI_HOME, a checkpoint
 differs there, other code than the plan's, code too old to read the plan) is taken out, not the run: its drain ends
@@ -286,9 +284,8 @@ def _run_started(client: SyncPrefectClient) -> float:
 
 
 def _submit_drain(plan: RunPlan, shard_paths: list[str], slot: int, attempt: int) -> _Drain:
-    """A drain as a child of this run's flow run (run_deployment inside a flow: the UI shows it under the run, and
-    Prefect's cancellation of the run reaches it), sending heartbeats every HEARTBEAT_S (its job variables' env, added
-    to the deployment's: the worker's flow-run process reads it), so the zombie automation finds it when it is lost."""
+    """A drain as a child of this run's flow run (run_deployment inside a flow), with heartbeats every HEARTBEAT_S
+    (its job variables' env, added to the deployment's), so that the zombie automation finds it when it is lost."""
     from prefect.deployments import run_deployment
 
     name = f"drain-{slot}" + (f" (attempt {attempt})" if attempt > 1 else "")
@@ -350,8 +347,7 @@ def _watch_drains(client: SyncPrefectClient, run_id: str, drains: list[_Drain], 
 
 
 def _ask_for_a_worker(client: SyncPrefectClient, drain: _Drain, pool: str | None, started: float) -> None:
-    """Once a drain has waited NO_WORKER_WAIT_S since the run started, asks (every NO_WORKER_RECHECK_S) whether a
-    worker of its pool is online."""
+    """Whether a worker of the pool is online, once the run has waited NO_WORKER_WAIT_S (every NO_WORKER_RECHECK_S)."""
     now = time.monotonic()
     if now - started > NO_WORKER_WAIT_S and (drain.asked_at is None or now - drain.asked_at > NO_WORKER_RECHECK_S):
         _require_a_worker(client, pool, drain.name, now - started, first=drain.asked_at is None)
@@ -389,10 +385,8 @@ def _replace(plan: RunPlan, shard_paths: list[str], drains: list[_Drain], ended:
 
 
 def _end_drains(client: SyncPrefectClient, drains: list[_Drain]) -> None:
-    """Every shard is done: a drain that no worker took yet is cancelled (none runs later); running ones end by
-    themselves within a poll (nothing is left to take) and are awaited, so that the UI shows them ended. One whose
-    host died stays Running until the zombie automation marks it Crashed (after 3 * HEARTBEAT_S): it is not awaited
-    past DRAIN_END_WAIT_S."""
+    """Every shard is done: a drain that no worker took yet is cancelled; running ones end by themselves within a
+    poll and are awaited (DRAIN_END_WAIT_S at most: one whose host died ends Crashed by the automation, later)."""
     deadline = time.monotonic() + DRAIN_END_WAIT_S
     waiting = list(drains)
     while waiting and time.monotonic() < deadline:
