@@ -371,7 +371,8 @@ def test_a_killed_worker_loses_its_shard_to_the_other(workers: Workers, home: Pa
         for lease in (Home.at(other).runs).glob("*/shards/*.lease"):
             holder = lease_holder(lease)
             worker = workers.pids().get(int(holder.get("ppid", 0) or 0))  # type: ignore[call-overload]
-            if worker and lease_is_held(lease) and list(Home.at(other).generations.glob("*/R/*.parquet")):
+            if worker and lease_is_held(lease) and list(Home.at(other).generations.glob("*/R/*.parquet")) \
+                    and _shard_run_is_running(lease):
                 workers.kill(worker, int(holder["pid"]))  # type: ignore[call-overload]
                 killed, lost_shard, killed_at, killed_wall = worker, lease.stem, time.monotonic(), datetime.now(UTC)
                 break
@@ -397,8 +398,14 @@ def test_a_killed_worker_loses_its_shard_to_the_other(workers: Workers, home: Pa
     assert {"mai", f"mai-run:{manifest['run_id']}", "benchmark:demo", "mode:cascade"} <= set(parent.tags)
     # the lost drain and the lost shard's run on the killed worker: Crashed by the zombie automation, no heartbeat
     # having come for three intervals after the last one (the goal: within two minutes of the kill)
-    lost = [r for kind in ("drain", "shard") for r in worker_flow_runs(manifest["run_id"], kind)
-            if r.state_type.value == "CRASHED"]
+    # (the shard run's heartbeats started after its drain's: its 90 s may end up to 30 s later)
+    deadline = killed_at + 300
+    while True:
+        lost = [r for kind in ("drain", "shard") for r in worker_flow_runs(manifest["run_id"], kind)
+                if r.state_type.value == "CRASHED"]
+        if len(lost) >= 2 or time.monotonic() > deadline:
+            break
+        time.sleep(1.0)
     assert sorted(r.name.split("-")[0] for r in lost) == ["drain", "shard"], [(r.name, r.state_type) for r in lost]
     assert all("no heartbeat for 90 s" in (r.state.message or "") for r in lost), [r.state.message for r in lost]
     crashed_s = [(r.state.timestamp - killed_wall).total_seconds() for r in lost]  # type: ignore[union-attr]
@@ -559,6 +566,21 @@ def _a_shard_runs(home: Home) -> bool:
     held = [lease for lease in home.runs.glob("*/shards/*.lease") if lease_is_held(lease)]
     return any(r.state_type.value == "RUNNING" for lease in held
                for r in worker_flow_runs(lease.parent.parent.name, "shard"))
+
+
+def _shard_run_is_running(lease: Path) -> bool:
+    """The lease's shard runs as a subflow run whose first heartbeat is on the server (a drain takes the lease, then
+    starts the subflow run, whose heartbeats start the zombie automation's watch: a process killed before that one
+    reached the server leaves its shard run Running)."""
+    from prefect.client.orchestration import get_client
+    from prefect.events.filters import EventFilter, EventNameFilter, EventResourceFilter
+
+    runs = [r for r in worker_flow_runs(lease.parent.parent.name, "shard")
+            if r.name == lease.stem and r.state_type.value == "RUNNING"]
+    with get_client(sync_client=True) as client:
+        return any(client.read_events(filter=EventFilter(
+            event=EventNameFilter(name=["prefect.flow-run.heartbeat"]),
+            resource=EventResourceFilter(id=[f"prefect.flow-run.{r.id}"])), limit=1).events for r in runs)
 
 
 def _parent(pid: int) -> int:
