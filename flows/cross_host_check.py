@@ -17,7 +17,7 @@ from prefect.settings import PREFECT_API_URL
 from prefect.states import Cancelled
 
 from mai.errors import ConfigError
-from mai.flows.fanout import heard_lately
+from mai.flows.fanout import online
 from mai.run.prefect_sync import synchronous
 from mai.storage.filesystem_check import (
     CROSS_HOST_PROBES,
@@ -53,7 +53,7 @@ def probe_pool(home: Home, pool: str, deployment: str = PROBE_DEPLOYMENT, timeou
         if found.work_pool_name != pool:
             raise ConfigError(f"deployment '{deployment}' runs on pool '{found.work_pool_name}', not '{pool}': deploy "
                               f"it on '{pool}' (its work_pool in prefect.yaml) or name that pool")
-        polling = [worker.name for worker in client.read_workers_for_work_pool(pool) if heard_lately(worker)]
+        polling = [worker.name for worker in client.read_workers_for_work_pool(pool) if online(worker)]
         if len(polling) < 2:
             raise ConfigError(f"pool '{pool}' has {len(polling)} worker(s) polling: a probe across hosts needs two or "
                               "more; start a worker on each host that mounts the store")

@@ -6,7 +6,7 @@ Each shard runs as a `mai-shard` subflow run named after it (the UI's per-shard 
 drain takes a shard only with its lease (a flock on the shard's lease file in the shared store, taken without
 waiting), so two drains never run one shard; a shard whose outcome is in the store is done. After a pass over the
 shards, the drain waits for those that other drains hold: one whose lease frees without an outcome (its drain's
-process died) it takes itself. The drain's own lease tells the parent that its process lives (flows/fanout.py).
+process died) it takes itself. Its flow-run heartbeats tell Prefect that its process lives (flows/fanout.py).
 
 A drain whose host cannot do the run's work (mai.host_faults: the store missing, read-only, unwritable or full
 here, its mount's locks failing the probe, other code than the plan's, a package that cannot be imported, a
@@ -22,19 +22,15 @@ import os
 import threading
 import time
 from pathlib import Path
-from uuid import UUID, uuid4
+from uuid import uuid4
 
 from prefect import flow, get_run_logger, tags
-from prefect.client.orchestration import get_client
-from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName, FlowRunFilterParentFlowRunId
 from prefect.client.schemas.objects import State
-from prefect.runtime import flow_run
-from prefect.states import Cancelled
 
 from mai import stop
 from mai.code_version import code_difference
 from mai.errors import ConfigError
-from mai.flows.fanout import POLL_S, drain_lease_path, shard_run_name, taken_out
+from mai.flows.fanout import POLL_S, SKEWED_FIX, shard_run_name, taken_out
 from mai.flows.shard import mai_shard
 from mai.host import host_name
 from mai.host_faults import host_fault
@@ -51,27 +47,21 @@ def mai_drain(plan: RunPlan, shard_paths: list[str]) -> list[str] | State:
     SIGTERM (a Prefect cancellation) stops it within a decoding step."""
     try:
         # once per drain: this host's code against the plan's, the store where this host mounts it ($MAI_HOME),
-        # and the run's checkpoints found and checked on this host, a first write where its lease goes (a read-only,
-        # unwritable or full store fails there, as what it is): each fails now, before any shard is taken. The
-        # drain's lease is its first lock in the store: the lock probe runs there (claims.Lease)
+        # and the run's checkpoints found and checked on this host, a first write in the run's directory (a
+        # read-only, unwritable or full store fails there, as what it is), the lock probe at its first shard lease
+        # (claims.Lease): each fails before any shard runs
         _require_the_planned_code(plan)
         plan = plan_on_this_host(plan)
         home = Home.at(plan.home)
-        drain_lease = drain_lease_path(home, plan.run_id, str(flow_run.get_id()))
-        _require_writable(drain_lease.parent)
-        with stop.on_sigterm(), Lease(drain_lease), tags(*plan.tags):
-            _stop_when_the_worker_or_the_run_goes()
+        _require_writable(home.runs / plan.run_id / "shards")
+        with stop.on_sigterm(), tags(*plan.tags):
+            _stop_when_the_worker_goes()
             return _drain(plan, shard_paths, home)
-    except (ParentEnded, stop.StopRequested) as ended:
-        if isinstance(ended, stop.StopRequested) and not stop.reason().startswith(ParentEnded.PREFIX):
-            raise  # SIGTERM, or its worker gone: Prefect reports the signal; the parent takes the shard back
-        get_run_logger().warning("%s", ended)
-        return Cancelled(message=str(ended))
     except Exception as error:
         fault = host_fault(error)
         if fault is None:  # not this host's: it would fail on every host, and fails the run (flows/fanout.py)
             get_run_logger().error("drain on host %s failed, not for a fault of this host (%s: %s): the run fails",
-                               host_name(), type(error).__name__, error)
+                                   host_name(), type(error).__name__, error)
             raise
         # the shard lease was let go on the way out (`_run_if_free`): another drain takes that shard
         state = taken_out(host_name(), fault)
@@ -93,38 +83,26 @@ def _require_the_planned_code(plan: RunPlan) -> None:
     identities do not describe: it takes no shard."""
     difference = code_difference(plan.code_versions)
     if difference:
-        raise ConfigError(f"it runs other code than the run was planned with ({difference}): install the same mai "
-                          "and packages on every host (the same wheel or checkout), then restart its workers")
+        raise ConfigError(f"it runs other code than the run was planned with ({difference}): {SKEWED_FIX}")
 
 
 WORKER_WATCH_S = 0.5
-PARENT_WATCH_S = 2.0
 
 
-def _stop_when_the_worker_or_the_run_goes() -> None:
-    """A process worker starts each drain in a session of its own: a worker that dies (SIGKILL, a stop that kills
-    it) does not take its drain along, which would run on, holding its shard and its GPU. So the drain watches its
-    parent process, the worker: once that is gone (the drain is reparented), it stops as a cancellation would,
-    within a decoding step, and its shard's lease is free for another drain. It also watches the run that submitted
-    it: once that has ended (Ctrl-C on `mai run`), it stops at once, not when its worker next looks for
-    cancellations."""
-    worker, looked = _worker_process(), time.monotonic()
+def _stop_when_the_worker_goes() -> None:
+    """A process worker starts each drain in a session of its own, under a supervisor that outlives it: a worker
+    that dies (SIGKILL, a stop that kills it) does not take its drain along, which would run on, holding its shard and
+    its GPU (Prefect's worker does not stop its flow runs when it stops; systemd's KillMode=control-group would). So
+    the drain watches its worker process: once that is gone, it stops as a cancellation would, within a decoding
+    step, and its shard's lease is free for another drain."""
+    worker = _worker_process()
 
     def watch() -> None:
-        nonlocal looked
         while _lives(worker) and not stop.stop_requested():
             time.sleep(WORKER_WATCH_S)
-            if time.monotonic() - looked > PARENT_WATCH_S:
-                looked = time.monotonic()
-                try:
-                    _check_parent()
-                except ParentEnded as ended:
-                    stop.request_stop(str(ended))
-                except Exception:  # noqa: BLE001, S112  (the API did not answer this time: look again later)
-                    continue
         stop.request_stop(f"its worker (pid {worker[0]}) stopped")
 
-    threading.Thread(target=watch, name="mai-drain-watches-its-worker-and-run", daemon=True).start()
+    threading.Thread(target=watch, name="mai-drain-watches-its-worker", daemon=True).start()
 
 
 def _worker_process() -> tuple[int, str]:
@@ -160,35 +138,11 @@ def _stat(pid: int) -> list[str]:
     return fields if len(fields) > 19 else [""] * 20
 
 
-class ParentEnded(Exception):
-    """The run that submitted this drain ended (stopped, failed): a drain its cancellation missed takes no shard."""
-
-    PREFIX = "the run that submitted this drain"
-
-
-def _check_parent() -> None:
-    """Raises ParentEnded when the drain's parent flow run (the run's `mai-run`) is in a final state. A drain that
-    the parent cancelled while a worker was starting its process (Pending, set Cancelled) is set Running again by
-    its own engine when the process starts (Prefect lets a flow run leave Cancelled for Running): without this look
-    it would run the stopped run's shards."""
-    parent, mine = flow_run.parent_flow_run_id, flow_run.get_id()
-    if not parent:
-        return  # run by hand, not by a run
-    with get_client(sync_client=True) as client:
-        state = client.read_flow_run(UUID(str(parent))).state
-        own = client.read_flow_run(UUID(str(mine))).state if mine else None
-    if own is not None and own.is_cancelling():  # the parent cancelled this drain: stop before the worker sees it
-        raise ParentEnded(f"{ParentEnded.PREFIX} cancelled it ({own.message}): this drain stops")
-    if state is not None and state.is_final():
-        raise ParentEnded(f"{ParentEnded.PREFIX} ended {state.name}: this drain stops and takes no shard")
-
-
 def _drain(plan: RunPlan, shard_paths: list[str], home: Home) -> list[str]:
     log = get_run_logger()
     ran: list[str] = []
     waiting_for: int | None = None
     while True:
-        _check_parent()
         left = [shard for shard in shard_paths if not shard_outcome_path(home, plan.run_id, shard).exists()]
         if not left:
             log.info("every shard of run %s is done; this drain ran %d: %s", plan.run_id, len(ran), ran)
@@ -218,31 +172,6 @@ def _run_if_free(plan: RunPlan, shard: str, home: Home) -> bool:
             return False  # finished by another drain between the look and the lease
         if lease.previous_holder:
             get_run_logger().warning("shard %s: its last holder %s left it unfinished: running it here", shard,
-                                 lease.previous_holder)
-        _run_shard_subflow(plan, shard)
+                                     lease.previous_holder)
+        mai_shard.with_options(flow_run_name=shard_run_name(shard))(plan, shard)
     return True
-
-
-def _run_shard_subflow(plan: RunPlan, shard: str) -> None:
-    name = shard_run_name(shard)
-    try:
-        mai_shard.with_options(flow_run_name=name)(plan, shard)
-    except BaseException:
-        if stop.stop_requested():
-            _report_cancelled(name)
-        raise
-
-
-def _report_cancelled(shard_run: str) -> None:
-    """A stop request (the parent cancelled this drain: its worker sent SIGTERM) ends the shard's subflow run as
-    Prefect's engine reports a signal in a subflow, Crashed; it is Cancelled, as its drain is."""
-    drain_id = flow_run.get_id()
-    if drain_id is None:
-        return  # not in a flow run: nothing to report to
-    mine = FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[UUID(drain_id)]),
-                         name=FlowRunFilterName(any_=[shard_run]))
-    with get_client(sync_client=True) as client:
-        for run in client.read_flow_runs(flow_run_filter=mine):
-            if run.state is None or not run.state.is_completed():
-                client.set_flow_run_state(run.id, Cancelled(message=f"its drain was stopped: {stop.reason()}"),
-                                          force=True)

@@ -4,19 +4,18 @@ unless the parent's environment names another (`MAI_DRAIN_DEPLOYMENT`: each pare
 pool in its job variables).
 
 A drain is one process on one worker that takes the run's shards until none is left, each as a `mai-shard` subflow
-run named after the shard (the UI's per-shard progress), so the process's engine registry loads each model once per
-run, not once per shard. The parent only watches: it reads the shards' outcomes from the store (the run's progress)
-and the drains' flow runs. A drain holds a lease (a flock on a file in the shared store) for as long as its process
-lives, and the lease of the shard it runs; one that Prefect still calls Running while its lease is free has lost its
-worker (SIGKILL, a lost machine): the parent marks it Crashed and submits a new drain in its slot. The shard it held
-is free again, so any drain takes it, and computes only the identities the store lacks. A shard that fails with an
-error is retried by Prefect itself (the shard flow's retries); a drain that then fails fails the run.
+run, so its process loads each model once per run. The parent only watches: the shards' outcomes in the store (the
+run's progress) and the drains' flow runs. A lost worker is Prefect's to find: drains and their shard runs send
+heartbeats every HEARTBEAT_S, and the "detect zombie flows" automation, which the parent creates on the server,
+marks one that fell silent Crashed; the parent then submits a new drain in its slot. The shard it held is free again
+at once (its lease is a flock), so any drain takes it. A shard that fails is retried by Prefect (the shard flow's
+retries); a drain that then fails fails the run.
 
 A host that cannot serve the run (its mount fails the lock probe, the store is not at its MAI_HOME, a checkpoint
-differs there) is taken out, not the run: its drain ends `TakenOut` (`taken_out`) having run nothing, the other
-drains take every shard, and the run's manifest lists the host with the reason and the fix. Its slot gets a new
-drain only when no other drain is left (it may land on a healthy worker); the run fails, saying so in one line,
-only when no healthy worker is left.
+differs there, other code than the plan's, code too old to read the plan) is taken out, not the run: its drain ends
+`TakenOut` (`taken_out`) having run nothing, the other drains take every shard, and the run's manifest lists the host
+with the reason and the fix. Its slot gets a new drain only when no other drain is left (it may land on a healthy
+worker); the run fails, saying so in one line, only when no healthy worker is left.
 """
 
 from __future__ import annotations
@@ -26,17 +25,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from uuid import UUID
 
 from prefect import get_run_logger
 from prefect.client.orchestration import SyncPrefectClient, get_client
 from prefect.client.schemas import filters
-from prefect.client.schemas.objects import FlowRun, State, StateType, Worker
+from prefect.client.schemas.objects import FlowRun, State, StateType, Worker, WorkerStatus
 from prefect.exceptions import ObjectNotFound, TerminationSignal
 from prefect.runtime import flow_run as this_flow_run
 from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
-from prefect.states import Cancelled, Cancelling, Crashed, Failed
+from prefect.states import Cancelled, Cancelling, Failed
 
 from mai import stop
 from mai.config import RunConfig
@@ -45,25 +44,29 @@ from mai.manifest import ShardOutcome
 from mai.pipeline import ShardsDone
 from mai.plan import RunPlan
 from mai.run.prefect_sync import synchronous
-from mai.storage.claims import lease_holder, lease_is_held
 from mai.storage.paths import Home
 from mai.storage.runs import read_shard_outcome
 
 DRAIN_DEPLOYMENT = "mai-drain/drain"  # the default; MAI_DRAIN_DEPLOYMENT names another (`drain_deployment`)
-LEASE_GRACE_S = 10.0     # a Running drain whose lease stays free this long has lost its worker
 POLL_S = 1.0
 MAX_ATTEMPTS = 3         # drains submitted in one slot (the first and its replacements after lost workers)
 DRAIN_END_WAIT_S = 30.0  # once every shard is done, how long the parent waits for its running drains to end
-
+# a drain's (and its shard runs') flow-run heartbeats: Prefect's shortest interval; the zombie automation marks a
+# run Crashed after three intervals without one (Prefect's documented rule)
+HEARTBEAT_S = 30
+ZOMBIE_AUTOMATION = "mai: crash drain and shard runs without heartbeats"
+DRAIN_FLOWS = ["mai-drain", "mai-shard"]
 
 # a drain that no worker has taken this long after the run's flow run started makes the parent ask
-# whether any worker of the pool polls at all; while one polls (busy with other work) it asks again every
-# NO_WORKER_RECHECK_S, so a run gives up within that of its last worker falling silent
+# whether any worker of the pool is online; while one is (busy with other work) it asks again every
+# NO_WORKER_RECHECK_S, so a run gives up within that of its last worker going offline
 NO_WORKER_WAIT_S = float(os.environ.get("MAI_NO_WORKER_WAIT_S", "60"))
 NO_WORKER_RECHECK_S = 10.0
 
 
 TAKEN_OUT = "TakenOut"  # the name of the Failed state a drain ends in when its host cannot serve the run
+SKEWED_FIX = ("install the same mai and packages on every host (the same wheel or checkout), then restart its "
+              "workers")
 
 
 def taken_out(host: str, reason: str) -> State:
@@ -78,24 +81,35 @@ def _taken_out_host(message: str) -> str:
     return named.replace(_NO_FLOW_HERE, "worker ", 1).removeprefix("host ")
 
 
-# how a drain's process that could not even load its flow (an import failure: none of mai's code ran) reports it
+# how Prefect's engine reports a drain whose process could not load its flow (an import failure) or whose code
+# could not read the run's plan (an older mai, before the code-version check): none of the run's mai code ran there
 _FLOW_NOT_LOADED = "Unexpected exception encountered when trying to load flow"
+_PLAN_NOT_READ = "Validation of flow parameters failed"
 _NO_FLOW_HERE = "host of worker "
 
 
-def _could_not_load(client: SyncPrefectClient, flow_run: FlowRun) -> str | None:
-    """The taken-out message of a Crashed drain whose process could not import its flow (mai, or a package it
-    imports, is missing or broken on that host), from the error Prefect's engine logged to the flow run; None for
-    any other crash. The drain's own code never ran, so the host is named by its worker (the docs name workers after
-    their host and GPU)."""
-    logs = client.read_logs(log_filter=filters.LogFilter(flow_run_id=filters.LogFilterFlowRunId(any_=[flow_run.id])))
-    failed = [log.message for log in logs if log.message.startswith(_FLOW_NOT_LOADED)]
-    if not failed:
+def _not_run_there(client: SyncPrefectClient, flow_run: FlowRun) -> str | None:
+    """The taken-out message of a drain that Prefect's engine ended before mai's code ran: Failed, its mai could not
+    read the plan (a host on an older commit, which has no code version to compare: the state's message has the
+    error); Crashed, its process could not import the flow (mai, or a package it imports, missing or broken there:
+    the error is in the logs the engine sent). None for any other end. The host is named by its worker (the docs name
+    workers after their host and GPU)."""
+    state, taken = flow_run.state, f"{_NO_FLOW_HERE}{_worker_of(flow_run)} taken out of this run"
+    if state is not None and (state.message or "").startswith(_PLAN_NOT_READ):
+        error = " ".join(line.strip() for line in (state.message or "").splitlines() if line.strip())
+        return f"{taken}: it runs other code than the run was planned with (its mai cannot read the run's plan: " \
+               f"{error[:300]}): {SKEWED_FIX}"
+    if state is None or not state.is_crashed():
         return None
-    lines = [line for line in failed[-1].splitlines() if line.strip()]
-    worker = (flow_run.labels or {}).get("prefect.worker.name", "unknown")
-    return (f"{_NO_FLOW_HERE}{worker} taken out of this run: its drain could not load mai's flow there ({lines[-1]}): "
-            "install mai and its packages there as on the host that planned the run")
+    logs = client.read_logs(log_filter=filters.LogFilter(flow_run_id=filters.LogFilterFlowRunId(any_=[flow_run.id])))
+    lines = [line for log in logs if log.message.startswith(_FLOW_NOT_LOADED) for line in log.message.splitlines()
+             if line.strip()]
+    return (f"{taken}: its drain could not load mai's flow there ({lines[-1]}): install mai and its packages there "
+            "as on the host that planned the run") if lines else None
+
+
+def _worker_of(flow_run: FlowRun) -> str:
+    return str((flow_run.labels or {}).get("prefect.worker.name", "unknown"))
 
 
 class ShardFailed(RunFailed):
@@ -103,7 +117,7 @@ class ShardFailed(RunFailed):
 
 
 class NoWorker(ConfigError):
-    """No worker of the drain deployment's pool is polling: a set-up to fix, said in one line."""
+    """No worker of the drain deployment's pool is online: a set-up to fix, said in one line."""
 
 
 class NoHealthyWorker(ConfigError):
@@ -126,14 +140,9 @@ def shard_run_name(shard_path: str) -> str:
     return PurePosixPath(shard_path).stem
 
 
-def drain_lease_path(home: Home, run_id: str, drain_run_id: str) -> Path:
-    """Held by a drain's process for as long as it lives (the shard leases say which shard it runs)."""
-    return home.runs / run_id / "drains" / f"{drain_run_id}.lease"
-
-
 def check_workers(config: RunConfig) -> None:
     """A fanned-out run's workers, checked before any model loads (nothing for a run in this process): a Prefect
-    server that the workers also reach, and the drain deployment on it."""
+    server that the workers also reach, the drain deployment on it, and the zombie automation there."""
     if not config.workers:
         return
     url, deployment = PREFECT_API_URL.value(), drain_deployment()
@@ -143,6 +152,7 @@ def check_workers(config: RunConfig) -> None:
     try:
         with get_client(sync_client=True) as client:
             client.read_deployment_by_name(deployment)
+            ensure_zombie_automation(client)
     except ObjectNotFound as error:
         raise ConfigError(f"the Prefect server at {url} has no deployment '{deployment}' (MAI_DRAIN_DEPLOYMENT, "
                           f"default {DRAIN_DEPLOYMENT}): run `prefect deploy --all` from the mai checkout, then start "
@@ -151,6 +161,32 @@ def check_workers(config: RunConfig) -> None:
     except Exception as error:  # connection refused, timeouts: the same for the user
         raise ConfigError(f"the Prefect server at {url} does not answer ({type(error).__name__}): start it or "
                           "fix PREFECT_API_URL") from error
+
+
+def ensure_zombie_automation(client: SyncPrefectClient) -> bool:
+    """Prefect's "detect zombie flows" automation, scoped to drain and shard runs, on the server unless it is there
+    (found by name): a run of those flows without a heartbeat or an end for three heartbeat intervals after its last
+    heartbeat is marked Crashed (its host or process is gone: SIGKILL, power, an evicted pod). Only these flows: others
+    on a shared server keep Prefect's own 180 s heartbeat, which this window would call dead. True if created."""
+    from prefect.events.actions import ChangeFlowRunState
+    from prefect.events.schemas.automations import AutomationCore, EventTrigger, Posture
+    from prefect.events.schemas.events import ResourceSpecification
+
+    if client.read_automations_by_name(ZOMBIE_AUTOMATION):
+        return False
+    ended = {f"prefect.flow-run.{name}" for name in ("Completed", "Failed", "Cancelled", "Crashed", TAKEN_OUT)}
+    client.create_automation(AutomationCore(
+        name=ZOMBIE_AUTOMATION,
+        description="created by mai: its fanned-out runs' drains and shards, lost with their host, end Crashed",
+        trigger=EventTrigger(
+            after={"prefect.flow-run.heartbeat"}, expect={"prefect.flow-run.heartbeat", *ended},
+            match=ResourceSpecification({"prefect.resource.id": "prefect.flow-run.*"}),
+            match_related=ResourceSpecification({"prefect.resource.role": "flow", "prefect.resource.name": DRAIN_FLOWS}),
+            for_each={"prefect.resource.id"}, posture=Posture.Proactive, threshold=1,
+            within=timedelta(seconds=3 * HEARTBEAT_S)),
+        actions=[ChangeFlowRunState(name=None, force=False, state=StateType.CRASHED, message=(
+            f"no heartbeat for {3 * HEARTBEAT_S} s: its host or process is gone (mai's zombie automation)"))]))
+    return True
 
 
 def run_shards(plan: RunPlan, shard_paths: list[str], workers: int, on_done: Callable[[int], None]) -> ShardsDone:
@@ -186,8 +222,7 @@ class _Drain:
     flow_run_id: UUID
     name: str
     pool: str | None
-    asked_at: float | None = None       # last asked whether a worker polls, while no worker had taken it
-    free_since: float | None = None     # Running while its lease in the store was free, since
+    asked_at: float | None = None       # last asked whether a worker is online, while no worker had taken it
     lost: str | None = None             # why it counts as lost (its worker died), once it does
     taken_out: str | None = None        # its host, once the drain ended TakenOut there
 
@@ -208,28 +243,31 @@ def _run_on_workers(plan: RunPlan, shard_paths: list[str], workers: int, on_done
             while True:
                 stop.check()  # after a stop request, no drain is submitted any more
                 # before the outcomes: see _replace
-                ended = _watch_drains(client, home, plan.run_id, drains, hosts_taken_out, started)
+                ended = _watch_drains(client, plan.run_id, drains, hosts_taken_out, started)
                 _collect(home, plan.run_id, shard_paths, outcomes, on_done)
                 if len(outcomes) == len(shard_paths):
                     break
                 drains = _replace(plan, shard_paths, drains, ended, hosts_taken_out)
                 time.sleep(POLL_S)
-        except (KeyboardInterrupt, stop.StopRequested, TerminationSignal):
-            # Ctrl-C or SIGTERM (a Prefect cancellation of this flow run too): the drains are cancelled, which stops
-            # their shards within a decoding step; what the shards stored is kept
-            stop.request_stop("interrupted (Ctrl-C)")  # a SIGTERM's own reason, when it came first, is kept
+        except (KeyboardInterrupt, stop.StopRequested, TerminationSignal) as error:
+            # Ctrl-C or SIGTERM (a Prefect cancellation of this flow run too): the drains are cancelled through
+            # Prefect, whose runner stops each drain's process (SIGTERM: its shard stops within a decoding step) and
+            # reports it and its shard runs Cancelled; what the shards stored is kept. A SIGTERM's own reason, when it
+            # came first, is kept
+            stop.request_stop("stopped by signal SIGTERM" if isinstance(error, TerminationSignal) else
+                              "interrupted (Ctrl-C)")
             # INFO: the terminal's one line is the command line's; the UI shows the Cancelled states' messages
             get_run_logger().info("run %s stopped: cancelling its drains; %d of %d shards had finished",
-                              plan.run_id, len(outcomes), len(shard_paths))
+                                  plan.run_id, len(outcomes), len(shard_paths))
             _cancel_drains(client, drains, "the run that submitted this drain was stopped")
             raise
         except (ShardFailed, NoWorker, NoHealthyWorker):
             _cancel_drains(client, drains, "the run that submitted this drain failed")
             raise
-        _end_drains(client, home, plan.run_id, drains)
+        _end_drains(client, drains)
     if hosts_taken_out:
         get_run_logger().warning("run %s completed without the hosts taken out: %s", plan.run_id,
-                             "; ".join(hosts_taken_out.values()))
+                                 "; ".join(hosts_taken_out.values()))
     return ShardsDone({shard: outcomes[shard] for shard in shard_paths}, hosts_taken_out)
 
 
@@ -246,14 +284,17 @@ def _run_started(client: SyncPrefectClient) -> float:
 
 
 def _submit_drain(plan: RunPlan, shard_paths: list[str], slot: int, attempt: int) -> _Drain:
+    """A drain as a child of this run's flow run (run_deployment inside a flow), with heartbeats every HEARTBEAT_S
+    (its job variables' env, added to the deployment's), so that the zombie automation finds it when it is lost."""
     from prefect.deployments import run_deployment
 
     name = f"drain-{slot}" + (f" (attempt {attempt})" if attempt > 1 else "")
     parameters = {"plan": plan.model_dump(mode="json"), "shard_paths": shard_paths}
+    heartbeats = {"env": {"PREFECT_FLOWS_HEARTBEAT_FREQUENCY": str(HEARTBEAT_S)}}
     flow_run = synchronous(run_deployment(drain_deployment(), parameters=parameters, flow_run_name=name, timeout=0,
-                                          tags=plan.tags))
+                                          tags=plan.tags, job_variables=heartbeats))
     get_run_logger().info("drain %d submitted to work pool %s as flow run '%s' (%s): it takes the run's shards until "
-                      "none is left", slot, flow_run.work_pool_name, name, flow_run.id)
+                          "none is left", slot, flow_run.work_pool_name, name, flow_run.id)
     return _Drain(slot=slot, attempt=attempt, flow_run_id=flow_run.id, name=name, pool=flow_run.work_pool_name)
 
 
@@ -271,83 +312,46 @@ def _collect(home: Home, run_id: str, shard_paths: list[str], outcomes: dict[str
             on_done(len(outcomes))
 
 
-def _watch_drains(client: SyncPrefectClient, home: Home, run_id: str, drains: list[_Drain],
-                  hosts_taken_out: dict[str, str], started: float) -> list[_Drain]:
-    """The drains that ended (Completed; Crashed: marked so here when their worker died; TakenOut: their host,
-    added to `hosts_taken_out`, cannot serve the run). Raises ShardFailed for a drain that failed (a shard failed
-    after its retries) or that someone else cancelled, NoWorker when one waits for a worker while none polls."""
+def _watch_drains(client: SyncPrefectClient, run_id: str, drains: list[_Drain], hosts_taken_out: dict[str, str],
+                  started: float) -> list[_Drain]:
+    """The drains that ended (Completed; Crashed: its worker or host died, or the zombie automation found it silent;
+    TakenOut: their host, added to `hosts_taken_out`, cannot serve the run). Raises ShardFailed for a drain that
+    failed (a shard failed after its retries) or that someone else cancelled, NoWorker when one waits for a worker
+    while none is online."""
     ended = []
     for drain in drains:
         flow_run = client.read_flow_run(drain.flow_run_id)
         state = flow_run.state
-        if state is None:
+        if state is None or not state.is_final():
+            if state is not None and (state.is_scheduled() or state.is_pending()):
+                _ask_for_a_worker(client, drain, flow_run.work_pool_name, started)
             continue
-        if state.is_final():
-            message = state.message or ""
-            if state.is_crashed():
-                message = _could_not_load(client, flow_run) or message
-            if state.name == TAKEN_OUT or message.startswith(_NO_FLOW_HERE):
-                drain.taken_out = _taken_out_host(message)
-                if drain.taken_out not in hosts_taken_out:
-                    get_run_logger().warning("%s; the other hosts take its shards", message)
-                hosts_taken_out[drain.taken_out] = message
-            elif state.is_failed() or state.is_cancelled():
-                host = lease_holder(drain_lease_path(home, run_id, str(drain.flow_run_id))).get("host", "its host")
-                get_run_logger().error("drain '%s' on %s ended %s: %s", drain.name, host, state.type.value, message)
-                raise ShardFailed(f"drain '{drain.name}' of run {run_id} on host {host} ended {state.type.value}, not "
-                                  f"for a fault of that host (it would fail on every host): {message} (its logs in "
-                                  "the Prefect UI have the traceback; what the shards stored is kept)")
-            elif state.is_crashed():
-                drain.lost = f"its flow run ended Crashed: {message}"
-                _say_lost(drain)
-            ended.append(drain)
-        elif state.is_scheduled() or state.is_pending():
-            now = time.monotonic()
-            if now - started > NO_WORKER_WAIT_S and (drain.asked_at is None
-                                                     or now - drain.asked_at > NO_WORKER_RECHECK_S):
-                _require_a_worker(client, flow_run.work_pool_name, drain.name, now - started, first=drain.asked_at is None)
-                drain.asked_at = now  # workers poll but are busy: ask again in a while
-        elif _lost_its_worker(client, drain, flow_run, drain_lease_path(home, run_id, str(drain.flow_run_id))):
-            ended.append(drain)
+        message = _not_run_there(client, flow_run) or state.message or ""
+        if state.name == TAKEN_OUT or message.startswith(_NO_FLOW_HERE):
+            drain.taken_out = _taken_out_host(message)
+            if drain.taken_out not in hosts_taken_out:
+                get_run_logger().warning("%s; the other hosts take its shards", message)
+            hosts_taken_out[drain.taken_out] = message
+        elif state.is_crashed():
+            drain.lost = f"its flow run ended Crashed: {message}"
+            get_run_logger().warning("drain '%s' lost its worker (%s); the shard it ran is taken by the next drain to "
+                                     "look", drain.name, drain.lost)
+        elif not state.is_completed():
+            worker = _worker_of(flow_run)
+            get_run_logger().error("drain '%s' on worker %s ended %s: %s", drain.name, worker, state.type.value, message)
+            raise ShardFailed(f"drain '{drain.name}' of run {run_id} on worker {worker} ended {state.type.value}, not "
+                              f"for a fault of that host (it would fail on every host): {message} (its logs in the "
+                              "Prefect UI have the traceback; what the shards stored is kept)")
+        ended.append(drain)
     return ended
 
 
-def _lost_its_worker(client: SyncPrefectClient, drain: _Drain, flow_run: FlowRun, lease: Path) -> bool:
-    """A drain that Prefect calls Running while the lease its process holds stays free for LEASE_GRACE_S: its process
-    is gone without a word (SIGKILL, a lost machine). Marks it Crashed."""
-    running = flow_run.state is not None and flow_run.state.is_running()
-    if not running or lease_is_held(lease):
-        drain.free_since = None
-        return False
-    if drain.free_since is None:
-        drain.free_since = time.monotonic()
-        return False
-    if time.monotonic() - drain.free_since <= LEASE_GRACE_S:
-        return False
-    host = str(lease_holder(lease).get("host") or "its host")
-    died = f"its worker on {host} died: the drain's lease in the store was released"
-    client.set_flow_run_state(drain.flow_run_id, Crashed(message=died), force=True)
-    _crash_shards_of(client, drain.flow_run_id, f"its drain's worker on {host} died; the shard is taken by another "
-                     "drain")
-    drain.lost = f"its lease in the store free for {LEASE_GRACE_S:.0f} s, on {host}"
-    _say_lost(drain, marked=True)
-    return True
-
-
-def _say_lost(drain: _Drain, marked: bool = False) -> None:
-    """The Logs tab's line for a lost drain, when its loss is found: whatever the run does next (a new drain in its
-    slot, or nothing when every shard was done), the loss is said once."""
-    get_run_logger().warning("drain '%s' lost its worker (%s)%s; the shard it ran is taken by the next drain to look",
-                             drain.name, drain.lost, ": marked Crashed" if marked else "")
-
-
-def _crash_shards_of(client: SyncPrefectClient, drain_run_id: UUID, message: str) -> None:
-    """The shard subflow runs a lost drain left unfinished end Crashed (nothing else would end them: their process
-    is gone), with the host named, so the UI never shows a shard Running on a dead machine."""
-    children = filters.FlowRunFilter(parent_flow_run_id=filters.FlowRunFilterParentFlowRunId(any_=[drain_run_id]))
-    for run in client.read_flow_runs(flow_run_filter=children):
-        if run.state is not None and not run.state.is_final():
-            client.set_flow_run_state(run.id, Crashed(message=message), force=True)
+def _ask_for_a_worker(client: SyncPrefectClient, drain: _Drain, pool: str | None, started: float) -> None:
+    """Whether a worker of the pool is online, once the run has waited NO_WORKER_WAIT_S (every NO_WORKER_RECHECK_S)."""
+    now = time.monotonic()
+    if now - started > NO_WORKER_WAIT_S and (drain.asked_at is None or now - drain.asked_at > NO_WORKER_RECHECK_S):
+        _require_a_worker(client, pool, drain.name, now - started, first=drain.asked_at is None)
+        drain.asked_at = now  # workers are online but busy: ask again in a while
 
 
 def _replace(plan: RunPlan, shard_paths: list[str], drains: list[_Drain], ended: list[_Drain],
@@ -360,7 +364,7 @@ def _replace(plan: RunPlan, shard_paths: list[str], drains: list[_Drain], ended:
     if not live and out and not any(drain.lost for drain in ended):
         drain = out[0]
         get_run_logger().warning("no drain of run %s is left after hosts %s were taken out: submitting drain %d again "
-                             "for another worker", plan.run_id, sorted(hosts_taken_out), drain.slot)
+                                 "for another worker", plan.run_id, sorted(hosts_taken_out), drain.slot)
         return [_submit_drain(plan, shard_paths, drain.slot, drain.attempt + 1)]
     for drain in ended:
         if drain.lost is None:
@@ -380,53 +384,48 @@ def _replace(plan: RunPlan, shard_paths: list[str], drains: list[_Drain], ended:
     return live
 
 
-def _end_drains(client: SyncPrefectClient, home: Home, run_id: str, drains: list[_Drain]) -> None:
-    """Every shard is done: a drain that no worker took yet is Cancelled (none runs later); running ones end by
-    themselves within a poll (nothing is left to take) and are awaited, so that the UI shows them ended; one whose
-    worker died is marked Crashed, as during the run."""
+def _end_drains(client: SyncPrefectClient, drains: list[_Drain]) -> None:
+    """Every shard is done: a drain that no worker took yet is cancelled; running ones end by themselves within a
+    poll and are awaited (DRAIN_END_WAIT_S at most: one whose host died ends Crashed by the automation, later)."""
     deadline = time.monotonic() + DRAIN_END_WAIT_S
     waiting = list(drains)
     while waiting and time.monotonic() < deadline:
-        still = []
-        for drain in waiting:
-            flow_run = client.read_flow_run(drain.flow_run_id)
-            state = flow_run.state
-            if state is None or state.is_final():
-                continue
-            if state.is_scheduled() or state.is_pending():
-                _cancel_drains(client, [drain], "every shard of its run was done")
-            elif not _lost_its_worker(client, drain, flow_run, drain_lease_path(home, run_id, str(drain.flow_run_id))):
-                still.append(drain)  # a lost one says so itself; every shard is done: none is submitted again
-        waiting = still
+        states = {drain.name: client.read_flow_run(drain.flow_run_id).state for drain in waiting}
+        _cancel_drains(client, [drain for drain in waiting if (state := states[drain.name]) is not None
+                                and (state.is_scheduled() or state.is_pending())], "every shard of its run was done")
+        waiting = [drain for drain in waiting if (state := states[drain.name]) is not None and state.is_running()]
         if waiting:
             time.sleep(POLL_S / 4)
     if waiting:
-        get_run_logger().warning("drains %s still run %.0f s after the run's last shard", [d.name for d in waiting],
-                             DRAIN_END_WAIT_S)
+        get_run_logger().warning("drains %s still run %.0f s after the run's last shard (one whose host died ends "
+                                 "Crashed within %d s of its last heartbeat)", [d.name for d in waiting],
+                                 DRAIN_END_WAIT_S, 3 * HEARTBEAT_S)
 
 
 def _cancel_drains(client: SyncPrefectClient, drains: list[_Drain], message: str) -> None:
-    """A running drain is set Cancelling (its worker then stops the process: SIGTERM, which stops the shard it runs
-    within a decoding step); one that no worker took yet is Cancelled at once, so no worker takes it later."""
+    """Prefect's cancellation: a drain that a worker took is set Cancelling (the runner that supervises its process
+    stops it with SIGTERM, which stops the shard it runs within a decoding step, and reports it and its shard runs
+    Cancelled; a worker still starting it kills it); one that no worker took yet is Cancelled at once, so no worker
+    takes it later."""
     for drain in drains:
         state = client.read_flow_run(drain.flow_run_id).state
         if state is not None and not state.is_final():
-            cancelled: State = Cancelling(message=message) if state.is_running() else Cancelled(message=message)
+            cancelled: State = Cancelled(message=message) if state.is_scheduled() else Cancelling(message=message)
             client.set_flow_run_state(drain.flow_run_id, cancelled, force=True)
 
 
 def _require_a_worker(client: SyncPrefectClient, pool: str | None, drain_name: str, waited_s: float,
                       first: bool) -> None:
-    """Raises NoWorker when no worker of `pool` has sent a heartbeat lately (the caller cancels the drains, so no
-    worker takes them later); says, the first time, that the drain waits for a busy pool otherwise."""
+    """Raises NoWorker when no worker of `pool` is online (the caller cancels the drains, so no worker takes them
+    later); says, the first time, that the drain waits for a busy pool otherwise."""
     workers = client.read_workers_for_work_pool(pool) if pool else []
-    polling = [worker for worker in workers if heard_lately(worker)]
+    polling = [worker for worker in workers if online(worker)]
     if polling:
         if first:
             running = _running_in(client, pool)
-            _progress("drain %s waits for a worker of pool %s (%.0f s since the run started): %d of its workers poll "
-                      "and %d of its flow runs are running or starting%s", drain_name, pool, waited_s, len(polling),
-                      running, ": its workers are busy" if running >= len(polling) else
+            _progress("drain %s waits for a worker of pool %s (%.0f s since the run started): %d of its workers are "
+                      "online and %d of its flow runs are running or starting%s", drain_name, pool, waited_s,
+                      len(polling), running, ": its workers are busy" if running >= len(polling) else
                       ": a worker with a free slot takes it at its next poll, unless a work queue or concurrency "
                       "limit holds it")
         return
@@ -452,11 +451,7 @@ def _last_heard(workers: list[Worker]) -> str:
     return f"its last worker to poll, {heard[last]}, polled {(datetime.now(UTC) - last).total_seconds():.0f} s ago"
 
 
-def heard_lately(worker: Worker) -> bool:
-    """A worker is polling when its last heartbeat is younger than three of its intervals (the rule by which the
-    server marks workers offline, applied here: a server may run that service late, or not at all)."""
-    if worker.last_heartbeat_time is None:
-        return False
-    interval = worker.heartbeat_interval_seconds or 30
-    return datetime.now(UTC) - worker.last_heartbeat_time < timedelta(seconds=3 * interval)
-
+def online(worker: Worker) -> bool:
+    """Prefect's word on a worker: ONLINE from its heartbeat until the server's foreman service finds none for three
+    of its intervals (PREFECT_WORKER_HEARTBEAT_SECONDS)."""
+    return worker.status == WorkerStatus.ONLINE

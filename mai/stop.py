@@ -4,13 +4,16 @@ one decoding step, keeping everything it wrote.
 Model calls run in worker threads and a signal reaches only the main thread, so the handler sets a flag that the
 engines check between batches and at every decoding step (`check`): the batch in flight is abandoned (never stored,
 as a killed batch), the batches before it are in the store, and the same run again computes only the rest.
-`on_sigterm` installs the handler on top of whatever handles SIGTERM already (the CLI's, Prefect's flow engine's,
-which turns the signal into a crash of the flow run) and calls that one too.
+`on_sigterm` installs the handler on top of whatever handles SIGTERM already (the CLI's) and calls that one too;
+where Prefect's flow engine has its own installed (a flow run's process), it leaves that one and requests the stop
+when its TerminationSignal passes: Prefect acknowledges a runner's cancellation only while its handler is the
+installed one, and then ends the flow run Cancelled rather than Crashed.
 """
 
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -65,6 +68,7 @@ def on_sigterm(then_raise: bool = False) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    prefects = _prefect_owns_sigterm()
     previous: Handler = signal.getsignal(signal.SIGTERM)
 
     def handler(signum: int, frame: FrameType | None) -> None:
@@ -82,12 +86,25 @@ def on_sigterm(then_raise: bool = False) -> Iterator[None]:
         raise KeyboardInterrupt
 
     previous_int: Handler = signal.getsignal(signal.SIGINT)
-    signal.signal(signal.SIGTERM, handler)
+    if not prefects:
+        signal.signal(signal.SIGTERM, handler)
     if previous_int is signal.default_int_handler:
         signal.signal(signal.SIGINT, interrupted)
     try:
         yield
+    except BaseException as error:
+        if prefects and type(error).__name__ == "TerminationSignal":  # Prefect's bridge raised it: a SIGTERM
+            request_stop("stopped by signal SIGTERM")
+        raise
     finally:
-        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+        if not prefects:
+            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
         if previous_int is signal.default_int_handler:
             signal.signal(signal.SIGINT, previous_int)
+
+
+def _prefect_owns_sigterm() -> bool:
+    """Whether Prefect's flow engine has its SIGTERM handler installed (in a flow run). Prefect is looked up, never
+    imported: a run in this process without Prefect (`mai run --local`) does not load it."""
+    engine = sys.modules.get("prefect.utilities.engine")
+    return engine is not None and bool(engine.is_prefect_sigterm_handler_installed())
