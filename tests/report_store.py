@@ -4,6 +4,8 @@ Full RT), an S2 toggle, a 2-layer sparse-RT sweep in cascade mode and one in Ful
 profiles, one measured on this CPU, and an estimate of every run as the README makes them (`mai estimate RUN
 --small-profile h100-2b --large-profile h100-8b`: named after the profiles each used, 'h100-2b+h100-8b' for a
 pair's run, 'h100-8b' for the large model's).
+The runs compute in this process (the in-process executor: what the report reads is the store, whichever executor
+wrote it); the measured profile is the `mai-profile` flow, so a module using the store requests `prefect_server`.
 The tests only read it."""
 
 from __future__ import annotations
@@ -40,15 +42,17 @@ def report_store(factory: pytest.TempPathFactory, assets_home: Path, shapes_data
 
 def _build(root: Path, assets_home: Path, shapes_dataset: Path) -> Store:
     from mai import api
-    from mai.config import shapes_pair_config
-    from mai.flows.sweep import mai_sweep
+    from mai.config import RunConfig, shapes_pair_config
+    from mai.flows.sweep import sweep_variants
 
     shutil.copytree(assets_home / "models", root / "models")
     link_shapes(shapes_dataset, root)
 
-    def run(**overrides: Any) -> str:  # in this process, no Prefect: the store is what the report reads
-        manifest = api.run(shapes_pair_config(home=str(root), limit=LIMIT, **overrides), progress=False, local=True)
-        return str(manifest["run_id"])
+    def stored(config: RunConfig) -> str:  # in this process, no Prefect: the store is what the report reads
+        return str(api.run(config, progress=False, local=True)["run_id"])
+
+    def run(**overrides: Any) -> str:
+        return stored(shapes_pair_config(home=str(root), limit=LIMIT, **overrides))
 
     runs = {"cascade": run(), "cascade_s2": run(s2=True),
             "large_s": run(mode="single", single_model="large", single_prompt="S"),
@@ -57,11 +61,11 @@ def _build(root: Path, assets_home: Path, shapes_dataset: Path) -> Store:
             "small_r_s2": run(mode="single", single_model="small", single_prompt="R", s2=True),
             "large_r": run(mode="single", single_model="large", single_prompt="R"),
             "full_rt": run(mode="full_rt")}
-    for layer, manifest in zip(LAYERS, mai_sweep(shapes_pair_config(home=str(root), limit=LIMIT), list(LAYERS))):
-        runs[f"sparse_l{layer}"] = str(manifest["run_id"])
-    full_rt_sweep = mai_sweep(shapes_pair_config(home=str(root), limit=LIMIT, mode="full_rt"), list(LAYERS))
-    for layer, manifest in zip(LAYERS, full_rt_sweep):
-        runs[f"full_rt_sparse_l{layer}"] = str(manifest["run_id"])
+    # the two sweeps' runs, as `mai sweep` makes them (the `mai-sweep` flow runs its variants in turn)
+    for prefix, mode in (("sparse", {}), ("full_rt_sparse", {"mode": "full_rt"})):
+        variants = sweep_variants(shapes_pair_config(home=str(root), limit=LIMIT, **mode), list(LAYERS))
+        for layer, variant in zip(LAYERS, variants):
+            runs[f"{prefix}_l{layer}"] = stored(variant)
     csv = REPO / "docs" / "paper_latency_h100.csv"
     api.import_profile(csv, "h100-2b", model="Qwen3-VL-2B", home=root)
     api.import_profile(csv, "h100-8b", model="Qwen3-VL-8B", home=root)

@@ -71,7 +71,6 @@ def parity(home: Path, run_a: str, run_b: str, home_b: Path | None, capsys: pyte
     return result
 
 
-@pytest.mark.prefect
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_parity_between_transformers_batch_sizes(home: Path, tmp_path: Path, assets_home: Path, dtype: str,

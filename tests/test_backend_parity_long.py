@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
+from mai import api
 from mai.cli import main
 from mai.config import INTERNVL_LARGE_BUILTIN, INTERNVL_SMALL_BUILTIN, RunConfig
-from mai.flows.run import mai_run
 from tests.test_vllm_backend import (  # noqa: F401  # no_servers_left: the module's servers are all stopped
     generations,
     model_overrides,
@@ -27,7 +27,7 @@ from tests.test_vllm_backend import (  # noqa: F401  # no_servers_left: the modu
     vllm_env,
 )
 
-pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.prefect]
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 LIMIT = 16
 R_TOKENS = 512
@@ -40,10 +40,11 @@ def family_models(family: str, home: Path) -> dict[str, str]:
 
 
 def r_run(home: Path, family: str, backend: str) -> dict[str, Any]:
-    manifest: dict[str, Any] = mai_run(RunConfig(
+    """In this process (the in-process executor): the outputs are the subject, not Prefect."""
+    return dict(api.run(RunConfig(
         home=str(home), limit=LIMIT, shards=1, batch_size=LIMIT, mode="single", single_model="small",
-        single_prompt="R", max_new_tokens={"R": R_TOKENS}, min_new_tokens={"R": R_TOKENS}, backend=backend, **family_models(family, home)))
-    return manifest
+        single_prompt="R", max_new_tokens={"R": R_TOKENS}, min_new_tokens={"R": R_TOKENS}, backend=backend,
+        **family_models(family, home)), progress=False, local=True))
 
 
 @pytest.mark.parametrize("family", ["qwen3-vl", "internvl"])

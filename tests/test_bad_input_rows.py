@@ -1,6 +1,6 @@
 """Benchmark rows a model cannot take (control tokens in the text, images the processor refuses or that would cost
 gigabytes, duplicate sample ids, MMMU questions referencing a missing image) become per-sample errors with a reason,
-or harmless text, while every other row of the run completes: real loader, real tiny models, real Prefect."""
+or harmless text, while every other row of the run completes: real loader, real tiny models, the in-process executor."""
 
 from __future__ import annotations
 
@@ -55,7 +55,6 @@ def hostile(rows: list[dict[str, Any]]) -> None:
     rows[10] = dict(rows[9])  # an exact duplicate
 
 
-@pytest.mark.prefect
 def test_hostile_rows_become_errors_or_plain_text_and_the_rest_completes(home: Path) -> None:
     manifest = run(home, data=str(write_rows(home, hostile)), limit=None)
     routes = {r["sample_id"]: r for r in read_routes(Home.at(home), manifest["run_id"])}
@@ -103,7 +102,6 @@ def test_the_pixel_cap_refuses_from_the_header_before_decoding() -> None:
         _check_image(png(300, 200)["bytes"], max_pixels=50_000)
 
 
-@pytest.mark.prefect
 def test_the_pixel_cap_is_a_run_setting(home: Path) -> None:
     manifest = run(home, limit=4, max_image_pixels=1000)
     assert manifest["counts"]["errors"] == 4

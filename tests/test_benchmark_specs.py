@@ -192,7 +192,6 @@ def test_the_shipped_example_reads_clean() -> None:
 # --- through the cascade --------------------------------------------------------------------------------------
 
 
-@pytest.mark.prefect
 def test_a_vlmevalkit_tsv_runs_reruns_moves_and_rescored_answers(home: Path, tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     data = tmp_path / "mine"
@@ -236,7 +235,6 @@ def test_a_vlmevalkit_tsv_runs_reruns_moves_and_rescored_answers(home: Path, tmp
     assert len(labs) == 2 and all(lab["benchmark"] == "colours" and lab["samples"] == 6 for lab in labs)
 
 
-@pytest.mark.prefect
 def test_yes_no_jsonl_and_number_parquet_specs_run(home: Path, tmp_path: Path) -> None:
     images = tmp_path / "images"
     images.mkdir()
@@ -285,7 +283,6 @@ def generations(home: Path, where: str = "true") -> list[tuple[Any, ...]]:
                                 f"WHERE {where}")[1]
 
 
-@pytest.mark.prefect
 def test_a_prompt_template_reaches_every_stage_and_is_part_of_the_version(home: Path, tmp_path: Path) -> None:
     write_tsv(tmp_path / "colours.tsv")
     spec = write_spec(tmp_path, name="colours", data="colours.tsv", format="vlmevalkit-tsv", answer_kind="choice",
@@ -311,25 +308,26 @@ def test_a_prompt_template_reaches_every_stage_and_is_part_of_the_version(home: 
     assert changed["config"]["benchmark_spec"]["prompt"].startswith("Colour test.")
 
 
-@pytest.mark.prefect
 def test_spec_budgets_are_the_runs_unless_the_command_sets_them(home: Path, tmp_path: Path) -> None:
     write_tsv(tmp_path / "colours.tsv")
     budgets = {"S": 3, "R": 6, "S2": 3, "RT": 2}
     spec = write_spec(tmp_path, name="colours", data="colours.tsv", format="vlmevalkit-tsv", answer_kind="choice",
                       max_new_tokens=budgets)
     values = {"home": str(home), "benchmark": str(spec), "shards": 1, "batch_size": 8}
-    run = api.run(config_from_mapping(values), progress=False)
+    run = api.run(config_from_mapping(values), progress=False, local=True)
     assert {k: run["config"]["max_new_tokens"][k] for k in budgets} == budgets
     rows = generations(home)
     assert {kind for kind, *_ in rows} >= {"S", "R"}
     assert all(limit == budgets[kind] and produced <= limit for kind, _, limit, produced in rows)
-    flagged = api.run(config_from_mapping({**values, "max_new_tokens": {"R": 4}}), progress=False)
+    flagged = api.run(config_from_mapping({**values, "max_new_tokens": {"R": 4}}), progress=False,
+                      local=True)
     assert flagged["config"]["max_new_tokens"]["R"] == 4 and flagged["config"]["max_new_tokens"]["S"] == 3
     assert flagged["run_id"] != run["run_id"]
     assert {limit for _, _, limit, _ in generations(home, "prompt_kind = 'R'")} == {4, 6}
     # `mai report A B` on runs of two benchmarks: both reported, no run-vs-run section (it was exit 2)
     demo = api.run(config_from_mapping({"home": str(home), "benchmark": "demo", "limit": 2, "mode": "single",
-                                        "single_prompt": "S", "max_new_tokens": {"S": 2}}), progress=False)
+                                        "single_prompt": "S", "max_new_tokens": {"S": 2}}), progress=False,
+                   local=True)
     out = tmp_path / "report.html"
     assert main(["--home", str(home), "report", run["run_id"], demo["run_id"], "--out", str(out)]) == 0
     built = api.report([run["run_id"], demo["run_id"]], out=out, home=home)

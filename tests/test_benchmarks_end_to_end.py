@@ -18,7 +18,6 @@ EXPECTED_METRIC = {"pope": "f1", "chartqa": "relaxed_accuracy", "infovqa": "anls
                    "mmmu": "accuracy", "realworldqa": "exact_match"}
 
 
-@pytest.mark.prefect
 @pytest.mark.parametrize("benchmark", sorted(FIXTURES))
 def test_fixture_shard_runs_through_the_cascade(home: Path, tmp_path: Path, benchmark: str) -> None:
     data = write_fixture(benchmark, tmp_path / benchmark)
@@ -30,7 +29,6 @@ def test_fixture_shard_runs_through_the_cascade(home: Path, tmp_path: Path, benc
     assert manifest["scorer_profile"] == "lmms-eval"
 
 
-@pytest.mark.prefect
 def test_save_to_disk_copy_and_bad_rows(home: Path, tmp_path: Path) -> None:
     dataset = fixture_dataset("pope")
     rows = dataset.to_list()
@@ -47,7 +45,6 @@ def test_save_to_disk_copy_and_bad_rows(home: Path, tmp_path: Path) -> None:
     assert manifest["counts"]["valid"] == 4
 
 
-@pytest.mark.prefect
 def test_a_missing_column_is_named_before_any_model_loads(home: Path, tmp_path: Path) -> None:
     from mai.backends.registry import loaded_engines
 

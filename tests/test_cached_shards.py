@@ -14,8 +14,6 @@ import pytest
 
 from mai.config import shapes_pair_config
 
-pytestmark = pytest.mark.prefect
-
 LIMIT = 8
 
 
@@ -59,7 +57,9 @@ def _same_results(first: dict[str, Any], again: dict[str, Any]) -> None:
     assert again["counts"]["generations_reused"] == first["counts"]["generations_needed"]
 
 
+@pytest.mark.prefect
 @pytest.mark.slow
+@pytest.mark.usefixtures("shapes_dataset")
 def test_a_cached_rerun_makes_no_shard_flow_and_only_the_shards_that_lack_outputs_run_as_shard_flows(
         home: Path, tmp_path: Path) -> None:
     """One store, five runs: the first computes 2 shards as shard flows; the same run again makes no shard flow or
@@ -100,13 +100,15 @@ def test_a_cached_rerun_makes_no_shard_flow_and_only_the_shards_that_lack_output
     _same_results(wider, again)
 
 
+@pytest.mark.usefixtures("shapes_dataset")
 def test_a_stored_step_run_by_its_task_loads_no_model(home: Path) -> None:
     """The steps of a shard that runs as a flow (some other shard lacks outputs) still compute nothing and make no
     engine when their own outputs are stored, and end `Cached`: sparse RT's token selection included, which used to
-    take the large model's engine before looking."""
+    take the large model's engine before looking. The outputs are stored in this process (the in-process executor),
+    and each step's task body is called here: no Prefect API is needed."""
     from prefect import State
 
-    from mai import cascade
+    from mai import api, cascade
     from mai.backends.registry import clear_engines, loaded_engines
     from mai.run.jobs import StageJob
     from mai.run.plan import prepare_run
@@ -114,7 +116,7 @@ def test_a_stored_step_run_by_its_task_loads_no_model(home: Path) -> None:
     from mai.tasks.step import step_state
 
     sparse: dict[str, Any] = {"limit": 4, "shards": 1, "mode": "full_rt", "transfer": "sparse", "transfer_layer": 1}
-    manifest, _ = _run(home, **sparse)
+    manifest = api.run(shapes_pair_config(home=str(home), **sparse), progress=False, local=True)
     plan = prepare_run(shapes_pair_config(home=str(home), **sparse), Home.at(home))
     clear_engines()
     (shard,) = manifest["shard_paths"]

@@ -14,8 +14,8 @@ from mai.errors import ConfigError
 from mai.storage.catalog import VIEW_NAMES, build_catalog, query
 from mai.storage.paths import Home
 
-RUN = ["run", "--limit", "12", "--max-new-tokens", "S=6", "--max-new-tokens", "R=12", "--max-new-tokens", "RT=6",
-       "--max-new-tokens", "S2=6"]
+RUN = ["run", "--local", "--limit", "12", "--max-new-tokens", "S=6", "--max-new-tokens", "R=12",
+       "--max-new-tokens", "RT=6", "--max-new-tokens", "S2=6"]
 
 
 def test_empty_store_has_typed_empty_views(tmp_path: Path) -> None:
@@ -25,7 +25,6 @@ def test_empty_store_has_typed_empty_views(tmp_path: Path) -> None:
     assert query(home, "SELECT run_id, wall_s FROM runs")[0] == ["run_id", "wall_s"]
 
 
-@pytest.mark.prefect
 def test_cli_runs_and_saved_queries_answer_over_them(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--home", str(home), *RUN, "--json"]) == 0
     first = json.loads(capsys.readouterr().out)

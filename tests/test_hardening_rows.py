@@ -1,6 +1,6 @@
 """Rows that cannot run become recorded per-sample errors and the run goes on: a megabyte question (it built a
 ~1 M-token prompt whose attention mask killed the run; refused by the prompt-length check before generation) and a
-question that is not valid UTF-8 (pyarrow refused the whole file at materialisation). Real loader (`datasets` over Parquet), real tiny models, real Prefect."""
+question that is not valid UTF-8 (pyarrow refused the whole file at materialisation). Real loader (`datasets` over Parquet), real tiny models, the in-process executor."""
 
 from __future__ import annotations
 
@@ -8,15 +8,12 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 
 from mai.evals.demo import DemoBenchmark
 from mai.evals.loading import DataSource, load_dataset_rows, rows_to_samples
 from mai.storage.paths import Home
 from mai.storage.runs import read_routes
 from tests.helpers import run
-
-pytestmark = pytest.mark.prefect
 
 
 def unchecked_strings(values: list[bytes]) -> pa.Array:

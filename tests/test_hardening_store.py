@@ -21,16 +21,14 @@ from mai.errors import ConfigError
 from mai.storage.catalog import VIEW_NAMES, build_catalog
 from mai.storage.paths import Home
 
-pytestmark = pytest.mark.prefect
-
-RUN = ["run", "--limit", "6", "--max-new-tokens", "S=6", "--max-new-tokens", "R=12", "--max-new-tokens", "RT=6",
-       "--max-new-tokens", "S2=6"]
+RUN = ["run", "--local", "--limit", "6", "--max-new-tokens", "S=6", "--max-new-tokens", "R=12",
+       "--max-new-tokens", "RT=6", "--max-new-tokens", "S2=6"]
 ODD_NAMES = ["store'b", "a[1]", "x*y?", "with space", "ünïcødé ☃", "semi;colon -- x", "[!q]{a,b}", "jb\\[x",
              "back\\slash*[q]?"]
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory, prefect_server: str, assets_home: Path) -> Home:
+def store(tmp_path_factory: pytest.TempPathFactory, assets_home: Path) -> Home:
     root = tmp_path_factory.mktemp("hardening") / "home"
     shutil.copytree(assets_home / "models", root / "models")
     shutil.copytree(assets_home / "datasets", root / "datasets")

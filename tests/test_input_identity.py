@@ -187,15 +187,14 @@ def test_only_the_command_line_widens_where_a_spec_reads(tmp_path: Path) -> None
     assert load_spec(narrow).data_root == str(folder.resolve())  # inside its own folder: the spec's to choose
 
 
-@pytest.mark.prefect
 def test_a_run_recomputes_the_sample_whose_image_was_replaced(home: Path, tmp_path: Path) -> None:
     spec = jsonl_spec(tmp_path / "bench")
     values = {"home": str(home), "benchmark": str(spec), "mode": "single", "single_model": "small",
               "single_prompt": "S", "shards": 1, "batch_size": 8, "max_new_tokens": BUDGET}
-    first = api.run(config_from_mapping(values), progress=False)
+    first = api.run(config_from_mapping(values), progress=False, local=True)
     assert first["counts"]["generations_computed"] == 4
     replace_in_place(tmp_path / "bench" / "images" / "red.png", png(COLOURS["blue"]))
-    second = api.run(config_from_mapping(values), progress=False)
+    second = api.run(config_from_mapping(values), progress=False, local=True)
     assert (second["counts"]["generations_computed"], second["counts"]["generations_reused"]) == (1, 3)
     assert second["data"]["fingerprint"] != first["data"]["fingerprint"]
     _, rows = api.query(home, "SELECT run_id, split, dataset_fingerprint FROM runs ORDER BY started_at")

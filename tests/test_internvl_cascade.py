@@ -1,4 +1,4 @@
-"""Cascades with the tiny InternVL pair and mixed-family pairs end to end (real Prefect, real DuckDB): routing
+"""Cascades with the tiny InternVL pair and mixed-family pairs end to end (the in-process executor, real DuckDB): routing
 counts, a re-run computes nothing, a change of the maximum tile count (a processor setting of the checkpoint)
 recomputes that model's outputs and nothing else, and a mixed pair reuses each model's own outputs."""
 
@@ -9,13 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
-import pytest
 
 from mai.config import INTERNVL_LARGE_BUILTIN, INTERNVL_SMALL_BUILTIN, LARGE_BUILTIN, SMALL_BUILTIN
 from mai.storage.paths import Home
 from tests.helpers import LIMIT, run, stored_generations
-
-pytestmark = pytest.mark.prefect
 
 
 def set_max_tiles(directory: Path, max_tiles: int) -> None:

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from mai import api
 from mai.config import INTERNVL_LARGE_BUILTIN, INTERNVL_SMALL_BUILTIN, RunConfig
-from mai.flows.run import mai_run
 from tests.test_vllm_backend import (  # noqa: F401  # no_servers_left: the module's servers are all stopped
     BUDGET,
     assert_same_generations,
@@ -22,16 +22,16 @@ from tests.test_vllm_backend import (  # noqa: F401  # no_servers_left: the modu
     vllm_env,
 )
 
-pytestmark = [pytest.mark.prefect, pytest.mark.vllm, pytest.mark.slow]
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 LIMIT = 16
 
 
 def run(home: Path, backend: str) -> dict[str, Any]:
-    manifest: dict[str, Any] = mai_run(RunConfig(
+    """In this process (the in-process executor): the generations are the subject, not Prefect."""
+    return dict(api.run(RunConfig(
         home=str(home), limit=LIMIT, shards=1, batch_size=8, max_new_tokens=BUDGET, s2=True, backend=backend,
-        small_model=INTERNVL_SMALL_BUILTIN, large_model=INTERNVL_LARGE_BUILTIN))
-    return manifest
+        small_model=INTERNVL_SMALL_BUILTIN, large_model=INTERNVL_LARGE_BUILTIN), progress=False, local=True))
 
 
 def test_internvl_pair_on_vllm_matches_transformers_token_for_token(

@@ -48,7 +48,6 @@ def test_profile_forces_exact_lengths_and_round_trips(home: Path) -> None:
         mai_profile("mai-tiny-large", "tiny-large-cpu", [64], [16], [4], 1, home=str(home))
 
 
-@pytest.mark.prefect
 def test_estimate_equals_the_hand_computation_and_runs_no_model(home: Path) -> None:
     cascade = run(home)
     write_profile(Home.at(home), "hand-small", [_row("mai-tiny-small", 20, 10.0, 100.0), _row("mai-tiny-small", 220, 30.0, None)])

@@ -27,7 +27,6 @@ def test_absent_samples_are_a_warning_unless_all_are_required() -> None:
     assert verdict.errored == ("s-3",) and verdict.regressed
 
 
-@pytest.mark.prefect
 def test_regress_with_a_smaller_limit_compares_the_shared_samples(home: Path,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     baseline = run(home, limit=24, shards=1)["run_id"]

@@ -53,14 +53,16 @@ def tables(part: str) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory, prefect_server: str, assets_home: Path
-          ) -> tuple[Path, dict[str, str]]:
+def store(tmp_path_factory: pytest.TempPathFactory, assets_home: Path) -> tuple[Path, dict[str, str]]:
+    """The runs in this process (the in-process executor): the report reads the store, whichever executor wrote it."""
+    from mai.flows.sweep import sweep_variants
+
     root = tmp_path_factory.mktemp("groups")
     shutil.copytree(assets_home / "models", root / "models")
 
     def run(limit: int = N, **overrides: Any) -> str:
         config = RunConfig(home=str(root), limit=limit, shards=1, max_new_tokens=BUDGETS, **overrides)
-        return str(api.run(config, progress=False)["run_id"])
+        return str(api.run(config, progress=False, local=True)["run_id"])
 
     single = {"mode": "single"}
     runs = {"cascade": run(), "cascade_s2": run(s2=True),
@@ -73,7 +75,9 @@ def store(tmp_path_factory: pytest.TempPathFactory, prefect_server: str, assets_
             "cascade_b": run(**PAIR_B),
             "small_s_fewer": run(FEWER, **single, single_model="small", single_prompt="S"),
             "cascade_fewer": run(FEWER, run_name=NAMED)}
-    (sparse,) = api.sweep(RunConfig(home=str(root), limit=N, shards=1, max_new_tokens=BUDGETS), [1])
+    # `mai sweep --layers 1`: its one run (the `mai-sweep` flow runs its variants in turn)
+    (variant,) = sweep_variants(RunConfig(home=str(root), limit=N, shards=1, max_new_tokens=BUDGETS), [1])
+    sparse = api.run(variant, progress=False, local=True)
     runs["sparse_l1"] = str(sparse["run_id"])
     return root, runs
 
@@ -92,7 +96,6 @@ def unmeasured(text: str) -> bool:
     return bare in ("-", "\u2014") or text.startswith(("not stored", "not on these"))
 
 
-@pytest.mark.prefect
 @pytest.mark.slow
 def test_no_table_mixes_groups_and_every_score_cell_states_n(store: tuple[Path, dict[str, str]],
                                                              tmp_path: Path) -> None:
@@ -170,7 +173,6 @@ def charts(page: str, key: str) -> list[dict[str, Any]]:
             if k.rsplit("-chart-", 1)[0] == key]
 
 
-@pytest.mark.prefect
 @pytest.mark.slow
 def test_no_chart_mixes_groups_and_time_is_estimated_or_measured(store: tuple[Path, dict[str, str]],
                                                                  tmp_path: Path) -> None:
@@ -282,7 +284,6 @@ def empty_panels(figure: dict[str, Any]) -> list[str]:
     return [axis for axis in axes if "x" + axis.removeprefix("xaxis") not in drawn]
 
 
-@pytest.mark.prefect
 @pytest.mark.slow
 def test_tables_read_like_the_papers_and_export_to_latex(store: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     """Three comparison groups (two sample sets, two model pairs): every group table is captioned in words
@@ -444,7 +445,6 @@ def test_profiles_of_different_hardware_are_separate_panels() -> None:
     assert axes["H100: tokens / s"] != axes["Xeon x2: tokens / s"]
 
 
-@pytest.mark.prefect
 def test_a_local_internvl35_checkpoint_fills_tables_13_and_14_from_any_directory(
         home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two local InternVL checkpoints: one named like the official InternVL3.5-8B (the paper's value beside it), one
@@ -456,7 +456,7 @@ def test_a_local_internvl35_checkpoint_fills_tables_13_and_14_from_any_directory
     monkeypatch.chdir(checkpoints)  # the runs name the checkpoints by paths relative to where they run
     manifests = [api.run(RunConfig(home=str(home), benchmark="mmmu", data=str(data), shards=1, mode="single",
                                    single_model="large", single_prompt="S", large_model=name, max_new_tokens=BUDGETS),
-                         progress=False) for name in ("InternVL3_5-8B-HF", "vlm-8b")]
+                         progress=False, local=True) for name in ("InternVL3_5-8B-HF", "vlm-8b")]
     assert [m["provenance"]["models"]["large"]["family"] for m in manifests] == ["internvl", "internvl"]
     shutil.rmtree(checkpoints)  # the report reads nothing from the checkpoints
     elsewhere = tmp_path / "elsewhere"

@@ -11,7 +11,6 @@ import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
-import pytest
 
 from mai import api
 from mai.cli import main
@@ -23,7 +22,6 @@ HOSTILE = "<!--<script>alert('q')</script>]]><b>x</b>&amp;"
 SCRIPTS_IN_A_PAGE = 5  # plotly.js, the chart data, the trace data, the chart drawing, the trace browser
 
 
-@pytest.mark.prefect
 def test_store_strings_reach_the_report_as_text(tmp_path: Path, assets_home: Path) -> None:
     home = Home.at(tmp_path / "home")
     shutil.copytree(assets_home / "models", home.models)
@@ -33,7 +31,7 @@ def test_store_strings_reach_the_report_as_text(tmp_path: Path, assets_home: Pat
         if row["A"] is not None:
             row["A"] = f"{row['A']} {HOSTILE}"
     write_hub_parquet(rows, demo_data_dir(home) / "test-00000-of-00001.parquet")
-    assert main(["--home", str(home.root), "run", "--limit", "4", "--name", f"run {HOSTILE}", "--max-new-tokens",
+    assert main(["--home", str(home.root), "run", "--local", "--limit", "4", "--name", f"run {HOSTILE}", "--max-new-tokens",
                  "S=4", "--max-new-tokens", "R=6", "--max-new-tokens", "RT=4"]) == 0
     for file in home.store.joinpath("generations").rglob("*.parquet"):  # every stored answer a hostile one
         table = pq.read_table(file)

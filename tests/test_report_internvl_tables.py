@@ -8,8 +8,6 @@ import html
 import re
 from pathlib import Path
 
-import pytest
-
 from mai import api
 from mai.config import RunConfig
 
@@ -23,14 +21,13 @@ def section(page: str, key: str) -> str:
     return page[start:start + 10 + following.start()] if following else page[start:]
 
 
-@pytest.mark.prefect
 def test_internvl_runs_fill_tables_13_and_14_beside_the_papers(tmp_path: Path) -> None:
     runs = []
     for model, prompt in [("mai-tiny-internvl-large", "S"), ("mai-tiny-internvl-large", "R"),
                           ("mai-tiny-large", "S")]:
         config = RunConfig(home=str(tmp_path), limit=4, shards=1, mode="single", single_model="large",
                            single_prompt=prompt, large_model=model, max_new_tokens=BUDGETS)
-        runs.append(api.run(config, progress=False)["run_id"])
+        runs.append(api.run(config, progress=False, local=True)["run_id"])
     out = tmp_path / "report.html"
     api.report(runs, out=out, home=tmp_path)
     page = html.unescape(out.read_text())

@@ -148,8 +148,8 @@ def test_attention_reads_only_the_selected_runs(store: Store, browser: Any, tmp_
 
 def test_figure_one_at_twenty_runs_and_table_16_have_no_overlapping_labels(
         store: Store, browser: Any, tmp_path: Path, screenshots: Path) -> None:  # noqa: F811
+    from mai import api
     from mai.config import shapes_pair_config
-    from mai.flows.run import mai_run
 
     home = tmp_path / "twenty"
     shutil.copytree(store.home, home)
@@ -160,7 +160,7 @@ def test_figure_one_at_twenty_runs_and_table_16_have_no_overlapping_labels(
         {"mode": "single", "single_model": "small", "single_prompt": "R"},
         {"mode": "single", "single_model": "large", "single_prompt": "R"})]
     for variant in extra:
-        mai_run(shapes_pair_config(home=str(home), **{"limit": LIMIT, **variant}))
+        api.run(shapes_pair_config(home=str(home), **{"limit": LIMIT, **variant}), progress=False, local=True)
     page, problems = _open(browser, _report(home, tmp_path / "twenty.html"))
     assert problems == []
     assert page.eval_on_selector_all("#figure-1 tbody tr", "rs => rs.length") == len(store.runs) + len(extra) >= 20

@@ -31,8 +31,7 @@ SMALLER_R = 16
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory, prefect_server: str, assets_home: Path
-          ) -> tuple[Path, dict[str, str]]:
+def store(tmp_path_factory: pytest.TempPathFactory, assets_home: Path) -> tuple[Path, dict[str, str]]:
     root, data = tmp_path_factory.mktemp("settings"), tmp_path_factory.mktemp("colours")
     shutil.copytree(assets_home / "models", root / "models")
     write_tsv(data / "colours.tsv")
@@ -54,7 +53,6 @@ def read_csv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(lines))
 
 
-@pytest.mark.prefect
 def test_two_template_variants_get_distinct_labels_in_the_csv_export(store: tuple[Path, dict[str, str]],
                                                                      tmp_path: Path) -> None:
     root, _ = store
@@ -68,7 +66,6 @@ def test_two_template_variants_get_distinct_labels_in_the_csv_export(store: tupl
     assert (tmp_path / "tabs" / f"{funnel}.tex").read_text().count(f"MAI (prompt 2, R={SMALLER_R})") == 1
 
 
-@pytest.mark.prefect
 def test_a_deleted_generations_file_gives_cells_that_say_outputs_are_missing(
         store: tuple[Path, dict[str, str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root, runs = store
@@ -171,7 +168,6 @@ def write_quiz(path: Path, answers: list[str]) -> Path:
     return path
 
 
-@pytest.mark.prefect
 def test_a_score_at_a_rounding_edge_reads_the_same_in_html_csv_latex_and_mai_sql(
         home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     quiz = write_quiz(tmp_path / "quiz.tsv", ["A"] * 16)

@@ -38,7 +38,6 @@ def test_score_a_jsonl_of_hub_rows_with_predictions(tmp_path: Path, capsys: pyte
     assert main(["score", "pope", "--predictions", str(path), "--profile", "nope"]) == 2
 
 
-@pytest.mark.prefect
 def test_rescore_a_stored_run_under_another_profile(home: Path, tmp_path: Path) -> None:
     data = write_fixture("infovqa", tmp_path / "infovqa")
     manifest = run(home, benchmark="infovqa", data=str(data), limit=None)

@@ -17,8 +17,6 @@ from mai.storage.latency import write_profile
 from mai.storage.paths import Home
 from tests.helpers import BUDGET, run
 
-pytestmark = pytest.mark.prefect
-
 
 def rows(home: Path, name: str) -> list[dict[str, Any]]:
     return select(home, load_saved(name))

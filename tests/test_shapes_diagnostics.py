@@ -70,7 +70,6 @@ def test_walk_and_conclusion_tell_a_misreading_from_a_conclusion_that_departs(di
 
 
 @pytest.mark.usefixtures("shapes_dataset")
-@pytest.mark.prefect
 @pytest.mark.slow
 def test_a_stored_r_run_is_read_item_by_item(diagnose, home, capsys) -> None:  # type: ignore[no-untyped-def]
     from mai.api import run as execute
@@ -79,8 +78,8 @@ def test_a_stored_r_run_is_read_item_by_item(diagnose, home, capsys) -> None:  #
     pair = shapes_pair_config(home=str(home), limit=12)
     base = {"home": str(home), "benchmark": "shapes", "limit": 12, "max_new_tokens": SHAPES_MAX_NEW_TOKENS,
             "small_model": pair.small_model, "large_model": pair.large_model, "mode": "single", "single_model": "small"}
-    r_run = execute(RunConfig(**base, single_prompt="R", run_name="r"))["run_id"]
-    s_run = execute(RunConfig(**base, single_prompt="S", run_name="s"))["run_id"]
+    r_run = execute(RunConfig(**base, single_prompt="R", run_name="r"), local=True)["run_id"]
+    s_run = execute(RunConfig(**base, single_prompt="S", run_name="s"), local=True)["run_id"]
     assert diagnose.main(["--home", str(home), "--r-run", r_run, "--s-run", s_run]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["items"] == 12 and sum(report["counts"].values()) == 12

@@ -100,7 +100,6 @@ def test_layer_sweep_after_a_full_run_computes_only_selection_and_rt(home: Path)
     assert top and top[0][2] == 1
 
 
-@pytest.mark.prefect
 def test_sparse_transfer_configuration_errors(home: Path) -> None:
     with pytest.raises(ConfigError, match="needs --transfer-layer"):
         run(home, transfer="sparse")

@@ -44,7 +44,6 @@ def stored(home: Path, sql: str) -> list[tuple[Any, ...]]:
 
 
 @pytest.mark.usefixtures("shapes_dataset")
-@pytest.mark.prefect
 def test_cascade_outputs_are_token_identical_with_and_without_the_speed_levers(
         home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fast_config = shapes_pair_config(home=str(home), limit=LIMIT)
@@ -55,7 +54,7 @@ def test_cascade_outputs_are_token_identical_with_and_without_the_speed_levers(
         shutil.copytree(home / part, plain_home / part)
 
     hits_before = PROCESSED_IMAGES.hits
-    fast = api.run(fast_config, progress=False)
+    fast = api.run(fast_config, progress=False, local=True)
     assert any(t.name.startswith("mai-compute") for t in threading.enumerate())  # the engines used the thread
     assert PROCESSED_IMAGES.hits - hits_before >= LIMIT  # each image processed once for both MV1 models at least
 
@@ -69,7 +68,7 @@ def test_cascade_outputs_are_token_identical_with_and_without_the_speed_levers(
     monkeypatch.setattr(PROCESSED_IMAGES, "max_bytes", 0)  # each batch's images processed together, every time
     monkeypatch.setattr(prefix_kv, "PREFIX_CACHE_BYTES", 0)  # every prompt prefilled in full
     misses_before = PROCESSED_IMAGES.misses
-    plain = api.run(shapes_pair_config(home=str(plain_home), limit=LIMIT, batch_size=8), progress=False)
+    plain = api.run(shapes_pair_config(home=str(plain_home), limit=LIMIT, batch_size=8), progress=False, local=True)
 
     assert PROCESSED_IMAGES.misses == misses_before  # the plain run never went through the cache
     assert fast["routes"] == plain["routes"] and fast["routes"]["RT"] > 0  # every stage ran

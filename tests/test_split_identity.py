@@ -59,7 +59,6 @@ def assert_each_run_reads_its_split(home: Path, benchmark: str, files: dict[str,
     assert runs_reading_another_split(Home.at(home)) == []
 
 
-@pytest.mark.prefect
 @pytest.mark.slow
 @pytest.mark.usefixtures("shapes_dataset")
 def test_two_splits_of_shapes_are_two_sample_sets(home: Path) -> None:
@@ -88,7 +87,6 @@ def two_split_spec(folder: Path) -> Path:
     return spec
 
 
-@pytest.mark.prefect
 def test_two_splits_of_a_spec_benchmark_are_two_sample_sets(home: Path, tmp_path: Path) -> None:
     spec = two_split_spec(tmp_path / "bench")
     data = spec.parent / "data"
@@ -96,7 +94,6 @@ def test_two_splits_of_a_spec_benchmark_are_two_sample_sets(home: Path, tmp_path
         "validation": data / "validation-00000-of-00001.parquet", "test": data / "test-00000-of-00001.parquet"})
 
 
-@pytest.mark.prefect
 def test_verify_flags_a_run_that_read_another_splits_samples_in_a_store_from_before(
         home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     spec = two_split_spec(tmp_path / "bench")

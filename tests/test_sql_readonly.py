@@ -18,14 +18,12 @@ from mai.storage.catalog import VIEW_NAMES, build_catalog, connect, query
 from mai.storage.latency import read_run_calls
 from mai.storage.paths import Home
 
-pytestmark = pytest.mark.prefect
-
-RUN = ["run", "--limit", "6", "--max-new-tokens", "S=6", "--max-new-tokens", "R=12", "--max-new-tokens", "RT=6",
-       "--max-new-tokens", "S2=6"]
+RUN = ["run", "--local", "--limit", "6", "--max-new-tokens", "S=6", "--max-new-tokens", "R=12",
+       "--max-new-tokens", "RT=6", "--max-new-tokens", "S2=6"]
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory, prefect_server: str, assets_home: Path) -> Home:
+def store(tmp_path_factory: pytest.TempPathFactory, assets_home: Path) -> Home:
     """One completed run (and its catalog file) shared by the module's tests: none of them may change it."""
     root = tmp_path_factory.mktemp("sql-readonly") / "home"
     shutil.copytree(assets_home / "models", root / "models")

@@ -166,18 +166,20 @@ def test_duplicates_and_orphans_are_reported_then_removed(tmp_path: Path) -> Non
     assert main(["--home", str(home.root), "store", "verify"]) == 0
 
 
-@pytest.mark.prefect
 def test_a_compacted_real_store_answers_every_saved_query_as_before(home: Path) -> None:
+    from mai import api
     from mai.config import RunConfig
     from mai.dashboards.saved import list_saved, load_saved
-    from mai.flows.sweep import mai_sweep
+    from mai.flows.sweep import sweep_variants
 
     small_batches = {"batch_size": 2}
     run(home, **small_batches)
     run(home, s2=True, **small_batches)
     run(home, mode="full_rt", **small_batches)
     run(home, mode="single", single_model="large", single_prompt="R", **small_batches)
-    mai_sweep(RunConfig(home=str(home), limit=24, shards=2, batch_size=2, max_new_tokens=BUDGET), layers=[1, 2])
+    for variant in sweep_variants(RunConfig(home=str(home), limit=24, shards=2, batch_size=2, max_new_tokens=BUDGET),
+                                  [1, 2]):  # the runs of `mai sweep --layers 1,2`
+        api.run(variant, progress=False, local=True)
     store = Home.at(home)
 
     def rounded(row: tuple[Any, ...]) -> tuple[Any, ...]:  # sums over other file orders differ in the last bit

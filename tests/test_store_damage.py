@@ -4,7 +4,7 @@ verify` finds every kind of damage and `--repair` moves it aside (storage/verify
 One real store is built per module (the demo's cascade with S2, a sparse-RT run, an estimate of each); each case
 works on a copy with one file of one table truncated, overwritten with garbage or deleted, and runs the commands a
 user would through `mai`'s own entry point (in this process: each command's output, a forked `mai sql` worker's
-included, is read from the file descriptors). Besides the tables' files: an image asset a sample names
+included, is read from the file descriptors); the runs compute on the in-process executor. Besides the tables' files: an image asset a sample names
 (storage/image_assets.py), a run's manifest.json, and a partition folder (its place taken by a file, or removed)."""
 
 from __future__ import annotations
@@ -24,8 +24,6 @@ import pytest
 from mai import api
 from mai.cli import main
 from mai.config import RunConfig, shapes_pair_config
-
-pytestmark = pytest.mark.prefect
 
 LIMIT = 16
 LAYER = 1
@@ -49,16 +47,15 @@ def sparse_config(home: Path) -> RunConfig:
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory: pytest.TempPathFactory, prefect_server: str, assets_home: Path,
-         shapes_dataset: Path) -> dict[str, str]:
+def base(tmp_path_factory: pytest.TempPathFactory, assets_home: Path, shapes_dataset: Path) -> dict[str, str]:
     """The module's store: run ids of the demo (A, estimated) and the sparse run (B), and its root (`home`)."""
     from tests.helpers import link_shapes
 
     root = tmp_path_factory.mktemp("damage") / "home"
     shutil.copytree(assets_home / "models", root / "models")
     link_shapes(shapes_dataset, root)
-    a = api.run(demo_config(root), progress=False)["run_id"]
-    b = api.run(sparse_config(root), progress=False)["run_id"]
+    a = api.run(demo_config(root), progress=False, local=True)["run_id"]
+    b = api.run(sparse_config(root), progress=False, local=True)["run_id"]
     csv = REPO / "docs" / "paper_latency_h100.csv"
     api.import_profile(csv, "h100-2b", model="Qwen3-VL-2B", home=root)
     api.import_profile(csv, "h100-8b", model="Qwen3-VL-8B", home=root)
@@ -183,6 +180,7 @@ SLOW: tuple[tuple[Kind, Damage], ...] = (
     ("partition", "garbage"))
 
 
+@pytest.mark.prefect  # `mai demo` computes what a damage lost as the `mai-run` flow (it has no --local)
 @pytest.mark.slow
 @pytest.mark.parametrize(("kind", "how"), SLOW)
 def test_the_report_and_a_rerun_work_around_a_damaged_file_or_name_it(
@@ -275,12 +273,12 @@ def test_repair_quarantines_and_the_next_run_recomputes_exactly_the_lost_rows(
         assert kind == "catalog" or quarantined, out  # moved, never deleted
         assert "rebuilt the catalog" in out
     if kind in ("samples", "generations", "runs", "routes", "images", "manifest", "partition"):
-        manifest = api.run(demo_config(home), progress=False)  # images: the set materialised again, every output reused
+        manifest = api.run(demo_config(home), progress=False, local=True)  # images: the set materialised again, every output reused
         expected = lost_rows if kind in ("generations", "partition") else 0
         assert manifest["counts"]["generations_computed"] == expected
         assert _metrics(home, manifest["run_id"]) == _metrics(pristine, base["a"])
     elif kind in ("attention", "selections"):
-        manifest = api.run(sparse_config(home), progress=False)
+        manifest = api.run(sparse_config(home), progress=False, local=True)
         counts = manifest["counts"]
         assert counts["generations_computed"] == 0 and counts["attention_rows_computed"] == 0
         assert counts["selections_computed"] == (lost_rows if kind == "selections" else 0)
@@ -311,7 +309,7 @@ def test_a_damaged_image_costs_its_sample_and_repair_brings_it_back(
     sample = first_sample(home, base["a"])
     path = image_of(home, sample["image_sha256"][0])
     damage(path, how)
-    first = api.run(single_config(home), progress=False)
+    first = api.run(single_config(home), progress=False, local=True)
     assert first["counts"]["generations_computed"] == LIMIT - 1
     assert [e["sample_id"] for e in first["errors"]] == [sample["sample_id"]]
     reason = first["errors"][0]["error"]
@@ -324,7 +322,7 @@ def test_a_damaged_image_costs_its_sample_and_repair_brings_it_back(
     assert rc == 1 and f"problem: {path}: {'missing' if how == 'delete' else 'unreadable (damaged'}" in out, out
     rc, out, err = mai(home, capfd, "store", "verify", "--repair")
     assert rc == 0 and "Traceback" not in out + err and f"run(s) {first['run_id']} recorded them" in out, out + err
-    again = api.run(single_config(home), progress=False)
+    again = api.run(single_config(home), progress=False, local=True)
     assert again["counts"]["generations_computed"] == 1 and again["errors"] == []
     assert path.read_bytes() and mai(home, capfd, "store", "verify")[0] == 0  # the image written again
 

@@ -58,6 +58,7 @@ def _step_states(parent: UUID) -> dict[str, str]:
 
 
 @pytest.mark.prefect
+@pytest.mark.usefixtures("shapes_dataset")
 def test_a_run_lacking_outputs_flows_a_stored_run_is_a_lookup_and_a_deleted_file_is_recomputed_alone(
         home: Path) -> None:
     """One store, three behaviours in turn (each needs the store the one before left): a run lacking outputs goes
@@ -67,8 +68,9 @@ def test_a_run_lacking_outputs_flows_a_stored_run_is_a_lookup_and_a_deleted_file
     from mai.storage.catalog import connect
     from mai.storage.paths import Home
 
-    # a run lacking an output goes through the flow: half the samples are stored, the whole run computes the rest
-    api.run(shapes_pair_config(home=str(home), limit=LIMIT // 2, run_name="half"), progress=False)
+    # a run lacking an output goes through the flow: half the samples are stored (here, in this process), the whole
+    # run computes the rest
+    api.run(shapes_pair_config(home=str(home), limit=LIMIT // 2, run_name="half"), progress=False, local=True)
     first = api.run(shapes_pair_config(home=str(home), limit=LIMIT, run_name="first"), progress=False)
     assert first["counts"]["generations_computed"] > 0
     assert len(_flow_runs("mai-run/first")) == 1  # the flow ran

@@ -21,7 +21,6 @@ from mai.storage.catalog import query
 from mai.storage.paths import Home
 from tests.helpers import run
 
-pytestmark = pytest.mark.prefect
 REPO = Path(__file__).resolve().parents[1]
 
 

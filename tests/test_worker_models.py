@@ -69,7 +69,7 @@ def test_a_missing_checkpoint_names_its_path_and_the_host(store: Path, tmp_path:
 def test_a_shard_planned_on_another_machine_runs_here(store: Path) -> None:
     """The shard flow itself, given the deployer's paths, loads this host's copy of the models and computes."""
     config = RunConfig(**{**shapes_pair_config().model_dump(), "home": str(store), "limit": 8, "shards": 1})
-    shard = api.run(config, progress=False)["shard_paths"][0]  # materialises the shard
+    shard = api.run(config, progress=False, local=True)["shard_paths"][0]  # materialises the shard
     longer = config.model_copy(update={"max_new_tokens": {**config.max_new_tokens, "R": 24}})  # new identities
     plan = prepare_run(longer, Home.at(store))
     outcome = mai_shard(moved(plan, DEPLOYER_CHECKOUT), shard)
@@ -90,7 +90,7 @@ def test_a_drain_runs_each_shard_once_loading_each_model_once(store: Path) -> No
     from mai.storage.runs import read_shard_outcomes, shard_lease_path, shard_outcome_path
 
     config = RunConfig(**{**shapes_pair_config().model_dump(), "home": str(store), "limit": 9, "shards": 3})
-    shards = api.run(config, progress=False)["shard_paths"]  # materialises the shards
+    shards = api.run(config, progress=False, local=True)["shard_paths"]  # materialises the shards
     # new identities for both models (S is asked of each)
     other_budgets = config.model_copy(update={"max_new_tokens": {**config.max_new_tokens, "S": 10, "R": 20}})
     plan = prepare_run(other_budgets, Home.at(store))
