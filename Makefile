@@ -93,9 +93,8 @@ test: setup
 	  --durations=25
 
 # the core alone, needing only `make venv`: no Prefect server, workers, root/namespaces/PostgreSQL, vLLM, Chromium or
-# Node (the markers in pyproject.toml); on TEST_WORKERS xdist workers as `make test` (3 min 6 s in one process here,
-# 2 min 3 s on two)
-FAST_TIER := not prefect and not workers and not cluster and not vllm and not browser and not node
+# Node, and no test marked slow (the markers in pyproject.toml); on TEST_WORKERS xdist workers as `make test`
+FAST_TIER := not prefect and not workers and not cluster and not vllm and not browser and not node and not slow
 test-fast: venv
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "$(FAST_TIER)"
 

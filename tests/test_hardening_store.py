@@ -21,6 +21,9 @@ from mai.errors import ConfigError
 from mai.storage.catalog import VIEW_NAMES, build_catalog
 from mai.storage.paths import Home
 
+# the module's fixtures build stores of many runs: the full suite's, not the fast tier's
+pytestmark = pytest.mark.slow
+
 RUN = ["run", "--local", "--limit", "6", "--max-new-tokens", "S=6", "--max-new-tokens", "R=12",
        "--max-new-tokens", "RT=6", "--max-new-tokens", "S2=6"]
 ODD_NAMES = ["store'b", "a[1]", "x*y?", "with space", "ünïcødé ☃", "semi;colon -- x", "[!q]{a,b}", "jb\\[x",

@@ -8,6 +8,9 @@ import json
 
 import pytest
 
+# the module's fixtures build stores of many runs: the full suite's, not the fast tier's
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def diagnose(training_script):  # type: ignore[no-untyped-def]

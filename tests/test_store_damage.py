@@ -25,6 +25,9 @@ from mai import api
 from mai.cli import main
 from mai.config import RunConfig, shapes_pair_config
 
+# the module's fixtures build stores of many runs: the full suite's, not the fast tier's
+pytestmark = pytest.mark.slow
+
 LIMIT = 16
 LAYER = 1
 PROFILES = ("--small-profile", "h100-2b", "--large-profile", "h100-8b")
