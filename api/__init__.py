@@ -113,12 +113,17 @@ def _resolved(config: RunConfig, local: bool = False, progress: bool = False, st
 
     from mai.pipeline import Phases, complete, hand_over, resolve
     from mai.run.plan import check_can_compute, prepare_run
+    from mai.run.prompt_limits import prompts_checked_before
     from mai.run.shard import InProcessShards
     from mai.run.steps import StoreSteps
 
     phases = Phases(startup_s)
     plan = prepare_run(config, _assets_for(config), check_store=False)
     phases.end("plan_s")
+    if not local and not config.workers and not prompts_checked_before(plan):
+        # a run about to count new prompts (seconds), and then compute: its temporary Prefect server starts
+        # meanwhile, where its flow would wait for it (a run of checked prompts may be a lookup, which needs none)
+        _start_server_early(plan.home)
     log = logging.getLogger("mai")
     steps = StoreSteps(log)
     resolved = resolve(plan, steps, phases)
@@ -153,6 +158,12 @@ def _prefect_api(home: str | Path | None) -> AbstractContextManager[object]:
     from mai.flows.prefect_api import ensure_api
 
     return ensure_api(Home.at(home))
+
+
+def _start_server_early(home: str | Path | None) -> None:
+    from mai.flows.prefect_api import start_early
+
+    start_early(Home.at(home))
 
 
 def plan_run(config: RunConfig) -> RunPlan:

@@ -30,12 +30,14 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import Future
 from contextlib import AbstractContextManager, closing, nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from mai.errors import ConfigError
 from mai.files import atomic_path, write_atomically
@@ -47,8 +49,10 @@ if TYPE_CHECKING:
 START_TIMEOUT_S = 180.0
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
-# the temporary server this process started (`ensure_api`), if any, and its API's URL
+# the temporary server this process started (`ensure_api`, `start_early`), if any, and its API's URL; done once its
+# API answers
 _temporary: tuple[subprocess.Popen[bytes], str] | None = None
+_answering: Future[None] | None = None
 
 
 def healthy(url: str, timeout_s: float = 1.0) -> bool:
@@ -71,7 +75,7 @@ def ensure_api(home: Home) -> AbstractContextManager[object]:
 
     if _temporary is None and PREFECT_API_URL.value():
         return nullcontext()
-    url = _temporary[1] if _temporary is not None else start_temporary_server(home)
+    url = start_temporary_server(home)  # begun earlier (`start_early`) or now
     return temporary_settings(updates={PREFECT_API_URL: url, PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
 
 
@@ -137,11 +141,33 @@ def _last_used(folder: Path) -> float:
         return 0.0
 
 
+def start_early(home: Home) -> None:
+    """When Prefect's settings name no API: this process's temporary server, started now without waiting for its API
+    (`begin_temporary_server`), for a command about to spend seconds before its flow runs (checking new prompts)."""
+    from prefect.settings import PREFECT_API_URL
+
+    if _temporary is None and not PREFECT_API_URL.value():
+        begin_temporary_server(home)
+
+
 def start_temporary_server(home: Home) -> str:
     """Prefect's API app on a free port on 127.0.0.1 for this process alone, on the store's database
-    (`server_directory`); returns its URL, which PREFECT_API_URL gives the command's subprocesses. Call from the
-    main thread: the death signal follows the thread that started the server."""
-    global _temporary
+    (`server_directory`), once its API answers (started now, or begun earlier); returns its URL, which
+    PREFECT_API_URL gives the command's subprocesses."""
+    begin_temporary_server(home)
+    assert _temporary is not None and _answering is not None
+    _answering.result()  # the start's error, if it failed
+    os.environ["PREFECT_API_URL"] = _temporary[1]
+    return _temporary[1]
+
+
+def begin_temporary_server(home: Home) -> None:
+    """Starts this process's temporary server (once) and returns at once; a thread waits for its API to answer,
+    keeps the template and lets the start lock go (`_answering`), so the lock is freed whether or not this process
+    ever waits. Call from the main thread: the death signal follows the thread that started the server."""
+    global _temporary, _answering
+    if _temporary is not None:
+        return
     directory = server_directory(home)
     prune_server_databases(directory.parent)
     directory.mkdir(parents=True, exist_ok=True)
@@ -149,20 +175,33 @@ def start_temporary_server(home: Home) -> str:
     # one start at a time per database: a server creates and migrates its database before its API answers, and
     # two servers migrating a fresh database at once fail (alembic: "Online migration expected to match one row");
     # the kernel drops the lock when this process dies. Another store's commands take another lock.
-    with open(server_start_lock(home), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        database, template = directory / "prefect.db", _template(directory.parent)
-        fresh = not database.exists()
-        if fresh and template.exists():
-            with atomic_path(database) as temp:
-                shutil.copyfile(template, temp)
-        process, url = _start_server_process(database)
-        if fresh and not template.exists():
-            _keep_as_template(database, template)
-    os.environ["PREFECT_API_URL"] = url
+    lock = open(server_start_lock(home), "a")  # noqa: SIM115  (closed by the thread once the API answers)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    database, template = directory / "prefect.db", _template(directory.parent)
+    fresh = not database.exists()
+    if fresh and template.exists():
+        with atomic_path(database) as temp:
+            shutil.copyfile(template, temp)
+    process, url = _spawn_server(database)
     atexit.register(_stop_temporary, process)
-    _temporary = process, url
-    return url
+    _temporary, _answering = (process, url), Future()
+    keep = (database, template) if fresh and not template.exists() else None
+    threading.Thread(target=_settle, args=(process, url, lock, keep, _answering), daemon=True,
+                     name="mai-temporary-server-start").start()
+
+
+def _settle(process: subprocess.Popen[bytes], url: str, lock: IO[str], keep: tuple[Path, Path] | None,
+            answering: Future[None]) -> None:
+    """Waits for the API; `keep`: the fresh database just migrated, and the template to keep it as."""
+    try:
+        _await_api(process, url)
+        if keep is not None:
+            _keep_as_template(*keep)
+        answering.set_result(None)
+    except BaseException as error:  # noqa: BLE001 (handed to the waiter)
+        answering.set_exception(error)
+    finally:
+        lock.close()
 
 
 def _template(stores: Path) -> Path:
@@ -182,9 +221,8 @@ def _keep_as_template(database: Path, template: Path) -> None:
         source.backup(copy)
 
 
-def _start_server_process(database: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """Prefect's API app on a free port on `database`, once its API answers (its database created and migrated by
-    then)."""
+def _spawn_server(database: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """Prefect's API app on a free port on `database` (which it creates and migrates before its API answers)."""
     port = _free_port()
     # no UI; Prefect's app as its own temporary server makes it (`create_app(ephemeral=True)`: the reduced set of
     # background services), retrying requests SQLite refused as locked (`temporary_app`). Started here rather than
@@ -194,14 +232,16 @@ def _start_server_process(database: Path) -> tuple[subprocess.Popen[bytes], str]
     process = subprocess.Popen([sys.executable, "-m", "uvicorn", "--factory", "mai.flows.prefect_api:temporary_app",
                                 "--host", "127.0.0.1", "--port", str(port), "--log-level", "error", "--lifespan", "on"],
                                env=env, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)  # noqa: PLW1509
-    url = f"http://127.0.0.1:{port}/api"
+    return process, f"http://127.0.0.1:{port}/api"
+
+
+def _await_api(process: subprocess.Popen[bytes], url: str) -> None:
     deadline = time.monotonic() + START_TIMEOUT_S
     while not healthy(url):
         if process.poll() is not None or time.monotonic() > deadline:
             process.kill()
             raise RuntimeError(f"the temporary Prefect server did not start (exit status {process.poll()})")
         time.sleep(0.1)
-    return process, url
 
 
 LOCKED_RETRY_S = 0.05     # between a request's tries after SQLite answered "database is locked" (503)

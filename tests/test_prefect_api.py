@@ -134,7 +134,8 @@ def test_the_settings_alone_decide_on_the_temporary_server(tmp_path: Path) -> No
     """A notebook that imported Prefect before any API was set, then runs: its settings name no API, so the run
     gets mai's temporary server (the store's database, dying with the process), not Prefect's own, and its flow run
     is recorded there. Before, an imported Prefect counted as a configured API and Prefect started a server of its
-    own, which outlives a killed process."""
+    own, which outlives a killed process. The run's prompts are new, so its server starts before they are counted
+    (`start_early`: the two overlap)."""
     import json
 
     env = {key: value for key, value in os.environ.items() if key != "PREFECT_API_URL"}
@@ -147,19 +148,27 @@ from prefect.settings import PREFECT_API_URL, temporary_settings
 from mai import api
 from mai.config import RunConfig
 from mai.flows import prefect_api
+import mai.run.prompt_limits as limits
+begun = []
+count = limits.refused_samples
+def counting(plan, samples):
+    begun.append(prefect_api._temporary is not None)
+    return count(plan, samples)
+limits.refused_samples = counting
 manifest = api.run(RunConfig(home={str(tmp_path / "store")!r}, limit=2, shards=1,
                              max_new_tokens={{"S": 4, "R": 4, "RT": 4}}), progress=False)
 assert prefect_api._temporary is not None, "mai started no temporary server"
 with temporary_settings(updates={{PREFECT_API_URL: prefect_api._temporary[1]}}):
     with get_client(sync_client=True) as client:
         names = [run.name for run in client.read_flow_runs()]
-print(json.dumps({{"run": manifest["run_name"], "flow_runs": names}}))
+print(json.dumps({{"run": manifest["run_name"], "flow_runs": names, "begun_before_counting": begun}}))
 """
     done = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert f"mai-run/{result['run']}" in result["flow_runs"]
+    assert result["begun_before_counting"] and all(result["begun_before_counting"]), result
 
 
 def test_a_run_whose_prefect_api_dies_fails_with_one_line_and_resumes(tmp_path: Path) -> None:
@@ -172,12 +181,13 @@ def test_a_run_whose_prefect_api_dies_fails_with_one_line_and_resumes(tmp_path: 
 
     import pyarrow.parquet as pq
 
-    from mai.flows.prefect_api import _start_server_process
+    from mai.flows.prefect_api import _await_api, _spawn_server
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PREFECT_LOGGING_LEVEL": "WARNING", **FEW_CLIENT_RETRIES,
            "PREFECT_HOME": str(tmp_path / "prefect-home")}
     with mock.patch.dict(os.environ, {"PREFECT_HOME": env["PREFECT_HOME"]}):  # the server's database: its own
-        server, url = _start_server_process(tmp_path / "prefect.db")
+        server, url = _spawn_server(tmp_path / "prefect.db")
+        _await_api(server, url)
     home = tmp_path / "store"
     command = [sys.executable, "-m", "mai.cli", "--home", str(home), "run", "--limit", "12", "--shards", "2",
                "--max-new-tokens", "R=32", "--json"]
@@ -234,14 +244,15 @@ def test_a_run_in_the_store_is_completed_though_its_prefect_api_died(tmp_path: P
     import signal
     from urllib.parse import urlparse
 
-    from mai.flows.prefect_api import _start_server_process
+    from mai.flows.prefect_api import _await_api, _spawn_server
     from mai.storage.paths import Home
     from mai.storage.runs import is_complete, read_manifest
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PREFECT_LOGGING_LEVEL": "WARNING", **FEW_CLIENT_RETRIES,
            "PREFECT_HOME": str(tmp_path / "prefect-home")}
     with mock.patch.dict(os.environ, {"PREFECT_HOME": env["PREFECT_HOME"]}):  # the server's database: its own
-        server, url = _start_server_process(tmp_path / "prefect.db")
+        server, url = _spawn_server(tmp_path / "prefect.db")
+        _await_api(server, url)
     try:
         home = tmp_path / "store"
         done = subprocess.run(

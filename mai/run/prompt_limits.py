@@ -132,6 +132,13 @@ def decisions_directory(home: Home, plan: RunPlan) -> Path:
     return home.table_dir("samples") / plan.benchmark / f"prompt-checks-{check_key(plan)}"
 
 
+def prompts_checked_before(plan: RunPlan) -> bool:
+    """Whether any prompt of the plan's check key was checked before: a run whose were not (a new model, prompt or
+    budget on this data) counts prompts for seconds before anything else, and computes."""
+    directory = decisions_directory(Home.at(plan.home), plan)
+    return directory.is_dir() and any(directory.glob("*.json"))
+
+
 def stored_decisions(home: Home, plan: RunPlan) -> dict[str, str | None]:
     """Sample content hash -> why its prompt does not fit (None: it fits), for every sample decided under the
     plan's check key."""
