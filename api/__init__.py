@@ -63,9 +63,6 @@ def run(config: RunConfig, progress: bool = True, local: bool = False, startup_s
     `InProcessShards`: no Prefect, no server, no API); else the run is the `mai-run` flow, which the Prefect UI
     shows (its shards in this process, or fanned out to a work pool with `config.workers`). `startup_s`: the
     seconds the caller took to start (the command line's), recorded as the run's first phase."""
-    if local and config.workers:
-        raise ConfigError(f"--local computes in this process, --workers {config.workers} fans the shards out over a "
-                          "Prefect work pool: give one of them")
     decided = _resolved(config, local, progress, startup_s)
     plan = decided.plan
     if decided.manifest is not None:
@@ -117,6 +114,9 @@ def _resolved(config: RunConfig, local: bool = False, progress: bool = False, st
     from mai.run.shard import InProcessShards
     from mai.run.steps import StoreSteps
 
+    if local and config.workers:
+        raise ConfigError(f"--local computes in this process, --workers {config.workers} fans the shards out over a "
+                          "Prefect work pool: give one of them")
     phases = Phases(startup_s)
     plan = prepare_run(config, _assets_for(config), check_store=False)
     phases.end("plan_s")
@@ -204,17 +204,17 @@ def speculative(config: RunConfig, draft_tokens: int = 4, progress: bool = True)
 
 
 def regress(config: RunConfig, baseline: str | None = None, min_drop: float = 1.0,
-            alpha: float = 0.05, require_all: bool = False) -> RegressionResult:
+            alpha: float = 0.05, require_all: bool = False, local: bool = False) -> RegressionResult:
     """Run `config` and compare it with `baseline` (a file or stored run id; default: the shipped shapes
     baseline) over the samples both scored. Raises `mai.run.baseline.RegressionDetected` (its message is the
     report) on a significant drop of at least `min_drop` points, on a baseline sample that is an error in the run,
     and, with `require_all`, on a baseline sample the run does not hold (else a warning: `result["warning"]`).
-    A run with nothing to compute is compared without Prefect (as `run`)."""
+    A run with nothing to compute, and any run with `local`, is computed and compared without Prefect (as `run`)."""
     from mai.run.baseline import default_baseline, judge, load_baseline
 
     home = Home.at(config.home)
     chosen = load_baseline(home, baseline or str(default_baseline()))  # fails fast on a missing baseline
-    decided = _resolved(config)
+    decided = _resolved(config, local, progress=True)
     if decided.manifest is not None:
         return judge(home, decided.manifest["run_id"], chosen, min_drop, alpha, require_all)
     with _prefect_api(config.home):

@@ -20,13 +20,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     demo = commands.add_parser("demo", help="the MAI cascade of the trained shapes pair on the shapes test split")
     demo.add_argument("--limit", type=int, default=None, help="only the first N test rows")
     demo.add_argument("--s2", action="store_true", help="with the S2 stage")
+    _add_local_option(demo)
     _add_report_option(demo)
     demo.set_defaults(handler=_demo)
 
     run = commands.add_parser("run", help="run any configuration (cascade, single-model baseline, full RT)")
     add_run_options(run)
-    run.add_argument("--local", action="store_true",
-                     help="compute in this process with no Prefect (no server, no API; the run is not in the UI)")
+    _add_local_option(run)
     _add_report_option(run)
     run.set_defaults(handler=_run)
 
@@ -57,12 +57,18 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     regress.add_argument("--require-all", action="store_true",
                          help="a baseline sample this run does not hold fails the check (default: compared over the "
                               "shared samples, with a warning)")
+    _add_local_option(regress)
     regress.set_defaults(handler=_regress)
 
     baseline = commands.add_parser("baseline", help="write a stored run as a baseline file for `mai regress`")
     baseline.add_argument("run_id")
     baseline.add_argument("--out", type=Path, required=True)
     baseline.set_defaults(handler=_baseline)
+
+
+def _add_local_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--local", action="store_true",
+                        help="compute in this process with no Prefect (no server, no API; the run is not in the UI)")
 
 
 def _add_report_option(parser: argparse.ArgumentParser) -> None:
@@ -82,7 +88,7 @@ def _demo(args: argparse.Namespace) -> int:
     from mai.config import shapes_pair_config  # RunConfig is pydantic: imported by the commands that run
 
     manifest = api.run(shapes_pair_config(home=args.home, limit=args.limit, s2=args.s2, run_name="demo"),
-                       startup_s=process_age_s())
+                       local=args.local, startup_s=process_age_s())
     _write_report(args, manifest["run_id"])
     print(api.summary(manifest))
     command = Path(sys.argv[0]).resolve() if Path(sys.argv[0]).name == "mai" else "mai"
@@ -134,7 +140,7 @@ def _regress(args: argparse.Namespace) -> int:
 
     config = regress_config(args)
     try:
-        result = api.regress(config, args.baseline, args.min_drop, args.alpha, args.require_all)
+        result = api.regress(config, args.baseline, args.min_drop, args.alpha, args.require_all, args.local)
     except RegressionDetected as regression:
         print(str(regression))
         return 1

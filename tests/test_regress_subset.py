@@ -37,3 +37,12 @@ def test_regress_with_a_smaller_limit_compares_the_shared_samples(home: Path,
     assert main(["--home", str(home), "regress", "--baseline", baseline, "--limit", "8", "--require-all", *DEMO]) == 1
     out = capsys.readouterr().out
     assert "# REGRESSION" in out and "16 baseline samples are not in this run and fail the check" in out
+
+
+def test_regress_local_computes_what_its_run_lacks_with_no_prefect(home: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """`mai regress --local` runs on the in-process executor: 4 of its 8 samples are not stored, and it computes
+    them with no Prefect (this test's Prefect API is a closed port: a flow would fail), then compares."""
+    baseline = run(home, limit=4, shards=1)["run_id"]
+    assert main(["--home", str(home), "regress", "--local", "--baseline", baseline, "--limit", "8", *DEMO]) == 0
+    assert "# no regression" in capsys.readouterr().out
