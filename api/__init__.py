@@ -177,15 +177,22 @@ def plan_run(config: RunConfig) -> RunPlan:
     return plan
 
 
-def sweep(config: RunConfig, layers: list[int], deltas: list[float] | None = None) -> list[RunManifest]:
-    """One sparse-RT run per transfer layer (and delta); every variant is validated before anything loads."""
-    api = _prefect_api(config.home)
-    from mai.flows.sweep import mai_sweep, sweep_variants
+def sweep(config: RunConfig, layers: list[int], deltas: list[float] | None = None, local: bool = False
+          ) -> list[RunManifest]:
+    """One sparse-RT run per transfer layer (and delta); every variant is validated before anything loads. `local`:
+    each run on the in-process executor (no Prefect), else the `mai-sweep` flow."""
+    from mai.config import sweep_variants
     from mai.run.plan import prepare_run
 
+    api = nullcontext() if local else _prefect_api(config.home)
     home = _assets_for(config)
-    plans = [prepare_run(variant, home) for variant in sweep_variants(config, layers, deltas)]
+    variants = sweep_variants(config, layers, deltas)
+    plans = [prepare_run(variant, home) for variant in variants]
     _check_workers(config)
+    if local:
+        return [run(variant, local=True) for variant in variants]
+    from mai.flows.sweep import mai_sweep
+
     with api, _progress_bar(True):
         return mai_sweep(config, layers, deltas, plans)
 

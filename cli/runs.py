@@ -34,6 +34,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     add_run_options(sweep)
     sweep.add_argument("--layers", required=True, help="comma-separated 0-based layers of the large model, e.g. 1,2,3")
     sweep.add_argument("--deltas", default=None, help="comma-separated attention shares, e.g. 0.6,0.8 (default 0.8)")
+    _add_local_option(sweep)
     sweep.set_defaults(handler=_sweep)
 
     speculative = commands.add_parser("speculative", help="speculative-decoding baseline (small drafts, large verifies)")
@@ -107,7 +108,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _sweep(args: argparse.Namespace) -> int:
     layers, deltas = layers_and_deltas(args.layers, args.deltas)
-    manifests = api.sweep(run_config(args), layers, deltas)
+    manifests = api.sweep(run_config(args), layers, deltas, args.local)
     if args.json:
         print(json.dumps(manifests, indent=2, default=str))
         return 0

@@ -8,22 +8,12 @@ from __future__ import annotations
 
 from prefect import flow, get_run_logger
 
-from mai.config import RunConfig
+from mai.config import RunConfig, sweep_variants
 from mai.errors import ConfigError
 from mai.flows.deployment import with_deployment_defaults
 from mai.flows.run import mai_run
 from mai.manifest import RunManifest
 from mai.plan import RunPlan
-
-
-def sweep_variants(config: RunConfig, layers: list[int], deltas: list[float] | None = None) -> list[RunConfig]:
-    """The sweep's runs, delta-major: each captures every sweep layer in its one attention prefill."""
-    if not layers:
-        raise ConfigError("a sweep needs at least one layer")
-    return [config.model_copy(update={
-        "transfer": "sparse", "transfer_layer": layer, "transfer_delta": delta, "capture_layers": sorted(set(layers)),
-        "run_name": f"{config.run_name or 'sweep'}-L{layer}-d{delta}"})
-        for delta in deltas or [config.transfer_delta] for layer in layers]
 
 
 @flow(name="mai-sweep", persist_result=False)

@@ -400,3 +400,13 @@ def config_from_mapping(values: Mapping[str, Any]) -> RunConfig:
         return RunConfig(**values)
     except ValueError as error:
         raise ConfigError(str(error)) from error
+
+
+def sweep_variants(config: RunConfig, layers: list[int], deltas: list[float] | None = None) -> list[RunConfig]:
+    """The sweep's runs, delta-major: each captures every sweep layer in its one attention prefill."""
+    if not layers:
+        raise ConfigError("a sweep needs at least one layer")
+    return [config.model_copy(update={
+        "transfer": "sparse", "transfer_layer": layer, "transfer_delta": delta, "capture_layers": sorted(set(layers)),
+        "run_name": f"{config.run_name or 'sweep'}-L{layer}-d{delta}"})
+        for delta in deltas or [config.transfer_delta] for layer in layers]

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from mai import api
 from mai.backends.registry import get_engine
 from mai.backends.transformers_capture import capture_inputs
 from mai.config import resolve_model
@@ -66,7 +67,7 @@ def test_layer_sweep_after_a_full_run_computes_only_selection_and_rt(home: Path)
     rt_samples = full["routes"]["RT"]
     assert rt_samples > 0 and baseline["counts"]["generations_computed"] == 0
     config = RunConfig(home=str(home), limit=24, shards=2, batch_size=8, max_new_tokens=BUDGET)
-    sweep = mai_sweep(config, layers=[1, 2, 3])
+    sweep = api.sweep(config, [1, 2, 3], local=True)  # in this process; the flow's sweep below finds it all stored
     for index, manifest in enumerate(sweep):
         counts = manifest["counts"]
         assert counts["generations_computed"] <= rt_samples  # identical samples may share an RT identity
