@@ -30,12 +30,12 @@ if TYPE_CHECKING:  # the run types only in signatures: `mai sql` and the other s
     from mai.dashboards.report import Built as BuiltReport
     from mai.evals.spec_check import SpecCheck
     from mai.flows.profiles import StageTime
-    from mai.flows.speculative import SpeculativeSummary
     from mai.manifest import RunManifest
     from mai.pipeline import HandedOver
     from mai.plan import RunPlan
     from mai.run.baseline import RegressionResult
     from mai.run.rescore import Rescored
+    from mai.run.speculative import SpeculativeSummary
     from mai.run.timing import TimingSummary
     from mai.scoring import ScoreReport
     from mai.storage.maintenance import TableStats
@@ -197,15 +197,21 @@ def sweep(config: RunConfig, layers: list[int], deltas: list[float] | None = Non
         return mai_sweep(config, layers, deltas, plans)
 
 
-def speculative(config: RunConfig, draft_tokens: int = 4, progress: bool = True) -> SpeculativeSummary:
+def speculative(config: RunConfig, draft_tokens: int = 4, progress: bool = True, local: bool = False
+                ) -> SpeculativeSummary:
     """The speculative-decoding baseline against the configuration's cascade run (small drafts, large
-    verifies)."""
-    api = _prefect_api(config.home)
-    from mai.flows.speculative import mai_speculative, pair_config
+    verifies). `local`: in this process, its reference run on the in-process executor (no Prefect)."""
     from mai.run.plan import prepare_run
+    from mai.run.speculative import pair_config, speculative_baseline
 
+    api = nullcontext() if local else _prefect_api(config.home)
     plan = prepare_run(pair_config(config), _assets_for(config))
+    if local:
+        with _progress_bar(progress):
+            return speculative_baseline(config, draft_tokens, plan, lambda reference: run(reference, False, True))
     _check_workers(config)
+    from mai.flows.speculative import mai_speculative
+
     with api, _progress_bar(progress):  # the reference run's stages, then a `speculative` bar
         return mai_speculative(config, draft_tokens, plan)
 

@@ -40,6 +40,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     speculative = commands.add_parser("speculative", help="speculative-decoding baseline (small drafts, large verifies)")
     add_run_options(speculative)
     speculative.add_argument("--draft-tokens", type=int, default=4)
+    _add_local_option(speculative)
     speculative.set_defaults(handler=_speculative)
 
     serve = commands.add_parser("serve", help="keep a vLLM server per model up across runs (--backend vllm)")
@@ -119,7 +120,7 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _speculative(args: argparse.Namespace) -> int:
-    summary = api.speculative(run_config(args), args.draft_tokens)
+    summary = api.speculative(run_config(args), args.draft_tokens, local=args.local)
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0

@@ -16,7 +16,8 @@ import pytest
 from mai import progress
 from mai.cli import main
 from mai.config import RunConfig
-from mai.flows.speculative import mai_speculative, stored_rows
+from mai.flows.speculative import mai_speculative
+from mai.run.speculative import stored_rows
 from mai.storage.catalog import query
 from mai.storage.paths import Home
 from tests.helpers import BUDGET
