@@ -68,24 +68,18 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 def _compare(args: argparse.Namespace) -> int:
     result = api.compare(args.run_a, args.run_b, profile=args.profile, resamples=args.resamples, seed=args.seed,
                          home=args.home)
-    if args.json:
-        print(json.dumps(result, indent=2))
-        return 0
     from mai.dashboards.compare import render_text
 
-    print(render_text(result))
+    print(json.dumps(result, indent=2) if args.json else render_text(result))
     return 0
 
 
 def _policies(args: argparse.Namespace) -> int:
     labs = api.policies(args.benchmark, args.small_model, args.large_model, args.dataset, args.profile,
                         args.small_profile, args.large_profile, home=args.home)
-    if args.json:
-        print(json.dumps(labs, indent=2))
-        return 0
     from mai.dashboards.policies import render_text
 
-    print("\n\n".join(render_text(lab) for lab in labs))
+    print(json.dumps(labs, indent=2) if args.json else "\n\n".join(render_text(lab) for lab in labs))
     return 0
 
 
@@ -108,10 +102,7 @@ def _report(args: argparse.Namespace) -> int:
 
 def _parity(args: argparse.Namespace) -> int:
     result = api.parity(args.run_a, args.run_b, home=args.home, home_b=args.home_b)
-    if args.json:
-        print(json.dumps(result, indent=2))
-        return 0
     from mai.dashboards.parity import render_text
 
-    print(render_text(result))
+    print(json.dumps(result, indent=2) if args.json else render_text(result))
     return 0

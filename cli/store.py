@@ -149,21 +149,17 @@ def _catalog(args: argparse.Namespace) -> int:
 
 def _store_compact(args: argparse.Namespace) -> int:
     reports = [asdict(r) for r in api.store_compact(args.home, min_small_files=args.min_files)]
-    if args.json:
-        print(json.dumps(reports, indent=2))
-        return 0
     columns = ["partition", "files_before", "files_after", "rows_merged", "duplicates_removed", "seconds", "skipped"]
-    print(format_rows(columns, [tuple(r[c] for c in columns) for r in reports], "table"))
+    print(json.dumps(reports, indent=2) if args.json else
+          format_rows(columns, [tuple(r[c] for c in columns) for r in reports], "table"))
     return 0
 
 
 def _store_stats(args: argparse.Namespace) -> int:
     stats = [asdict(s) for s in api.store_stats(args.home)]
-    if args.json:
-        print(json.dumps(stats, indent=2))
-        return 0
     columns = ["table", "partitions", "files", "rows", "bytes"]
-    print(format_rows(columns, [tuple(s[c] for c in columns) for s in stats], "table"))
+    print(json.dumps(stats, indent=2) if args.json else
+          format_rows(columns, [tuple(s[c] for c in columns) for s in stats], "table"))
     return 0
 
 
