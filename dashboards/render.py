@@ -149,12 +149,5 @@ def _visible(text: str) -> str:
     row over lines."""
     if text.isprintable():
         return text
-    return "".join(_escaped(char) if _is_control(char) else char for char in text)
-
-
-def _is_control(char: str) -> bool:
-    return unicodedata.category(char) == "Cc" or char in _BIDI_CONTROLS
-
-
-def _escaped(char: str) -> str:
-    return repr(char)[1:-1] if char not in "\"'" else char
+    return "".join(repr(char)[1:-1] if unicodedata.category(char) == "Cc" or char in _BIDI_CONTROLS else char
+                   for char in text)

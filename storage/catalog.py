@@ -326,7 +326,8 @@ def _in_worker(home: Home, statements: list[duckdb.Statement], limits: QueryLimi
             worker.kill()
             worker.join()
         answers.close()
-        _remove_spill(worker.pid)
+        for spill in Path(tempfile.gettempdir()).glob(f"mai-sql-{worker.pid}-*"):  # the worker's DuckDB spill
+            shutil.rmtree(spill, ignore_errors=True)
     if kind == "error":
         raise ConfigError(str(value))
     return value  # type: ignore[return-value]  # the worker sends (columns, rows) with "rows"
@@ -359,11 +360,6 @@ def _exit_with_caller(lifeline: Connection) -> None:
     except (EOFError, OSError):
         pass
     os._exit(0)
-
-
-def _remove_spill(pid: int | None) -> None:
-    for spill in Path(tempfile.gettempdir()).glob(f"mai-sql-{pid}-*"):
-        shutil.rmtree(spill, ignore_errors=True)
 
 
 def final_generations(home: Home, run_id: str, scorer_profile: str) -> list[tuple[str, str, str, float]]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import array
 import itertools
-import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -33,10 +32,6 @@ def write_table(path: Path, table: pa.Table, row_group_size: int | None = None) 
     with atomic_path(path, fsync=True) as temp:
         pq.write_table(table, temp, row_group_size=row_group_size)
     return path
-
-
-def new_part_path(directory: Path) -> Path:
-    return directory / f"part-{uuid.uuid4().hex}.parquet"
 
 
 def read_rows(paths: list[Path], columns: list[str] | None = None) -> list[dict[str, object]]:

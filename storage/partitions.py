@@ -140,12 +140,12 @@ def check_folder(path: Path, top: Path) -> None:
 def write_part(home: Home, directory: Path, rows: Sequence[Mapping[str, object]], table: TableName) -> Path:
     """Appends one batch file to the partition at `directory` (atomic, see parquet.write_rows); compaction
     waits for it to be in place before it swaps versions."""
-    from mai.storage.parquet import new_part_path, write_rows
+    from mai.storage.parquet import write_rows
 
     partition = Partition(home, directory)
     partition.ensure()
     with _flock(partition.write_lock, exclusive=False):
-        return write_rows(new_part_path(directory), rows, table)
+        return write_rows(directory / f"part-{uuid.uuid4().hex}.parquet", rows, table)
 
 
 def table_files(home: Home, table: Table) -> list[Path]:

@@ -20,17 +20,13 @@ if TYPE_CHECKING:  # only the names: paths stay importable without pyarrow (tabl
     from mai.storage.tables import TableName
 
 
-def default_home() -> Path:
-    return Path(os.environ.get("MAI_HOME", "~/.mai")).expanduser()
-
-
 @dataclass(frozen=True)
 class Home:
     root: Path
 
     @classmethod
     def at(cls, root: str | Path | None = None) -> Home:
-        return cls(Path(root).expanduser().resolve() if root else default_home().resolve())
+        return cls(Path(root or os.environ.get("MAI_HOME", "~/.mai")).expanduser().resolve())
 
     @property
     def id_file(self) -> Path:

@@ -342,10 +342,6 @@ def registry_key(model: ModelSpec) -> str:
     return f"{host_name()}/{model.identity_name}@{model.revision}-{model.dtype}"
 
 
-def registry_host(key: str) -> str:
-    return key.partition("/")[0]
-
-
 @contextmanager
 def _locked_registry(home: Path) -> Iterator[dict[str, ServerRecord]]:
     path = registry_path(home)
@@ -392,7 +388,7 @@ def registered(home: Path) -> list[tuple[str, ServerInfo]]:
     """Every registered server with its host, every host's (for people: `mai serve`'s listing)."""
     path = registry_path(home)
     entries: dict[str, ServerRecord] = json.loads(path.read_text()) if path.exists() else {}
-    return [(registry_host(key), ServerInfo(**entry)) for key, entry in sorted(entries.items())]
+    return [(key.partition("/")[0], ServerInfo(**entry)) for key, entry in sorted(entries.items())]
 
 
 def serve_forever(env: Path, models: list[ModelSpec], home: Path, on_ready: Callable[[str], object] = print

@@ -117,7 +117,8 @@ def _checked_shard(plan: RunPlan, home: Home, shard_path: str, samples: list[Sam
         directory = directory.with_name(f"{directory.name}-images-{canonical_hash(sorted(broken.items()))[:16]}")
     checked = directory / source.name
     if not checked.exists():
-        write_shard(checked, [_with_error(s, refused.get(s.sample_id)) for s in samples], plan.source)
+        write_shard(checked, [s if (refusal := refused.get(s.sample_id)) is None else replace(s, error=refusal)
+                               for s in samples], plan.source)
     return str(checked.relative_to(home.root))
 
 
@@ -147,10 +148,6 @@ def stored_decisions(home: Home, plan: RunPlan) -> dict[str, str | None]:
     for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
         decided |= json.loads(path.read_text())
     return decided
-
-
-def _with_error(sample: Sample, reason: str | None) -> Sample:
-    return sample if reason is None else replace(sample, error=reason)
 
 
 def check_key(plan: RunPlan) -> str:
