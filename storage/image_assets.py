@@ -81,7 +81,7 @@ def damaged_images(images: Path, digests: Iterable[str]) -> dict[str, str]:
 
 
 def asset_path(images: Path, digest: str) -> Path:
-    """Where the asset of `digest` lies (storage/samples.py `image_file`, which this module does not import)."""
+    """Where the asset of `digest` lies (storage/samples.py `store_image` writes it there)."""
     return images / digest[:2] / digest
 
 

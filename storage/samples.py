@@ -13,6 +13,7 @@ from typing import cast
 from mai.evals.loading import DEFAULT_MAX_IMAGE_PIXELS, LOADER_VERSION, DataSource
 from mai.files import write_atomically
 from mai.storage.damage import DamagedFileError, Unreadable
+from mai.storage.image_assets import asset_path
 from mai.storage.parquet import arrow_table, reading, write_table
 from mai.storage.paths import Home
 from mai.storage.rows import SampleRow
@@ -23,7 +24,7 @@ from mai.types import Sample
 def store_image(home: Home, encoded: bytes) -> tuple[str, str]:
     """Content-addressed: the same image bytes are stored once, whatever benchmark row they came from."""
     digest = hashlib.sha256(encoded).hexdigest()
-    path = image_file(home.images, digest)
+    path = asset_path(home.images, digest)
     if not path.exists():
         write_atomically(path, encoded)
     return str(path), digest
@@ -91,10 +92,6 @@ def write_shard(path: Path, samples: list[Sample], source: DataSource, shard_cou
     return write_table(path, table)
 
 
-def image_file(images: Path, digest: str) -> Path:
-    return images / digest[:2] / digest
-
-
 def read_shard(path: Path, images: Path | None = None) -> list[Sample]:
     """The samples of a shard file. With `images` (the store's images folder as this host mounts it), each image
     path is its content-addressed file there, found by its hash: the file names the paths of the host that
@@ -107,7 +104,7 @@ def read_shard(path: Path, images: Path | None = None) -> list[Sample]:
 
 
 def _with_images_in(sample: Sample, images: Path) -> Sample:
-    paths = tuple(str(image_file(images, digest)) for digest in sample.image_sha256)
+    paths = tuple(str(asset_path(images, digest)) for digest in sample.image_sha256)
     return sample if paths == sample.image_paths else replace(sample, image_paths=paths)
 
 
