@@ -32,7 +32,6 @@ CHECKED_FILE = ".checked.json"
 # a file changed this recently may change again within the file system's clock tick with unchanged times: such a
 # file is hashed again by the next run (git's "racily clean" rule; mai/evals/fingerprint_cache.py has the same)
 RACY_WINDOW_NS = 2_000_000_000
-CHUNK = 1 << 20
 
 # an asset's (size, mtime_ns, ctime_ns, inode) when it last hashed to its name
 Stat = tuple[int, int, int, int]
@@ -54,7 +53,8 @@ def image_damage(path: Path, digest: str, checked: dict[str, Stat] | None = None
     if checked is not None and checked.get(digest) == now:
         return None
     try:
-        actual = _sha256(path)
+        with open(path, "rb") as handle:
+            actual = hashlib.file_digest(handle, "sha256").hexdigest()
     except OSError as error:
         return f"unreadable ({error.strerror or error})"
     if actual != digest:
@@ -91,14 +91,6 @@ def read_checked(record: Path) -> dict[str, Stat]:
         return {str(digest): (int(s[0]), int(s[1]), int(s[2]), int(s[3])) for digest, s in raw.items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):
         return {}  # no record yet, or one this version cannot read: hashing decides
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def asset_files(images: Path) -> list[Path]:
