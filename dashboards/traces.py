@@ -22,6 +22,7 @@ from mai.dashboards.charts import Section, short
 from mai.dashboards.rows import SampleRow, UsedRow
 from mai.dashboards.sections import Store
 from mai.dashboards.views import USED_GENERATIONS, fetch, run_label, run_models
+from mai.evals.base import natural_order
 from mai.types import Route, StageSpec
 
 DEFAULT_LIMIT = 500
@@ -156,7 +157,7 @@ def trace_data(store: Store, limit: int = DEFAULT_LIMIT, pair: Sequence[str] = (
     runs = store.runs
     index = {r["run_id"]: i for i, r in enumerate(runs)}
     routes = fetch(store.home, RouteRow, ROUTES, [list(index)])
-    keys = sorted({(r["dataset_fingerprint"], r["sample_id"]) for r in routes}, key=lambda k: (k[0], _natural(k[1])))
+    keys = sorted({(r["dataset_fingerprint"], r["sample_id"]) for r in routes}, key=lambda k: (k[0], natural_order(k[1])))
     chosen, total = _choose(store, routes, keys, limit)
     sample_ids = sorted({sid for _, sid in chosen})
     used = fetch(store.home, UsedRow, USED, [list(index), sample_ids]) if sample_ids else []
@@ -180,12 +181,6 @@ def trace_data(store: Store, limit: int = DEFAULT_LIMIT, pair: Sequence[str] = (
                       "benchmark": r["benchmark"]} for r in runs],
             "samples": samples, "gens": generations.cells, "images": thumbnails, "total_samples": total,
             "default_a": a, "default_b": b}
-
-
-def _natural(sample_id: str) -> tuple[str, int, str]:
-    """shapes-2 before shapes-10."""
-    head, _, tail = sample_id.rpartition("-")
-    return (head, int(tail), "") if tail.isdigit() else (sample_id, 0, sample_id)
 
 
 def _choose(store: Store, routes: list[RouteRow], keys: list[SampleKey], limit: int) -> tuple[list[SampleKey], int]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, NotRequired, TypedDict, cast
 
+from mai.evals.base import natural_order
 from mai.manifest import ROUTE_LABELS, MetricSummary, RunManifest
 from mai.regression import SampleScores
 from mai.run.summary import summary_markdown
@@ -65,7 +66,7 @@ def report_hint(run_id: str) -> str:
 def diff_rows(baseline: SampleScores, candidate: SampleScores) -> list[dict[str, Any]]:
     """The samples whose score differs between a baseline and a candidate run (missing or errored included)."""
     rows = []
-    for sid, (category, score) in sorted(baseline.items(), key=lambda item: _natural(item[0])):
+    for sid, (category, score) in sorted(baseline.items(), key=lambda item: natural_order(item[0])):
         if score is None:
             continue
         other = candidate.get(sid, ("", None))[1]
@@ -75,11 +76,6 @@ def diff_rows(baseline: SampleScores, candidate: SampleScores) -> list[dict[str,
         rows.append({"sample_id": sid, "category": category, "baseline": score, "candidate": other,
                      "change": change})
     return rows
-
-
-def _natural(sample_id: str) -> tuple[str, int, str]:
-    head, _, tail = sample_id.rpartition("-")
-    return (head, int(tail), "") if tail.isdigit() else (sample_id, 0, sample_id)
 
 
 def publish_regression(run_id: str, baseline_name: str, baseline: SampleScores, candidate: SampleScores,

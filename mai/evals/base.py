@@ -100,6 +100,12 @@ def row_id(benchmark: str, id_column: str, row: HubRow, index: int) -> str:
     return f"{benchmark}-{index if value is None or str(value).strip() == '' else value}"
 
 
+def natural_order(sample_id: str) -> tuple[str, int, str]:
+    """A sort key that puts shapes-2 before shapes-10."""
+    head, _, tail = sample_id.rpartition("-")
+    return (head, int(tail), "") if tail.isdigit() else (sample_id, 0, sample_id)
+
+
 def image_bytes(value: object, column: str) -> bytes:
     """Bytes of an image cell in the hub's `Image` feature layout ({"bytes", "path"}) or raw bytes."""
     if isinstance(value, dict):
