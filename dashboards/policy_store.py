@@ -13,12 +13,12 @@ from typing import TypedDict
 from mai.config import DEFAULT_MAX_NEW_TOKENS
 from mai.dashboards.groups import SampleSet, read_sample_sets
 from mai.dashboards.outputs import OUTPUT_KINDS, run_stages, stored_kinds
-from mai.dashboards.rows import CountRow, SampleRow, UsedRow
+from mai.dashboards.rows import CountRow, UsedRow
 from mai.dashboards.views import USED_GENERATIONS, fetch, read_runs, role_model
 from mai.evals.base import Benchmark
 from mai.latency_estimate import Call, LatencyProfile, call_seconds
 from mai.storage.paths import Home
-from mai.storage.rows import RunRow
+from mai.storage.rows import RunRow, SampleRow
 from mai.types import Role, Sample
 
 BUDGET_KINDS = ("S", "R", "S2", "RT")

@@ -10,23 +10,6 @@ from typing import TypedDict
 from mai.types import PromptKind, Route, RunMode
 
 
-class SampleRow(TypedDict):
-    """A row of the `samples` view (`SELECT *`): what the trace browser shows of a sample."""
-
-    sample_id: str
-    benchmark: str
-    dataset_fingerprint: str
-    question: str
-    options: list[str] | None
-    answer: str
-    image_paths: list[str] | None
-    image_sha256: list[str] | None
-    category: str
-    content_hash: str
-    error: str | None
-    references: list[str] | None
-
-
 class UsedRow(TypedDict):
     """One generation a run used for a sample (`USED_GENERATIONS`); `stage` is the routes column, 'gen_r_small'."""
 

@@ -19,10 +19,11 @@ from typing import TypedDict
 
 from mai import cascade
 from mai.dashboards.charts import Section, short
-from mai.dashboards.rows import SampleRow, UsedRow
+from mai.dashboards.rows import UsedRow
 from mai.dashboards.sections import Store
 from mai.dashboards.views import USED_GENERATIONS, fetch, run_label, run_models
 from mai.evals.base import natural_order
+from mai.storage.rows import SampleRow
 from mai.types import Route, StageSpec
 
 DEFAULT_LIMIT = 500
