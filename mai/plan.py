@@ -143,10 +143,6 @@ def _localize(spec: ModelSpec, models_dir: Path) -> ModelSpec:
     return dataclasses.replace(spec, name_or_path=str(path.resolve()))
 
 
-def new_run_id() -> str:
-    return f"{datetime.now(UTC):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
-
-
 def build_plan(config: RunConfig, store: StoreLocations, run_id: str | None = None) -> RunPlan:
     """Validate `config` and resolve it; raises ConfigError, saying what to fix, before any model loads."""
     entry = get_entry(config.benchmark)
@@ -165,8 +161,8 @@ def build_plan(config: RunConfig, store: StoreLocations, run_id: str | None = No
         from mai.backends.vllm_backend import check_setup  # the vLLM client's checks, only for vLLM runs
 
         check_setup(models, config.vllm_urls, config.vllm_env, store.root)
-    return RunPlan(run_id=run_id or new_run_id(), home=str(store.root), store_id=store.store_id, config=config,
-                   models=models,
+    run_id = run_id or f"{datetime.now(UTC):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"  # UTC start time: sorts by it
+    return RunPlan(run_id=run_id, home=str(store.root), store_id=store.store_id, config=config, models=models,
                    stages=stages, source=source,
                    decodings={stage.prompt_kind: config.decoding(stage.prompt_kind) for stage in stages},
                    backends=_backends(config, models, store.root), command=command_line(),
