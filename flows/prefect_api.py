@@ -1,20 +1,14 @@
-"""Where a `mai` flow's Prefect API comes from, asked only when a flow is about to run (a run whose outputs are all
-stored is a store lookup and needs none: mai/pipeline.py).
+"""Where a `mai` flow's Prefect API comes from, asked only when a flow is about to run (a stored run needs none).
 
-1. A configured server (`PREFECT_API_URL` in Prefect's settings: the environment, the active profile, a
-   prefect.toml; e.g. a team's server, or the one `prefect server start --background` keeps on this machine): used
-   as it is. The decision is the settings' alone, whatever imported Prefect before.
-2. Else a temporary server for the one command (what a fresh machine gets: nothing to set up), started by the
-   command itself rather than by Prefect's client, so that it dies with the command however the command ends:
-   the kernel sends it SIGTERM when its parent dies (PR_SET_PDEATHSIG), a SIGKILL of `mai run` included; Prefect's
-   own temporary server outlived 8 of 13 killed runs. Its database is the store's own (one per store, in
-   PREFECT_HOME), so commands on different stores never wait on each other's server start; commands on one store
-   take turns to start theirs (two servers migrating one fresh database at once fail). A store's first server
-   starts on a copy of a database that an earlier first start migrated (`_template`), not on a new one. A database
-   goes when its store does, and the others are kept to a bound (`prune_server_databases`).
+1. `PREFECT_API_URL` in Prefect's settings (environment, profile, prefect.toml): a configured server, used as it is.
+2. Else a temporary server for the one command, started by the command with a death signal (PR_SET_PDEATHSIG), so
+   it dies with the command however it ends (Prefect's own temporary server outlived 8 of 13 killed runs). Its
+   database is the store's own, in PREFECT_HOME: commands on different stores never wait on each other's start;
+   on one store they take turns (two servers migrating one fresh database fail). A store's first server starts on
+   a copy of an already migrated database (`_template`). Databases go with their store, the rest are kept to a
+   bound (`prune_server_databases`).
 
-`mai` manages no long-lived server of its own and signals no process it did not start: Prefect's own
-`prefect server start --background` / `status` / `stop` do that (docs/prefect-and-workers.md).
+`mai` manages no long-lived server and signals no process it did not start (docs/prefect-and-workers.md).
 """
 
 from __future__ import annotations
@@ -64,13 +58,10 @@ def healthy(url: str, timeout_s: float = 1.0) -> bool:
 
 
 def ensure_api(home: Home) -> AbstractContextManager[object]:
-    """Before a flow runs: the API Prefect's settings name (PREFECT_API_URL from the environment, the active
-    profile, prefect.toml, or a harness's temporary settings) as it is; when they name none, this process's
-    temporary server for the store at `home` (started once). Returns the settings to run flows under: on the
-    temporary server, its URL (whenever this process imported Prefect, the settings it read then are overridden
-    for the flow and its tasks alike) and no flow-run heartbeats (nothing reads them there, and the end of every
-    flow run waits up to 1 s for its heartbeat thread, prefect 3.9). A configured server (where an automation
-    marks silent runs Crashed) keeps Prefect's setting."""
+    """Before a flow runs: the settings to run it under. The API Prefect's settings name, as they are; when they
+    name none, this process's temporary server for the store at `home` (started once), with its URL (overriding
+    what Prefect read at import, for flows and tasks alike) and no flow-run heartbeats (nothing watches them there,
+    and every flow run's end waits up to 1 s for its heartbeat thread, prefect 3.9)."""
     from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
     if _temporary is None and PREFECT_API_URL.value():
@@ -91,10 +82,8 @@ def server_start_lock(home: Home) -> Path:
     return server_directory(home) / "start.lock"
 
 
-# the temporary servers' databases (one folder per store that commands on this machine used) go when their store
-# is gone, and the others are kept to a bound: the most recently used KEPT_DATABASES, and any other used within
-# IDLE_BEFORE_REMOVAL_S. They are removed when a command starts a temporary server (a database holds only the
-# Prefect records of past commands: the store keeps every result, and a store whose database went gets a fresh one)
+# a database holds only the Prefect records of past commands (the store keeps every result): beyond the bound, the
+# most recently used KEPT_DATABASES and any other used within IDLE_BEFORE_REMOVAL_S are kept
 KEPT_DATABASES = 16
 IDLE_BEFORE_REMOVAL_S = 7 * 86400.0
 STORE_RECORD = "store"  # in a database's folder: the root of the store it serves, as its last command saw it
