@@ -6,9 +6,8 @@ Each shard runs as a `mai-shard` subflow run named after it, taken only with its
 taken without waiting), so two drains never run one shard; a shard whose outcome is in the store is done, and one
 whose lease frees without an outcome (its drain's process died) is taken by the next drain to look.
 
-A drain whose host cannot do the run's work (mai.host_faults) lets go of its shard, says why in one line naming the
-host and the fix, and ends `TakenOut` (flows/fanout.py `taken_out`): the parent reads it as "this host is unfit", not
-as a failed run. Any other failure would fail on every host: the drain fails, and the run with it.
+A drain whose host cannot do the run's work (mai.host_faults) lets go of its shard and ends `TakenOut`, saying why
+(flows/fanout.py); any other failure would fail on every host: the drain fails, and the run with it.
 """
 
 from __future__ import annotations
