@@ -26,7 +26,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -187,21 +187,19 @@ def require_working_store(directory: Path) -> None:
     or publishing files that readers see in part."""
     directory.mkdir(parents=True, exist_ok=True)
     device = os.stat(directory).st_dev
+    # cheapest first, each only after the earlier ones passed; a mount option that keeps locks on one host fails the
+    # locks check without a probe
+    probes: dict[str, Callable[[], str | None]] = {
+        "locks across processes": lambda: host_local_locks(mount_of(directory)) or lock_problem(directory),
+        "atomic rename": lambda: rename_problem(directory), "symlinks": lambda: symlink_problem(directory)}
     with _PROBING:
         if device not in _PROBED:
-            _PROBED[device] = next((check for check in _run_checks(directory) if not check.passed), None)
+            _PROBED[device] = next((check for name, probe in probes.items()
+                                    if not (check := _probed(name, probe)).passed), None)
         failed = _PROBED[device]
     if failed is not None:
         raise ConfigError(f"the store's filesystem at {directory} fails the {failed.name} check ({failed.meaning}); "
                           f"runs refuse it. To fix: {failed.fix} (`mai store check` there shows every check)")
-
-
-def _run_checks(directory: Path) -> Iterator[Check]:
-    """Cheapest first, lazily: a later probe runs only after the earlier ones passed. A mount option that keeps locks
-    on one host fails the locks check without a probe."""
-    yield _probed("locks across processes", lambda: host_local_locks(mount_of(directory)) or lock_problem(directory))
-    yield _probed("atomic rename", lambda: rename_problem(directory))
-    yield _probed("symlinks", lambda: symlink_problem(directory))
 
 
 def rename_problem(directory: Path, versions: int = RENAME_VERSIONS) -> str | None:
