@@ -237,11 +237,10 @@ class Lease:
         try:
             handle = open(self.path, "a+b")  # noqa: SIM115  (kept open: the lock lives as long as the handle)
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-        except BlockingIOError:
+        except BaseException as error:
             _let_go(self.path, handle)
-            return False
-        except BaseException:
-            _let_go(self.path, handle)
+            if isinstance(error, BlockingIOError):  # held by a live holder
+                return False
             raise
         handle.seek(0)  # read through the locked handle itself: another handle's close would drop the lock on NFS
         self.previous_holder = handle.read().decode(errors="replace")
