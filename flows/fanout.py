@@ -211,9 +211,10 @@ def _run_on_workers(plan: RunPlan, shard_paths: list[str], workers: int, on_done
                       "take them", plan.run_id, len(drains), drains[0].pool, drain_deployment())
             while True:
                 stop.check()  # after a stop request, no drain is submitted any more
-                ended = _watch_drains(client, plan.run_id, drains, hosts_taken_out, started)  # before the outcomes:
-                _collect(home, plan.run_id, shard_paths, outcomes, on_done)  # a drain that ended for lack of work
-                if len(outcomes) == len(shard_paths):                       # is then never replaced
+                # the drains before the outcomes: a drain that ended for lack of work is then never replaced
+                ended = _watch_drains(client, plan.run_id, drains, hosts_taken_out, started)
+                _collect(home, plan.run_id, shard_paths, outcomes, on_done)
+                if len(outcomes) == len(shard_paths):
                     break
                 drains = _replace(plan, shard_paths, drains, ended, hosts_taken_out)
                 time.sleep(POLL_S)
