@@ -1,7 +1,7 @@
 """`mai store check --pool POOL`: the lock probe across the hosts of a work pool, which no check on one host can do
-(storage/filesystem_check.py). One `mai-store-probe` flow run per worker of the pool polling now, all at once; each
-holds a lock in the store while the others try it (flows/store_probe.py). Hosts that took a lock another held have
-locks that do not exclude each other: they would compute the same outputs, and a run over them is not safe."""
+(storage/filesystem_check.py). One flow run of `mai-store-probe` per worker of the pool polling now, all at once,
+each on its worker's host and mount of the store (found by the store's id, as a drain finds it). Hosts that took a
+lock another held have locks that do not exclude each other: they would compute the same outputs."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
+from prefect import flow, get_run_logger
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.objects import State
 from prefect.deployments import run_deployment
@@ -18,14 +19,16 @@ from prefect.states import Cancelled
 
 from mai.errors import ConfigError
 from mai.flows.fanout import online
+from mai.host import host_name
 from mai.run.prefect_sync import synchronous
 from mai.storage.filesystem_check import (
     CROSS_HOST_PROBES,
+    cross_host_lock_probe,
     cross_host_results,
     hosts_whose_locks_leak,
     on_one_kernel,
 )
-from mai.storage.paths import Home, store_id
+from mai.storage.paths import Home, locate_store, store_id
 
 PROBE_DEPLOYMENT = "mai-store-probe/probe"
 START_WAIT_S = 120.0  # for the workers to start the probe's flow runs (a process each) before the probe's own wait
@@ -38,6 +41,18 @@ class PoolProbe:
     leaks: list[str]          # "<host> took the lock <host> held", one per pair whose locks do not exclude
     missing: list[str]        # the probe's flow runs that ended without a result, with their state
     one_kernel: bool = False  # every host ran on one machine's kernel: excluding locks there prove nothing between machines
+
+
+@flow(name="mai-store-probe", persist_result=False)
+def mai_store_probe(home: str, store_id: str, probe_id: str, participants: int, timeout_s: float = 60.0) -> list[str]:
+    """One host's part: holds a lock in the store while the others try it, and tries theirs; returns the hosts whose
+    lock this host took (empty: their locks exclude this host's processes)."""
+    store = locate_store(home, store_id)
+    probe = cross_host_lock_probe(store.locks / CROSS_HOST_PROBES / probe_id, host_name(), participants, timeout_s)
+    get_run_logger().warning("lock probe %s on host %s: %s", probe_id, probe.host,
+                             f"took the locks that {', '.join(probe.took)} held" if probe.took
+                             else "could not take any lock another host held")
+    return probe.took
 
 
 def probe_pool(home: Home, pool: str, deployment: str = PROBE_DEPLOYMENT, timeout_s: float = 60.0) -> PoolProbe:
@@ -68,8 +83,7 @@ def probe_pool(home: Home, pool: str, deployment: str = PROBE_DEPLOYMENT, timeou
                 break
             time.sleep(1.0)
         for run in runs:  # one that no worker took in time is cancelled: none should take it later
-            state = states.get(run.name)
-            if state is None or not state.is_final():
+            if not ((state := states.get(run.name)) and state.is_final()):
                 client.set_flow_run_state(run.id, Cancelled(message="the lock probe gave up waiting"), force=True)
     results = cross_host_results(home.locks / CROSS_HOST_PROBES / probe_id)
     missing = [f"{name} ended {state.name if state else 'unstarted'}: {state.message if state else ''}"

@@ -1,21 +1,16 @@
-"""Running a plan's shards: in the parent's process (embedded Prefect; `workers` 0), or fanned out to a work pool as
-`workers` drains: `mai-drain` flow runs of the drain deployment (flows/drain.py), `mai-drain/drain` on `mai-gpu`
-unless the parent's environment names another (`MAI_DRAIN_DEPLOYMENT`: each parent deployment chooses its drains'
-pool in its job variables).
+"""Running a plan's shards: in the parent's process (embedded Prefect; `workers` 0), or on a work pool as `workers`
+drains (flows/drain.py): flow runs of the drain deployment, `mai-drain/drain` on `mai-gpu` unless the parent's
+environment names another (`MAI_DRAIN_DEPLOYMENT`: each parent deployment chooses its drains' pool).
 
-A drain is one process on one worker that takes the run's shards until none is left, each as a `mai-shard` subflow
-run, so its process loads each model once per run. The parent only watches: the shards' outcomes in the store (the
-run's progress) and the drains' flow runs. A lost worker is Prefect's to find: drains and their shard runs send
-heartbeats every HEARTBEAT_S, and the "detect zombie flows" automation, which the parent creates on the server,
-marks one that fell silent Crashed; the parent then submits a new drain in its slot. The shard it held is free again
-at once (its lease is a flock), so any drain takes it. A shard that fails is retried by Prefect (the shard flow's
-retries); a drain that then fails fails the run.
+The parent only watches: the shards' outcomes in the store and the drains' flow runs. A lost worker is Prefect's to
+find: drains and their shard runs send heartbeats every HEARTBEAT_S, the "detect zombie flows" automation that the
+parent creates marks one that fell silent Crashed, and the parent submits a new drain in its slot; the shard it held
+is free at once (its lease is a flock). A shard that fails after the shard flow's retries fails its drain and the run.
 
-A host that cannot serve the run (its mount fails the lock probe, the store is not at its MAI_HOME, a checkpoint
-differs there, other code than the plan's, code too old to read the plan) is taken out, not the run: its drain ends
-`TakenOut` (`taken_out`) having run nothing, the other drains take every shard, and the run's manifest lists the host
-with the reason and the fix. Its slot gets a new drain only when no other drain is left (it may land on a healthy
-worker); the run fails, saying so in one line, only when no healthy worker is left.
+A host that cannot serve the run (mai.host_faults; or code too old to read the plan, or a flow it cannot import) is
+taken out, not the run: its drain ends `TakenOut` having run nothing, the other drains take every shard, and the
+manifest lists the host with the reason and the fix. Its slot gets a new drain only when no other drain is left (it
+may land on a healthy worker); the run fails, saying so in one line, only when no healthy worker is left.
 """
 
 from __future__ import annotations
@@ -51,88 +46,61 @@ DRAIN_DEPLOYMENT = "mai-drain/drain"  # the default; MAI_DRAIN_DEPLOYMENT names 
 POLL_S = 1.0
 MAX_ATTEMPTS = 3         # drains submitted in one slot (the first and its replacements after lost workers)
 DRAIN_END_WAIT_S = 30.0  # once every shard is done, how long the parent waits for its running drains to end
-# a drain's (and its shard runs') flow-run heartbeats: Prefect's shortest interval; the zombie automation marks a
-# run Crashed after three intervals without one (Prefect's documented rule)
+# drains' and their shard runs' heartbeats: Prefect's shortest interval; the zombie automation marks a run Crashed
+# after three intervals without one (Prefect's documented rule)
 HEARTBEAT_S = 30
 ZOMBIE_AUTOMATION = "mai: crash drain and shard runs without heartbeats"
 DRAIN_FLOWS = ["mai-drain", "mai-shard"]
-
-# a drain that no worker has taken this long after the run's flow run started makes the parent ask
-# whether any worker of the pool is online; while one is (busy with other work) it asks again every
-# NO_WORKER_RECHECK_S, so a run gives up within that of its last worker going offline
+# a drain that no worker took this long after the run's flow run started makes the parent ask whether a worker of
+# the pool is online; while one is (busy) it asks again every NO_WORKER_RECHECK_S
 NO_WORKER_WAIT_S = float(os.environ.get("MAI_NO_WORKER_WAIT_S", "60"))
 NO_WORKER_RECHECK_S = 10.0
-
 
 TAKEN_OUT = "TakenOut"  # the name of the Failed state a drain ends in when its host cannot serve the run
 SKEWED_FIX = ("install the same mai and packages on every host (the same wheel or checkout), then restart its "
               "workers")
+# how Prefect's engine ends a drain before mai's code ran: its process could not load the flow (an import failure),
+# or its mai could not read the plan (an older mai, before the code-version check)
+_FLOW_NOT_LOADED = "Unexpected exception encountered when trying to load flow"
+_PLAN_NOT_READ = "Validation of flow parameters failed"
 
 
 def taken_out(host: str, reason: str) -> State:
-    """The state a drain ends in when its host cannot serve the run (a ConfigError there): Failed, as the drain
-    did, under a name the parent tells from a failed shard; the message names the host first (`_taken_out_host`)."""
+    """Failed, as the drain did, under a name the parent tells from a failed shard."""
     return Failed(name=TAKEN_OUT, message=f"host {host} taken out of this run: {reason}")
 
 
-def _taken_out_host(message: str) -> str:
-    """The host a taken-out message names: `mai-c`, or `worker NAME` when only its worker is known."""
-    named = message.partition(" taken out of this run: ")[0]
-    return named.replace(_NO_FLOW_HERE, "worker ", 1).removeprefix("host ")
-
-
-# how Prefect's engine reports a drain whose process could not load its flow (an import failure) or whose code
-# could not read the run's plan (an older mai, before the code-version check): none of the run's mai code ran there
-_FLOW_NOT_LOADED = "Unexpected exception encountered when trying to load flow"
-_PLAN_NOT_READ = "Validation of flow parameters failed"
-_NO_FLOW_HERE = "host of worker "
-
-
-def _not_run_there(client: SyncPrefectClient, flow_run: FlowRun) -> str | None:
-    """The taken-out message of a drain that Prefect's engine ended before mai's code ran: Failed, its mai could not
-    read the plan (a host on an older commit, which has no code version to compare: the state's message has the
-    error); Crashed, its process could not import the flow (mai, or a package it imports, missing or broken there:
-    the error is in the logs the engine sent). None for any other end. The host is named by its worker (the docs name
-    workers after their host and GPU)."""
-    state, taken = flow_run.state, f"{_NO_FLOW_HERE}{_worker_of(flow_run)} taken out of this run"
-    if state is not None and (state.message or "").startswith(_PLAN_NOT_READ):
-        error = " ".join(line.strip() for line in (state.message or "").splitlines() if line.strip())
-        return f"{taken}: it runs other code than the run was planned with (its mai cannot read the run's plan: " \
-               f"{error[:300]}): {SKEWED_FIX}"
+def _taken_out(client: SyncPrefectClient, flow_run: FlowRun) -> tuple[str, str] | None:
+    """(host, message) for a drain whose host cannot serve the run: it ended TakenOut, or Prefect's engine ended it
+    before mai's code ran (Failed: its mai could not read the plan, the state's message has the error; Crashed: its
+    process could not import the flow, the error is in the logs the engine sent). A host whose own code did not run
+    is named by its worker (the docs name workers after their host and GPU)."""
+    state = flow_run.state
+    message = (state.message or "") if state else ""
+    if state is not None and state.name == TAKEN_OUT:
+        return message.partition(" taken out of this run: ")[0].removeprefix("host "), message
+    worker = str((flow_run.labels or {}).get("prefect.worker.name", "unknown"))
+    taken = f"host of worker {worker} taken out of this run"
+    if message.startswith(_PLAN_NOT_READ):
+        error = " ".join(line.strip() for line in message.splitlines() if line.strip())
+        return f"worker {worker}", (f"{taken}: it runs other code than the run was planned with (its mai cannot read "
+                                    f"the run's plan: {error[:300]}): {SKEWED_FIX}")
     if state is None or not state.is_crashed():
         return None
     logs = client.read_logs(log_filter=filters.LogFilter(flow_run_id=filters.LogFilterFlowRunId(any_=[flow_run.id])))
     lines = [line for log in logs if log.message.startswith(_FLOW_NOT_LOADED) for line in log.message.splitlines()
              if line.strip()]
-    return (f"{taken}: its drain could not load mai's flow there ({lines[-1]}): install mai and its packages there "
-            "as on the host that planned the run") if lines else None
-
-
-def _worker_of(flow_run: FlowRun) -> str:
-    return str((flow_run.labels or {}).get("prefect.worker.name", "unknown"))
-
-
-class ShardFailed(RunFailed):
-    """A shard failed after its retries (its drain failed), or a slot's drains lost their worker MAX_ATTEMPTS times."""
-
-
-class NoWorker(ConfigError):
-    """No worker of the drain deployment's pool is online: a set-up to fix, said in one line."""
-
-
-class NoHealthyWorker(ConfigError):
-    """Every drain of the run was taken out (their hosts cannot serve it): the hosts to fix, said in one line."""
+    return (f"worker {worker}", (f"{taken}: its drain could not load mai's flow there ({lines[-1]}): install mai "
+                                 "and its packages there as on the host that planned the run")) if lines else None
 
 
 def drain_deployment() -> str:
-    """The deployment a fanned-out run submits its drains to: its work pool is where they run."""
     return os.environ.get("MAI_DRAIN_DEPLOYMENT") or DRAIN_DEPLOYMENT
 
 
 def _progress(message: str, *args: object) -> None:
-    """A fan-out step an operator watches for (drains submitted, waiting for workers, a shard done on a host): at
-    WARNING, the level `mai` shows on the terminal and sends to the UI by default (cli/ sets it), where INFO
-    reaches neither. Each line starts with `fan-out`."""
+    """A fan-out step an operator watches for, at WARNING: the level `mai` shows on the terminal and sends to the UI
+    by default (cli/ sets it), where INFO reaches neither."""
     get_run_logger().warning("fan-out " + message, *args)
 
 
@@ -140,9 +108,14 @@ def shard_run_name(shard_path: str) -> str:
     return PurePosixPath(shard_path).stem
 
 
+def online(worker: Worker) -> bool:
+    """Prefect's word: ONLINE until the server's foreman finds no heartbeat for three of its intervals."""
+    return worker.status == WorkerStatus.ONLINE
+
+
 def check_workers(config: RunConfig) -> None:
-    """A fanned-out run's workers, checked before any model loads (nothing for a run in this process): a Prefect
-    server that the workers also reach, the drain deployment on it, and the zombie automation there."""
+    """A fanned-out run's needs, checked before any model loads: a Prefect server that the workers also reach, the
+    drain deployment on it, and the zombie automation there."""
     if not config.workers:
         return
     url, deployment = PREFECT_API_URL.value(), drain_deployment()
@@ -164,10 +137,10 @@ def check_workers(config: RunConfig) -> None:
 
 
 def ensure_zombie_automation(client: SyncPrefectClient) -> bool:
-    """Prefect's "detect zombie flows" automation, scoped to drain and shard runs, on the server unless it is there
-    (found by name): a run of those flows without a heartbeat or an end for three heartbeat intervals after its last
-    heartbeat is marked Crashed (its host or process is gone: SIGKILL, power, an evicted pod). Only these flows: others
-    on a shared server keep Prefect's own 180 s heartbeat, which this window would call dead. True if created."""
+    """Prefect's "detect zombie flows" automation, scoped to drain and shard runs, unless the server has it (by
+    name): a run of those flows with no heartbeat or end for three heartbeat intervals is marked Crashed. Only these
+    flows: others on a shared server keep Prefect's 180 s heartbeat, which this window would call dead. True if
+    created."""
     from prefect.events.actions import ChangeFlowRunState
     from prefect.events.schemas.automations import AutomationCore, EventTrigger, Posture
     from prefect.events.schemas.events import ResourceSpecification
@@ -190,27 +163,19 @@ def ensure_zombie_automation(client: SyncPrefectClient) -> bool:
 
 
 def run_shards(plan: RunPlan, shard_paths: list[str], workers: int, on_done: Callable[[int], None]) -> ShardsDone:
-    """Each shard's outcome (stage maps, accounting) and the hosts taken out; `on_done(n)` after each finished
-    shard."""
-    if workers == 0:
-        return ShardsDone(_run_in_process(plan, shard_paths, on_done), {})
-    return _run_on_workers(plan, shard_paths, workers, on_done)
-
-
-def _run_in_process(plan: RunPlan, shard_paths: list[str], on_done: Callable[[int], None]
-                    ) -> dict[str, ShardOutcome]:
+    """Each shard's outcome and the hosts taken out; `on_done(n)` after each finished shard."""
+    if workers:
+        return _run_on_workers(plan, shard_paths, workers, on_done)
     from mai.flows.shard import mai_shard
 
     outcomes = {}
-    # No heartbeats from a shard subflow in the parent's process: the parent's own show that the process lives, and
-    # a flow run's end waits for its heartbeat thread to wake from a 1 s sleep (prefect 3.9 `_send_heartbeats`),
-    # which cost every in-process shard 0-1 s of nothing (docs/benchmarks.md, "Cascade speed").
+    # no heartbeats from shard subflows in the parent's process (its own show that it lives): a flow run's end waits
+    # for its heartbeat thread's 1 s sleep (prefect 3.9), 0-1 s per shard (docs/benchmarks.md, "Cascade speed")
     with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
         for index, shard in enumerate(shard_paths):
-            named = mai_shard.with_options(flow_run_name=shard_run_name(shard))
-            outcomes[shard] = named(plan, shard)
+            outcomes[shard] = mai_shard.with_options(flow_run_name=shard_run_name(shard))(plan, shard)
             on_done(index + 1)
-    return outcomes
+    return ShardsDone(outcomes, {})
 
 
 @dataclass
@@ -222,19 +187,23 @@ class _Drain:
     flow_run_id: UUID
     name: str
     pool: str | None
-    asked_at: float | None = None       # last asked whether a worker is online, while no worker had taken it
-    lost: str | None = None             # why it counts as lost (its worker died), once it does
-    taken_out: str | None = None        # its host, once the drain ended TakenOut there
+    asked_at: float | None = None  # last asked whether a worker is online, while no worker had taken it
+    lost: str | None = None        # why it counts as lost (its worker died), once it does
+    taken_out: str | None = None   # its host, once the drain ended TakenOut there
 
 
 def _run_on_workers(plan: RunPlan, shard_paths: list[str], workers: int, on_done: Callable[[int], None]
                     ) -> ShardsDone:
     home = Home.at(plan.home)
     outcomes: dict[str, ShardOutcome] = {}
-    drains: list[_Drain] = []
     hosts_taken_out: dict[str, str] = {}
     with get_client(sync_client=True) as client:
-        started = _run_started(client)  # the no-worker wait counts from here, however many drains come later
+        # the no-worker wait counts from the run's flow run's start (before materialising), not from the drains'
+        started = time.monotonic()
+        flow_run_id = this_flow_run.get_id()
+        if flow_run_id and (start := client.read_flow_run(UUID(flow_run_id)).start_time):
+            started -= min(max((datetime.now(UTC) - start).total_seconds(), 0.0), NO_WORKER_WAIT_S)
+        drains: list[_Drain] = []
         try:
             for slot in range(1, min(workers, len(shard_paths)) + 1):
                 drains.append(_submit_drain(plan, shard_paths, slot, attempt=1))
@@ -242,7 +211,7 @@ def _run_on_workers(plan: RunPlan, shard_paths: list[str], workers: int, on_done
                       "take them", plan.run_id, len(drains), drains[0].pool, drain_deployment())
             while True:
                 stop.check()  # after a stop request, no drain is submitted any more
-                # before the outcomes: see _replace
+                # the drains before the outcomes: a drain that ended for lack of work is then never replaced
                 ended = _watch_drains(client, plan.run_id, drains, hosts_taken_out, started)
                 _collect(home, plan.run_id, shard_paths, outcomes, on_done)
                 if len(outcomes) == len(shard_paths):
@@ -250,10 +219,9 @@ def _run_on_workers(plan: RunPlan, shard_paths: list[str], workers: int, on_done
                 drains = _replace(plan, shard_paths, drains, ended, hosts_taken_out)
                 time.sleep(POLL_S)
         except (KeyboardInterrupt, stop.StopRequested, TerminationSignal) as error:
-            # Ctrl-C or SIGTERM (a Prefect cancellation of this flow run too): the drains are cancelled through
-            # Prefect, whose runner stops each drain's process (SIGTERM: its shard stops within a decoding step) and
-            # reports it and its shard runs Cancelled; what the shards stored is kept. A SIGTERM's own reason, when it
-            # came first, is kept
+            # Ctrl-C or SIGTERM (a Prefect cancellation of this flow run too): Prefect's runner stops each drain's
+            # process (SIGTERM: its shard stops within a decoding step) and reports it Cancelled; a SIGTERM's own
+            # reason, when it came first, is kept
             stop.request_stop("stopped by signal SIGTERM" if isinstance(error, TerminationSignal) else
                               "interrupted (Ctrl-C)")
             # INFO: the terminal's one line is the command line's; the UI shows the Cancelled states' messages
@@ -261,7 +229,7 @@ def _run_on_workers(plan: RunPlan, shard_paths: list[str], workers: int, on_done
                                   plan.run_id, len(outcomes), len(shard_paths))
             _cancel_drains(client, drains, "the run that submitted this drain was stopped")
             raise
-        except (ShardFailed, NoWorker, NoHealthyWorker):
+        except (RunFailed, ConfigError):  # a failed shard, no (healthy) worker
             _cancel_drains(client, drains, "the run that submitted this drain failed")
             raise
         _end_drains(client, drains)
@@ -271,21 +239,9 @@ def _run_on_workers(plan: RunPlan, shard_paths: list[str], workers: int, on_done
     return ShardsDone({shard: outcomes[shard] for shard in shard_paths}, hosts_taken_out)
 
 
-def _run_started(client: SyncPrefectClient) -> float:
-    """When the run's flow run started, on this process's monotonic clock: the no-worker wait counts from the run's
-    start, not from its drains' submission (after materialising). Now, outside a flow run."""
-    now, flow_run_id = time.monotonic(), this_flow_run.get_id()
-    if flow_run_id is None:
-        return now
-    start = client.read_flow_run(UUID(flow_run_id)).start_time
-    if start is None:
-        return now
-    return now - min(max((datetime.now(UTC) - start).total_seconds(), 0.0), NO_WORKER_WAIT_S)
-
-
 def _submit_drain(plan: RunPlan, shard_paths: list[str], slot: int, attempt: int) -> _Drain:
-    """A drain as a child of this run's flow run (run_deployment inside a flow), with heartbeats every HEARTBEAT_S
-    (its job variables' env, added to the deployment's), so that the zombie automation finds it when it is lost."""
+    """A drain as a child of this run's flow run, with heartbeats every HEARTBEAT_S (its job variables' env, added
+    to the deployment's), so that the zombie automation finds it when it is lost."""
     from prefect.deployments import run_deployment
 
     name = f"drain-{slot}" + (f" (attempt {attempt})" if attempt > 1 else "")
@@ -302,10 +258,7 @@ def _collect(home: Home, run_id: str, shard_paths: list[str], outcomes: dict[str
              on_done: Callable[[int], None]) -> None:
     """Adds the outcomes that appeared in the store since the last look (a shard's outcome is written last)."""
     for shard in shard_paths:
-        if shard in outcomes:
-            continue
-        outcome = read_shard_outcome(home, run_id, shard)
-        if outcome is not None:
+        if shard not in outcomes and (outcome := read_shard_outcome(home, run_id, shard)) is not None:
             outcomes[shard] = outcome
             _progress("of run %s: %s done on %s (pid %d) in %.1f s; %d of %d", run_id, shard_run_name(shard),
                       outcome.host, outcome.pid, outcome.wall_s, len(outcomes), len(shard_paths))
@@ -314,10 +267,8 @@ def _collect(home: Home, run_id: str, shard_paths: list[str], outcomes: dict[str
 
 def _watch_drains(client: SyncPrefectClient, run_id: str, drains: list[_Drain], hosts_taken_out: dict[str, str],
                   started: float) -> list[_Drain]:
-    """The drains that ended (Completed; Crashed: its worker or host died, or the zombie automation found it silent;
-    TakenOut: their host, added to `hosts_taken_out`, cannot serve the run). Raises ShardFailed for a drain that
-    failed (a shard failed after its retries) or that someone else cancelled, NoWorker when one waits for a worker
-    while none is online."""
+    """The drains that ended: Completed, Crashed (lost: its worker or host died) or taken out (their host added to
+    `hosts_taken_out`). Raises RunFailed for one that failed otherwise or that someone else cancelled."""
     ended = []
     for drain in drains:
         flow_run = client.read_flow_run(drain.flow_run_id)
@@ -326,20 +277,19 @@ def _watch_drains(client: SyncPrefectClient, run_id: str, drains: list[_Drain], 
             if state is not None and (state.is_scheduled() or state.is_pending()):
                 _ask_for_a_worker(client, drain, flow_run.work_pool_name, started)
             continue
-        message = _not_run_there(client, flow_run) or state.message or ""
-        if state.name == TAKEN_OUT or message.startswith(_NO_FLOW_HERE):
-            drain.taken_out = _taken_out_host(message)
+        if (out := _taken_out(client, flow_run)) is not None:
+            drain.taken_out, message = out
             if drain.taken_out not in hosts_taken_out:
                 get_run_logger().warning("%s; the other hosts take its shards", message)
             hosts_taken_out[drain.taken_out] = message
         elif state.is_crashed():
-            drain.lost = f"its flow run ended Crashed: {message}"
+            drain.lost = f"its flow run ended Crashed: {state.message or ''}"
             get_run_logger().warning("drain '%s' lost its worker (%s); the shard it ran is taken by the next drain to "
                                      "look", drain.name, drain.lost)
         elif not state.is_completed():
-            worker = _worker_of(flow_run)
+            worker, message = (flow_run.labels or {}).get("prefect.worker.name", "unknown"), state.message or ""
             get_run_logger().error("drain '%s' on worker %s ended %s: %s", drain.name, worker, state.type.value, message)
-            raise ShardFailed(f"drain '{drain.name}' of run {run_id} on worker {worker} ended {state.type.value}, not "
+            raise RunFailed(f"drain '{drain.name}' of run {run_id} on worker {worker} ended {state.type.value}, not "
                               f"for a fault of that host (it would fail on every host): {message} (its logs in the "
                               "Prefect UI have the traceback; what the shards stored is kept)")
         ended.append(drain)
@@ -347,25 +297,44 @@ def _watch_drains(client: SyncPrefectClient, run_id: str, drains: list[_Drain], 
 
 
 def _ask_for_a_worker(client: SyncPrefectClient, drain: _Drain, pool: str | None, started: float) -> None:
-    """Whether a worker of the pool is online, once the run has waited NO_WORKER_WAIT_S (every NO_WORKER_RECHECK_S)."""
+    """Once the run has waited NO_WORKER_WAIT_S (then every NO_WORKER_RECHECK_S): raises ConfigError when no worker
+    of `pool` is online (the caller cancels the drains, so no worker takes them later); says, the first time, that the
+    drain waits for a busy pool otherwise."""
     now = time.monotonic()
-    if now - started > NO_WORKER_WAIT_S and (drain.asked_at is None or now - drain.asked_at > NO_WORKER_RECHECK_S):
-        _require_a_worker(client, pool, drain.name, now - started, first=drain.asked_at is None)
-        drain.asked_at = now  # workers are online but busy: ask again in a while
+    if now - started <= NO_WORKER_WAIT_S or (drain.asked_at is not None and now - drain.asked_at <= NO_WORKER_RECHECK_S):
+        return
+    workers = client.read_workers_for_work_pool(pool) if pool else []
+    polling = [worker for worker in workers if online(worker)]
+    if not polling:
+        heard = max(((w.last_heartbeat_time, w.name) for w in workers if w.last_heartbeat_time), default=None)
+        raise ConfigError(f"no worker of work pool '{pool}' is polling (" + (
+            f"its last worker to poll, {heard[1]}, polled {(datetime.now(UTC) - heard[0]).total_seconds():.0f} s ago"
+            if heard else "no worker of it has polled yet") + f"): the run waited {now - started:.0f} s for one "
+            f"(MAI_NO_WORKER_WAIT_S={NO_WORKER_WAIT_S:g}). Start one per GPU, e.g. `CUDA_VISIBLE_DEVICES=0 "
+            f"mai worker --pool {pool} --limit 1`, and run again (what the run stored is kept)")
+    if drain.asked_at is None:
+        taken = filters.FlowRunFilterStateType(any_=[StateType.RUNNING, StateType.PENDING])
+        running = client.count_flow_runs(
+            flow_run_filter=filters.FlowRunFilter(state=filters.FlowRunFilterState(type=taken)),
+            work_pool_filter=filters.WorkPoolFilter(name=filters.WorkPoolFilterName(any_=[pool or ""])))
+        _progress("drain %s waits for a worker of pool %s (%.0f s since the run started): %d of its workers are "
+                  "online and %d of its flow runs are running or starting%s", drain.name, pool, now - started,
+                  len(polling), running, ": its workers are busy" if running >= len(polling) else
+                  ": a worker with a free slot takes it at its next poll, unless a work queue or concurrency "
+                  "limit holds it")
+    drain.asked_at = now  # workers are online but busy: ask again in a while
 
 
 def _replace(plan: RunPlan, shard_paths: list[str], drains: list[_Drain], ended: list[_Drain],
              hosts_taken_out: dict[str, str]) -> list[_Drain]:
     """The drains to watch next: those that still run, a new one in the slot of each that lost its worker, and,
-    when no drain is left, one in the slot of a drain that was taken out (a worker of the pool may be healthy).
-    Called after the outcomes were read, so a drain that ended because every shard was done is never replaced."""
+    when no drain is left, one in the slot of a drain that was taken out (a worker of the pool may be healthy)."""
     live = [drain for drain in drains if drain not in ended]
     out = [drain for drain in ended if drain.taken_out is not None and drain.attempt < MAX_ATTEMPTS]
     if not live and out and not any(drain.lost for drain in ended):
-        drain = out[0]
         get_run_logger().warning("no drain of run %s is left after hosts %s were taken out: submitting drain %d again "
-                                 "for another worker", plan.run_id, sorted(hosts_taken_out), drain.slot)
-        return [_submit_drain(plan, shard_paths, drain.slot, drain.attempt + 1)]
+                                 "for another worker", plan.run_id, sorted(hosts_taken_out), out[0].slot)
+        return [_submit_drain(plan, shard_paths, out[0].slot, out[0].attempt + 1)]
     for drain in ended:
         if drain.lost is None:
             continue  # it completed (there was nothing left for it to take), or its host was taken out
@@ -374,12 +343,12 @@ def _replace(plan: RunPlan, shard_paths: list[str], drains: list[_Drain], ended:
                                  if again else f"giving slot {drain.slot} up after {MAX_ATTEMPTS} lost drains")
         if again:
             live.append(_submit_drain(plan, shard_paths, drain.slot, drain.attempt + 1))
+    if not live and hosts_taken_out:
+        raise ConfigError(f"run {plan.run_id}: no healthy worker is left: the hosts taken out ("
+                              + "; ".join(hosts_taken_out.values()) + ") need the fix named; what the shards stored "
+                              "is kept")
     if not live:
-        if hosts_taken_out:
-            raise NoHealthyWorker(f"run {plan.run_id}: no healthy worker is left: the hosts taken out ("
-                                  + "; ".join(hosts_taken_out.values()) + ") need the fix named; what the shards "
-                                  "stored is kept")
-        raise ShardFailed(f"run {plan.run_id}: no drain is left to run its shards (a slot gives up after its drains "
+        raise RunFailed(f"run {plan.run_id}: no drain is left to run its shards (a slot gives up after its drains "
                           f"lost their worker {MAX_ATTEMPTS} times)")
     return live
 
@@ -388,70 +357,26 @@ def _end_drains(client: SyncPrefectClient, drains: list[_Drain]) -> None:
     """Every shard is done: a drain that no worker took yet is cancelled; running ones end by themselves within a
     poll and are awaited (DRAIN_END_WAIT_S at most: one whose host died ends Crashed by the automation, later)."""
     deadline = time.monotonic() + DRAIN_END_WAIT_S
-    waiting = list(drains)
-    while waiting and time.monotonic() < deadline:
-        states = {drain.name: client.read_flow_run(drain.flow_run_id).state for drain in waiting}
-        _cancel_drains(client, [drain for drain in waiting if (state := states[drain.name]) is not None
-                                and (state.is_scheduled() or state.is_pending())], "every shard of its run was done")
-        waiting = [drain for drain in waiting if (state := states[drain.name]) is not None and state.is_running()]
-        if waiting:
+    while drains and time.monotonic() < deadline:
+        states = [(drain, client.read_flow_run(drain.flow_run_id).state) for drain in drains]
+        _cancel_drains(client, [drain for drain, state in states if state and (state.is_scheduled() or
+                                                                              state.is_pending())],
+                       "every shard of its run was done")
+        drains = [drain for drain, state in states if state and state.is_running()]
+        if drains:
             time.sleep(POLL_S / 4)
-    if waiting:
+    if drains:
         get_run_logger().warning("drains %s still run %.0f s after the run's last shard (one whose host died ends "
-                                 "Crashed within %d s of its last heartbeat)", [d.name for d in waiting],
+                                 "Crashed within %d s of its last heartbeat)", [d.name for d in drains],
                                  DRAIN_END_WAIT_S, 3 * HEARTBEAT_S)
 
 
 def _cancel_drains(client: SyncPrefectClient, drains: list[_Drain], message: str) -> None:
-    """Prefect's cancellation: a drain that a worker took is set Cancelling (the runner that supervises its process
-    stops it with SIGTERM, which stops the shard it runs within a decoding step, and reports it and its shard runs
-    Cancelled; a worker still starting it kills it); one that no worker took yet is Cancelled at once, so no worker
-    takes it later."""
+    """Prefect's cancellation: Cancelling for a drain that a worker took (the runner supervising its process sends
+    it SIGTERM and reports it and its shard runs Cancelled), Cancelled at once for one that no worker took yet, so
+    that none takes it later."""
     for drain in drains:
         state = client.read_flow_run(drain.flow_run_id).state
         if state is not None and not state.is_final():
             cancelled: State = Cancelled(message=message) if state.is_scheduled() else Cancelling(message=message)
             client.set_flow_run_state(drain.flow_run_id, cancelled, force=True)
-
-
-def _require_a_worker(client: SyncPrefectClient, pool: str | None, drain_name: str, waited_s: float,
-                      first: bool) -> None:
-    """Raises NoWorker when no worker of `pool` is online (the caller cancels the drains, so no worker takes them
-    later); says, the first time, that the drain waits for a busy pool otherwise."""
-    workers = client.read_workers_for_work_pool(pool) if pool else []
-    polling = [worker for worker in workers if online(worker)]
-    if polling:
-        if first:
-            running = _running_in(client, pool)
-            _progress("drain %s waits for a worker of pool %s (%.0f s since the run started): %d of its workers are "
-                      "online and %d of its flow runs are running or starting%s", drain_name, pool, waited_s,
-                      len(polling), running, ": its workers are busy" if running >= len(polling) else
-                      ": a worker with a free slot takes it at its next poll, unless a work queue or concurrency "
-                      "limit holds it")
-        return
-    raise NoWorker(f"no worker of work pool '{pool}' is polling ({_last_heard(workers)}): the run waited "
-                   f"{waited_s:.0f} s for one "
-                   f"(MAI_NO_WORKER_WAIT_S={NO_WORKER_WAIT_S:g}). Start one per GPU, e.g. `CUDA_VISIBLE_DEVICES=0 "
-                   f"mai worker --pool {pool} --limit 1`, and run again (what the run stored is kept)")
-
-
-def _running_in(client: SyncPrefectClient, pool: str | None) -> int:
-    """How many flow runs of `pool` are Running or Pending (a worker took them)."""
-    taken = filters.FlowRunFilterStateType(any_=[StateType.RUNNING, StateType.PENDING])
-    return client.count_flow_runs(flow_run_filter=filters.FlowRunFilter(state=filters.FlowRunFilterState(type=taken)),
-                                  work_pool_filter=filters.WorkPoolFilter(name=filters.WorkPoolFilterName(any_=[pool or ""])))
-
-
-def _last_heard(workers: list[Worker]) -> str:
-    """Whether any worker of a pool ever polled, and when the last did."""
-    heard = {worker.last_heartbeat_time: worker.name for worker in workers if worker.last_heartbeat_time}
-    if not heard:
-        return "no worker of it has polled yet"
-    last = max(heard)
-    return f"its last worker to poll, {heard[last]}, polled {(datetime.now(UTC) - last).total_seconds():.0f} s ago"
-
-
-def online(worker: Worker) -> bool:
-    """Prefect's word on a worker: ONLINE from its heartbeat until the server's foreman service finds none for three
-    of its intervals (PREFECT_WORKER_HEARTBEAT_SECONDS)."""
-    return worker.status == WorkerStatus.ONLINE

@@ -14,8 +14,8 @@ second generator. The kernel releases a flock exactly when its holder dies (SIGK
 and on NFSv4. Several threads of one process are separate claimants: locally a flock belongs to an open file; on
 NFS, where flock is emulated with POSIX locks that belong to a process, because a process never probes the files
 it holds itself (`_HELD_HERE`) and its threads take the claim section one at a time (`_section`).
-A store whose locks, renames or links do not work (storage/filesystem_check.py) is refused at the first claim or lease
-of a process.
+A store whose locks, renames or links do not work (storage/filesystem_check.py) is refused at the first claim or
+lease of a process.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Self
 
 from filelock import FileLock
@@ -58,7 +57,9 @@ def _hold(path: Path, ids: list[str] | None = None) -> None:
         _HELD_HERE[path] = ids or []
 
 
-def _let_go(path: Path) -> None:
+def _let_go(path: Path, handle: IO[bytes] | None = None) -> None:
+    if handle is not None:
+        handle.close()  # closing releases the flock
     with _HERE_LOCK:
         _HELD_HERE.pop(path, None)
 
@@ -68,13 +69,6 @@ def held_by_this_process(path: Path) -> bool:
     again: a second flock of one file from one process would wait for itself)."""
     with _HERE_LOCK:
         return path in _HELD_HERE
-
-
-def _claimed_ids(path: Path) -> set[str]:
-    """The ids a claim file lists: from memory for this process's own claims (reading would drop its lock on NFS)."""
-    with _HERE_LOCK:
-        mine = _HELD_HERE.get(path)
-    return set(mine) if mine is not None else set(json.loads(path.read_text()))
 
 
 @contextmanager
@@ -87,31 +81,25 @@ def _section(lock_path: Path) -> Iterator[None]:
         yield
 
 
-def _try_lock(path: Path) -> IO[bytes] | None:
-    """An open, exclusively flocked handle of `path`, or None when a live process holds its lock."""
+def _lockable(path: Path) -> bool | None:
+    """Whether no live process holds the lock of `path` (taken and let go at once; this process's own files are
+    held); None when there is no such file."""
+    if held_by_this_process(path):
+        return False
     try:
         # opened for writing: on NFS, Linux emulates flock with POSIX byte-range locks, and an exclusive one needs a
         # file open for writing (EBADF otherwise); locally it changes nothing
-        handle = open(path, "r+b")  # noqa: SIM115  (returned open: the caller holds the lock)
+        with open(path, "r+b") as handle:
+            return try_exclusive(handle.fileno())
     except FileNotFoundError:
         return None
-    if try_exclusive(handle.fileno()):
-        return handle
-    handle.close()
-    return None
 
 
 def _is_dead(path: Path) -> bool:
     """A claim file whose claimant is gone (removes it); a file that no longer exists counts as gone."""
-    if held_by_this_process(path):
-        return False
-    if not path.exists():
-        return True
-    handle = _try_lock(path)
-    if handle is None:
+    if _lockable(path) is False:
         return False
     path.unlink(missing_ok=True)
-    handle.close()
     return True
 
 
@@ -119,23 +107,20 @@ class Claim:
     """Ids this claimant must compute (`mine`) and ids live claimants are computing (`theirs`, by claim file).
     A context manager: leaving it drops the claim, whatever happened."""
 
-    def __init__(self, mine: list[str], theirs: dict[Path, set[str]], path: Path | None,
-                 handle: IO[bytes] | None) -> None:
+    def __init__(self, mine: list[str], theirs: dict[Path, set[str]], path: Path | None = None,
+                 handle: IO[bytes] | None = None) -> None:
         self.mine, self.theirs, self.path, self._handle = mine, theirs, path, handle
 
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()
 
     def release(self) -> None:
         if self.path is not None:
             self.path.unlink(missing_ok=True)
-        if self._handle is not None:
-            self._handle.close()  # closing releases the flock
-        if self.path is not None:
-            _let_go(self.path)
+            _let_go(self.path, self._handle)
         self.path, self._handle = None, None
 
 
@@ -153,25 +138,19 @@ class ClaimBoard:
         self.lock_path.parent.mkdir(parents=True, exist_ok=True)
         with _section(self.lock_path):
             theirs = self._live_claims()
-            taken = set().union(*theirs.values()) if theirs else set()
+            taken: set[str] = set().union(*theirs.values())
             existing = stored(ids)
+            relevant = {path: rest for path, claimed in theirs.items() if (rest := claimed & set(ids) - existing)}
             mine = [g for g in ids if g not in existing and g not in taken]
-            wanted_set = set(ids)
-            relevant = {path: claimed & wanted_set - existing for path, claimed in theirs.items()}
-            relevant = {path: claimed for path, claimed in relevant.items() if claimed}
-            if not mine:
-                return Claim([], relevant, None, None)
-            path, handle = self._publish(mine)
-        return Claim(mine, relevant, path, handle)
+            return Claim(mine, relevant, *self._publish(mine)) if mine else Claim([], relevant)
 
     def wait_for_others(self, claim: Claim, stored: Stored) -> list[str]:
         """Blocks until every id of `claim.theirs` is stored, or returns the ids whose claimant died (to claim
         them again; a live claimant may still take some of them first)."""
-        awaited = sorted(set().union(*claim.theirs.values())) if claim.theirs else []
+        awaited = sorted(set().union(*claim.theirs.values()))
         while True:
             existing = stored(awaited)
-            waiting = {path: ids - existing for path, ids in claim.theirs.items()}
-            waiting = {path: ids for path, ids in waiting.items() if ids}
+            waiting = {path: rest for path, ids in claim.theirs.items() if (rest := ids - existing)}
             if not waiting:
                 return []
             orphaned = [g for path, ids in waiting.items() if _is_dead(path) for g in ids]
@@ -185,8 +164,10 @@ class ClaimBoard:
         for path in sorted(self.directory.glob("*.claim")):
             if _is_dead(path):
                 continue
+            with _HERE_LOCK:  # this process's own claims from memory (reading would drop its lock on NFS)
+                mine = _HELD_HERE.get(path)
             try:
-                claims[path] = _claimed_ids(path)
+                claims[path] = set(mine) if mine is not None else set(json.loads(path.read_text()))
             except (FileNotFoundError, json.JSONDecodeError):
                 continue  # released between the glob and the read
         for temp in self.directory.glob(".tmp-*"):  # a claimant that died while publishing
@@ -241,10 +222,8 @@ class Lease:
     def try_take(cls, path: Path) -> Lease | None:
         """The lease held (use it as a context manager to let it go), or None when a live holder has it, this
         process included (its threads are separate holders; opening the file again would drop the lock on NFS)."""
-        if held_by_this_process(path):
-            return None
         lease = cls(path)
-        return lease if lease._take(blocking=False) else None
+        return lease if not held_by_this_process(path) and lease._take(blocking=False) else None
 
     def __enter__(self) -> Self:
         if self._handle is None:
@@ -254,47 +233,41 @@ class Lease:
     def _take(self, blocking: bool) -> bool:
         require_working_store(self.path.parent)  # a lease nobody can tell from a dead one would rerun live work
         _hold(self.path)
+        handle = None
         try:
             handle = open(self.path, "a+b")  # noqa: SIM115  (kept open: the lock lives as long as the handle)
-            try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-            except BlockingIOError:
-                handle.close()
-                _let_go(self.path)
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BaseException as error:
+            _let_go(self.path, handle)
+            if isinstance(error, BlockingIOError):  # held by a live holder
                 return False
-        except BaseException:
-            _let_go(self.path)
             raise
         handle.seek(0)  # read through the locked handle itself: another handle's close would drop the lock on NFS
         self.previous_holder = handle.read().decode(errors="replace")
-        # who holds it, for people and tests: host, process and its parent (a worker runs shards as children)
         handle.truncate(0)
-        handle.write(json.dumps({"host": host_name(), "pid": os.getpid(), "ppid": os.getppid()}).encode())
+        handle.write(json.dumps(_this_holder()).encode())
         handle.flush()
         self._handle = handle
         return True
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
-        if self._handle is not None:
-            self._handle.close()
-            self._handle = None
-        _let_go(self.path)
+    def __exit__(self, *exc: object) -> None:
+        _let_go(self.path, self._handle)
+        self._handle = None
+
+
+def _this_holder() -> dict[str, object]:
+    """Who holds a lease, for people and tests: host, process and its parent (a worker runs shards as children)."""
+    return {"host": host_name(), "pid": os.getpid(), "ppid": os.getppid()}
 
 
 def lease_is_held(path: Path) -> bool:
-    if held_by_this_process(path):
-        return True
-    handle = _try_lock(path)
-    if handle is None:
-        return path.exists()
-    handle.close()
-    return False
+    return _lockable(path) is False
 
 
 def lease_holder(path: Path) -> dict[str, object]:
     """What the lease file says about its (last) holder: host, pid, ppid; empty when there is none."""
     if held_by_this_process(path):  # this process (reading the file would drop its lock on NFS)
-        return {"host": host_name(), "pid": os.getpid(), "ppid": os.getppid()}
+        return _this_holder()
     try:
         holder: dict[str, object] = json.loads(path.read_text() or "{}")
     except (FileNotFoundError, json.JSONDecodeError):

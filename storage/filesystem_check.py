@@ -1,20 +1,15 @@
-"""What the store needs from the filesystem it is on, tested on the mounted path (`mai store check`), and the probes
-every run and shard passes before it works on a store (`require_working_store`).
+"""What the store needs from its filesystem, tested on the mounted path (`mai store check`), and the probes every run
+and shard passes before it works on a store (`require_working_store`).
 
-The store needs: exclusive file locks that exclude other processes and are freed when their holder dies (claims
-and leases, storage/claims.py: without them two runs or workers compute the same outputs, and a dead worker's
-shards are never taken over), and on a filesystem shared by hosts, locks that reach the server (an NFS mount with
-`local_lock=flock|all` or `nolock`, a Lustre mount with `localflock`, keeps them on each host); an atomic rename
-that replaces a file (every Parquet file, manifest and the catalog is written to a temp name, then renamed over:
-readers see the old file or the new one, never a part); symbolic links replaced by rename (each partition's path
-is a link to its current version, swapped by compaction); fsync (a written batch is on disk before it is
-published); and free space.
+The store needs exclusive file locks that exclude other processes and are freed when their holder dies (claims and
+leases, storage/claims.py: without them outputs are computed twice and a dead worker's shards are never taken over),
+on a shared filesystem locks that reach the server (NFS `local_lock=flock|all` or `nolock`, Lustre `localflock`
+keep them on each host); a rename that replaces a file atomically (every file is written to a temp name, then
+renamed over); symbolic links replaced by rename (compaction swaps each partition's link); fsync; free space.
 
-What one host cannot prove: that a lock taken on another host excludes this host's processes. The checks here run
-on one host; they find the mount options known to keep locks on each host, and say which kind of filesystem the
-store is on (a local disk or tmpfs no other host reaches; a FUSE filesystem whose daemon decides where its locks
-live), but only a probe run on every host sharing the store, each trying the locks the others hold, shows that
-their locks exclude each other. Each report says so (`StoreReport.unproven`).
+One host cannot prove that a lock taken on another host excludes its processes: only a probe on every host sharing
+the store, each trying the locks the others hold, can (`mai store check --pool`, `cross_host_lock_probe`). Each
+report says so (`StoreReport.unproven`).
 """
 
 from __future__ import annotations
@@ -27,12 +22,15 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+import psutil
 
 from mai.errors import ConfigError
 
@@ -84,8 +82,6 @@ class StoreReport:
     def failed(self) -> list[Check]:
         return [check for check in self.checks if not check.passed]
 
-
-# --- locks ------------------------------------------------------------------------------------------------------
 
 def lock_problem(directory: Path, release_wait_s: float = RELEASE_WAIT_S) -> str | None:
     """None when a lock one process holds on a file in `directory` excludes another process and is freed when its
@@ -143,32 +139,23 @@ class Mount:
 
 
 def mount_of(path: Path) -> Mount | None:
-    """The mount `path` is on (the longest mount point above it), from /proc/self/mountinfo; None off Linux."""
-    try:
-        lines = Path("/proc/self/mountinfo").read_text().splitlines()
-    except OSError:
-        return None
-    target, best = str(path.resolve()), None
-    for line in lines:
-        fields, _, tail = line.partition(" - ")
-        parts, rest = fields.split(), tail.split()
-        if len(parts) < 6 or len(rest) < 3:
-            continue
-        point = parts[4].replace("\\040", " ")
-        if (target == point or target.startswith(point.rstrip("/") + "/")) and \
-                (best is None or len(point) >= len(best.point)):
-            best = Mount(point, rest[0], frozenset(parts[5].split(",") + rest[2].split(",")))
-    return best
+    """The mount `path` is on: the longest mount point above it, the last mounted of equal ones (it covers the
+    others); None where the OS lists no mounts."""
+    target = str(path.resolve())
+    above = sorted((m for m in psutil.disk_partitions(all=True)
+                    if target == m.mountpoint or target.startswith(m.mountpoint.rstrip("/") + "/")),
+                   key=lambda m: len(m.mountpoint))
+    return Mount(above[-1].mountpoint, above[-1].fstype, frozenset(above[-1].opts.split(","))) if above else None
 
 
-# filesystems whose files other hosts reach over the network (a shared store's candidates); FUSE ones are told apart
-# by their type's `fuse` prefix (fuse.sshfs, fuse.bindfs, fuseblk), and everything else is a local filesystem
+# filesystems whose files other hosts reach over the network; FUSE ones are told by their type's `fuse` prefix
+# (fuse.sshfs, fuseblk), and everything else is local
 NETWORK_FILESYSTEMS = frozenset({"nfs", "nfs4", "lustre", "ceph", "cifs", "smb3", "glusterfs", "gpfs", "beegfs",
                                  "9p", "virtiofs", "afs", "ocfs2", "gfs2", "panfs", "weka", "wekafs"})
 
 
 def filesystem_kind(mount: Mount | None) -> str:
-    """`network`, `fuse`, `local`, or `unknown` (no mount table: off Linux)."""
+    """`network`, `fuse`, `local`, or `unknown` (no mount table)."""
     if mount is None:
         return "unknown"
     if mount.fstype.startswith("fuse"):
@@ -177,8 +164,8 @@ def filesystem_kind(mount: Mount | None) -> str:
 
 
 def host_local_locks(mount: Mount | None) -> str | None:
-    """Mount options that keep locks on each host of a shared filesystem (they exclude this host's processes only,
-    so two hosts would compute the same outputs), else None."""
+    """Mount options that keep locks on each host of a shared filesystem (two hosts would compute the same
+    outputs), else None."""
     if mount is None:
         return None
     local = {"local_lock=flock", "local_lock=all", "nolock"} if mount.fstype.startswith("nfs") else \
@@ -187,40 +174,33 @@ def host_local_locks(mount: Mount | None) -> str | None:
     return f"{mount.fstype} mount {mount.point} has {', '.join(found)}: its locks stay on this host" if found else None
 
 
-# a store's filesystem is probed once per process and filesystem, before the first claim or lease
-# (storage/claims.py) and when a run is planned (mai/run/plan.py). Why not once per store, cached in a file in the
-# store: whether locks, rename and links work is a property of each host's mount (NFS `local_lock`/`nolock`, a FUSE
-# filesystem, a remount), which the other hosts sharing the store do not share and which can change without the
-# store knowing; a cached "works" would then wrongly vouch for them. The probes cost three short child processes
-# and a few MiB written (~0.1-0.3 s) per process and filesystem, against model loads of seconds.
+# probed once per process and filesystem, not cached in the store: whether locks, rename and links work is a property
+# of each host's mount (NFS options, FUSE, a remount), which other hosts sharing the store do not share. The probes
+# cost three short child processes and a few MiB written (~0.1-0.3 s), against model loads of seconds.
 _PROBED: dict[int, Check | None] = {}
 _PROBING = threading.Lock()
 
 
 def require_working_store(directory: Path) -> None:
-    """Raises ConfigError when the filesystem `directory` is on fails a check a run depends on (locks that exclude
-    and are freed, atomic rename, symlinks swapped by rename): a run or shard then stops before it loads a model,
-    instead of computing what another claimant computes or publishing files that readers see in part."""
+    """Raises ConfigError when the filesystem `directory` is on fails a check a run depends on (locks, atomic rename,
+    symlinks): a run or shard then stops before it loads a model, instead of computing what another claimant computes
+    or publishing files that readers see in part."""
     directory.mkdir(parents=True, exist_ok=True)
     device = os.stat(directory).st_dev
+    # cheapest first, each only after the earlier ones passed; a mount option that keeps locks on one host fails the
+    # locks check without a probe
+    probes: dict[str, Callable[[], str | None]] = {
+        "locks across processes": lambda: host_local_locks(mount_of(directory)) or lock_problem(directory),
+        "atomic rename": lambda: rename_problem(directory), "symlinks": lambda: symlink_problem(directory)}
     with _PROBING:
         if device not in _PROBED:
-            _PROBED[device] = next((check for check in _run_checks(directory) if not check.passed), None)
+            _PROBED[device] = next((check for name, probe in probes.items()
+                                    if not (check := _probed(name, probe)).passed), None)
         failed = _PROBED[device]
     if failed is not None:
         raise ConfigError(f"the store's filesystem at {directory} fails the {failed.name} check ({failed.meaning}); "
                           f"runs refuse it. To fix: {failed.fix} (`mai store check` there shows every check)")
 
-
-def _run_checks(directory: Path) -> Iterator[Check]:
-    """The checks a run depends on, cheapest first; lazily, so that a later probe runs only after the earlier ones
-    passed. A mount option that keeps locks on one host fails the locks check without a probe."""
-    yield _probed("locks across processes", lambda: host_local_locks(mount_of(directory)) or lock_problem(directory))
-    yield _probed("atomic rename", lambda: rename_problem(directory))
-    yield _probed("symlinks", lambda: symlink_problem(directory))
-
-
-# --- the other needs ------------------------------------------------------------------------------------------
 
 def rename_problem(directory: Path, versions: int = RENAME_VERSIONS) -> str | None:
     """None when files renamed over one name (temp + os.replace) are seen whole by a process reading it all along,
@@ -246,9 +226,7 @@ def rename_problem(directory: Path, versions: int = RENAME_VERSIONS) -> str | No
         path.unlink(missing_ok=True)
     if int(bad):
         return f"a reading process saw {bad} partial or missing files of {reads} reads ({', '.join(seen)})"
-    if last != _version(versions):
-        return "a rename did not replace the file it was renamed over"
-    return None
+    return None if last == _version(versions) else "a rename did not replace the file it was renamed over"
 
 
 def _version(number: int) -> bytes:
@@ -260,27 +238,20 @@ def _version(number: int) -> bytes:
 def symlink_problem(directory: Path) -> str | None:
     """None when a link can be made, replaced by rename (as compaction swaps a partition's version) and read
     through; else what failed."""
-    base = directory / f".tmp-linkprobe-{uuid.uuid4().hex}"
-    versions = [base.with_name(f"{base.name}-v{n}") for n in (1, 2)]
-    link = base.with_name(f"{base.name}-current")
+    base = Path(tempfile.mkdtemp(prefix=".tmp-linkprobe-", dir=directory))
     try:
-        for number, version in enumerate(versions, 1):
-            version.mkdir()
-            (version / "data").write_text(f"version {number}")
-            temp = base.with_name(f"{base.name}-link{number}")
-            os.symlink(version.name, temp)
-            os.replace(temp, link)
-            if (link / "data").read_text() != f"version {number}":
+        for number in (1, 2):
+            (base / f"v{number}").mkdir()
+            (base / f"v{number}" / "data").write_text(f"version {number}")
+            os.symlink(f"v{number}", base / f"link{number}")
+            os.replace(base / f"link{number}", base / "current")
+            if (base / "current" / "data").read_text() != f"version {number}":
                 return f"reading through the link after its swap to version {number} gave another version"
         return None
     except OSError as error:
         return f"{error.strerror or error} ({error.filename or ''})"
     finally:
-        link.unlink(missing_ok=True)
-        for version in versions:
-            shutil.rmtree(version, ignore_errors=True)
-        for temp in directory.glob(f"{base.name}-link*"):
-            temp.unlink(missing_ok=True)
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def fsync_problem(directory: Path) -> str | None:
@@ -302,16 +273,39 @@ def fsync_problem(directory: Path) -> str | None:
 
 
 def check_store(root: Path, min_free_gib: float = MIN_FREE_GIB) -> StoreReport:
-    """Every need of the store, tested on `root` (made if needed): one Check each, in the order `mai store check`
-    prints them, and what this host could not prove."""
+    """Every need of the store, tested on `root` (made if needed), in the order `mai store check` prints them, and
+    what this host could not prove."""
     directory = root / "locks"  # where the probes write: on the store's filesystem, beside its lock files
     directory.mkdir(parents=True, exist_ok=True)
     mount = mount_of(directory)
-    checks = [_probed("locks across processes", lambda: lock_problem(directory)), _lock_options_check(mount),
+    kind = filesystem_kind(mount)
+    where = f"{mount.fstype} at {mount.point}" if mount else "this filesystem (no mount table to read)"
+    usage = shutil.disk_usage(root)
+    free, total = usage.free / 2**30, usage.total / 2**30
+    checks = [_probed("locks across processes", lambda: lock_problem(directory)),
+              _outcome("lock mount options", host_local_locks(mount), {
+                  "local": f"{where} is a local filesystem: its locks exclude this host's processes, and no other "
+                           "host reaches it (hosts share a store on a network filesystem)",
+                  "network": f"{where} is a network filesystem with no mount option that keeps its locks on this "
+                             "host" + (" (the NFS server holds them; a lost host's are freed when its lease expires, "
+                                       "about 90 s)" if mount is not None and mount.fstype.startswith("nfs") else ""),
+                  "fuse": f"{where} is a FUSE filesystem: its daemon decides whether a lock reaches other hosts "
+                          "(sshfs, s3fs and bindfs keep locks on this host), which no mount option shows",
+                  "unknown": f"{where}: no mount option to check"}[kind],
+                  "remount without local_lock/nolock (NFS) or with flock instead of localflock (Lustre), so that "
+                  "hosts sharing the store see each other's locks"),
               _probed("atomic rename", lambda: rename_problem(directory)),
               _probed("symlinks", lambda: symlink_problem(directory)), _probed("fsync", lambda: fsync_problem(directory)),
-              _space_check(root, min_free_gib)]
-    return StoreReport(checks, [_across_hosts_unproven(mount)])
+              _outcome("free space", None if free >= min_free_gib else
+                       f"{free:.2f} GiB free of {total:.1f} GiB, under {min_free_gib:g} GiB",
+                       f"{free:.1f} GiB free of {total:.1f} GiB",
+                       "free some space (a full disk stops runs mid-stage; what they stored is kept)")]
+    reach = {"local": "no other host reaches this local filesystem, so a store here serves this host only",
+             "fuse": "on a FUSE filesystem that is the daemon's choice, so assume they do not until shown"}
+    return StoreReport(checks, [
+        "locks between hosts: that a lock taken on another host excludes this host's processes. A check run on one "
+        "host cannot show it; only a probe run on every host sharing the store, each trying the locks the others "
+        "hold, can" + (f" ({reach[kind]})" if kind in reach else "")])
 
 
 def _outcome(name: str, problem: str | None, works: str, fix: str) -> Check:
@@ -333,72 +327,28 @@ _PROBES = {
 }
 
 
-# how the OS words ENOSPC: a probe that writes fails so on a full disk, which no mount option fixes
-_DISK_FULL = os.strerror(errno.ENOSPC)
-
-
 def _probed(name: str, probe: Callable[[], str | None]) -> Check:
-    problem = _guarded(probe)
+    """A probe's check; a filesystem error that stopped it is its problem (a read-only store fails every probe), and
+    a full disk (ENOSPC: the first write fails so) is named as such, which no mount option fixes."""
     works, fix = _PROBES[name]
-    if problem is not None and _DISK_FULL in problem:  # the disk, not the lock, rename or link support
+    try:
+        problem = probe()
+    except OSError as error:
+        problem = f"{error.strerror or error}" + (f": {error.filename}" if error.filename else "")
+    if problem is not None and os.strerror(errno.ENOSPC) in problem:
         problem = f"the store's disk is full ({problem})"
         fix = "free some space on the store's disk (`df -h` on it), then run again; what runs stored is kept"
     return _outcome(name, problem, works, fix)
 
 
-def _lock_options_check(mount: Mount | None) -> Check:
-    """What the mount table shows about where the store's locks live; it proves nothing about other hosts."""
-    kind = filesystem_kind(mount)
-    where = f"{mount.fstype} at {mount.point}" if mount else "this filesystem (no mount table to read)"
-    works = {
-        "local": f"{where} is a local filesystem: its locks exclude this host's processes, and no other host reaches "
-                 "it (hosts share a store on a network filesystem)",
-        "network": f"{where} is a network filesystem with no mount option that keeps its locks on this host" + (
-            " (the NFS server holds them; a lost host's are freed when its lease expires, about 90 s)"
-            if kind == "network" and mount is not None and mount.fstype.startswith("nfs") else ""),
-        "fuse": f"{where} is a FUSE filesystem: its daemon decides whether a lock reaches other hosts (sshfs, s3fs "
-                "and bindfs keep locks on this host), which no mount option shows",
-        "unknown": f"{where}: no mount option to check",
-    }[kind]
-    return _outcome("lock mount options", host_local_locks(mount), works,
-                    "remount without local_lock/nolock (NFS) or with flock instead of localflock (Lustre), so that "
-                    "hosts sharing the store see each other's locks")
-
-
-def _across_hosts_unproven(mount: Mount | None) -> str:
-    """What no check on one host can show: the line `mai store check` prints as NOT PROVEN."""
-    reach = {"local": "no other host reaches this local filesystem, so a store here serves this host only",
-             "fuse": "on a FUSE filesystem that is the daemon's choice, so assume they do not until shown"}
-    return ("locks between hosts: that a lock taken on another host excludes this host's processes. A check run on "
-            "one host cannot show it; only a probe run on every host sharing the store, each trying the locks the "
-            "others hold, can" + (f" ({reach[filesystem_kind(mount)]})" if filesystem_kind(mount) in reach else ""))
-
-
-def _space_check(root: Path, min_free_gib: float) -> Check:
-    usage = shutil.disk_usage(root)
-    free, total = usage.free / 2**30, usage.total / 2**30
-    problem = None if free >= min_free_gib else f"{free:.2f} GiB free of {total:.1f} GiB, under {min_free_gib:g} GiB"
-    return _outcome("free space", problem, f"{free:.1f} GiB free of {total:.1f} GiB",
-                    "free some space (a full disk stops runs mid-stage; what they stored is kept)")
-
-
-def _guarded(probe: Callable[[], str | None]) -> str | None:
-    """A probe's problem, or the filesystem error that stopped it (a read-only store fails every probe)."""
-    try:
-        return probe()
-    except OSError as error:
-        return f"{error.strerror or error}" + (f": {error.filename}" if error.filename else "")
-
-
-# --- locks between hosts (`mai store check --pool`) -----------------------------------------------------------
+# --- locks between hosts (`mai store check --pool`, flows/cross_host_check.py) ------------------------------------
 
 CROSS_HOST_PROBES = "cross-host-lock-probes"  # under the store's locks/: one directory per probe
 
 
 @dataclass(frozen=True)
 class HostProbe:
-    """What one participant of a cross-host lock probe found: the hosts whose held lock it took (their locks do not
-    exclude this host's processes: on a shared store, two hosts would compute the same outputs)."""
+    """One participant's result: the hosts whose held lock it took (their locks do not exclude this host's)."""
 
     host: str
     took: list[str]
@@ -406,9 +356,8 @@ class HostProbe:
 
 
 def this_kernel() -> str:
-    """This machine's boot id (Linux: a random id per boot), '' where the OS has none. Two "hosts" that report one
-    boot id are one machine (containers or namespaces on it): their locks exclude each other there whatever the
-    filesystem does between machines."""
+    """This machine's boot id (Linux: random per boot), '' where the OS has none. "Hosts" that report one boot id are
+    one machine (containers on it), whose locks exclude each other whatever the filesystem does between machines."""
     try:
         return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     except OSError:
@@ -416,11 +365,10 @@ def this_kernel() -> str:
 
 
 def cross_host_lock_probe(directory: Path, host: str, participants: int, timeout_s: float = 60.0) -> HostProbe:
-    """One participant of a probe run at once by `participants` processes, one per host sharing the store, each in
-    `directory` (the same directory of the store, as each host mounts it). Each holds an exclusive lock on a file of
-    its own, waits until every participant holds one, then tries to take each other participant's lock without
-    waiting; it keeps its own until every participant has tried, and publishes what it took (`<file>.done`). A
-    lock another host took while its holder held it is a pair of hosts whose locks do not exclude each other."""
+    """One participant of a probe run at once by `participants` processes, one per host, each in `directory` as its
+    host mounts it. Each holds a lock on a file of its own until every participant holds one, then tries each other
+    one's lock without waiting, keeps its own until every participant has tried, and publishes what it took
+    (`<file>.done`, read by `cross_host_results`)."""
     directory.mkdir(parents=True, exist_ok=True)
     mine = directory / f"{host}.{uuid.uuid4().hex[:8]}.lock"
     took: list[str] = []
@@ -430,9 +378,7 @@ def cross_host_lock_probe(directory: Path, host: str, participants: int, timeout
         handle.flush()
         mine.with_suffix(".ready").touch()
         _await_files(directory, "*.ready", participants, timeout_s, "hold their locks")
-        for theirs in sorted(directory.glob("*.lock")):
-            if theirs == mine:
-                continue
+        for theirs in sorted(set(directory.glob("*.lock")) - {mine}):
             with open(theirs, "r+b") as other:
                 if try_exclusive(other.fileno()):
                     took.append(theirs.read_text().strip() or theirs.name.split(".")[0])
@@ -444,23 +390,20 @@ def cross_host_lock_probe(directory: Path, host: str, participants: int, timeout
 
 
 def cross_host_results(directory: Path) -> list[HostProbe]:
-    """What each participant of the probe in `directory` published (the caller of `cross_host_lock_probe`)."""
     return [HostProbe(**json.loads(path.read_text())) for path in sorted(directory.glob("*.done"))]
 
 
 def on_one_kernel(probes: list[HostProbe]) -> bool:
-    """Whether every participant ran on one machine's kernel (a simulation of hosts on one machine)."""
     kernels = {probe.kernel for probe in probes}
     return len(probes) > 1 and len(kernels) == 1 and "" not in kernels
 
 
 def hosts_whose_locks_leak(probes: list[HostProbe]) -> list[str]:
-    """Each pair of hosts whose locks did not exclude each other, as a line naming both."""
     return [f"{probe.host} took the lock {other} held" for probe in probes for other in probe.took]
 
 
 def _await_files(directory: Path, pattern: str, count: int, timeout_s: float, what: str) -> None:
     if not _wait_for(lambda: len(list(directory.glob(pattern))) >= count, timeout_s):
-        seen = len(list(directory.glob(pattern)))
-        raise ConfigError(f"only {seen} of {count} hosts of the lock probe in {directory} came to {what} within "
-                          f"{timeout_s:g} s: are the workers' hosts mounting the same store?")
+        raise ConfigError(f"only {len(list(directory.glob(pattern)))} of {count} hosts of the lock probe in "
+                          f"{directory} came to {what} within {timeout_s:g} s: are the workers' hosts mounting the "
+                          "same store?")
