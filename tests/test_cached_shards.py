@@ -15,6 +15,9 @@ import pytest
 from mai.config import shapes_pair_config
 
 LIMIT = 8
+# the reasoning budget: the pair's (160) is not what these tests are about (which shards and steps run, and that stored
+# steps compute nothing), and the small model's R outputs at 160 tokens were most of their generation time
+SHORT_R = {"R": 24}
 
 
 def _prefect_runs(flow_run_id: UUID) -> tuple[list[str], list[str]]:
@@ -39,7 +42,7 @@ def _prefect_runs(flow_run_id: UUID) -> tuple[list[str], list[str]]:
 def _run(home: Path, **overrides: Any) -> tuple[dict[str, Any], UUID]:
     from mai.flows.run import mai_run
 
-    state = mai_run(shapes_pair_config(home=str(home), **overrides), return_state=True)
+    state = mai_run(shapes_pair_config(home=str(home), max_new_tokens=SHORT_R, **overrides), return_state=True)
     flow_run_id = state.state_details.flow_run_id
     assert flow_run_id is not None
     return state.result(), flow_run_id
@@ -86,7 +89,8 @@ def test_a_cached_rerun_makes_no_shard_flow_and_only_the_shards_that_lack_output
     assert not list(Home.at(home).runs.glob("*/report.html"))
     out = tmp_path / "run-report.html"
     argv = ["--home", str(home), "run", "--benchmark", "shapes", "--small-model", "mai-shapes-small",
-            "--large-model", "mai-shapes-large", "--limit", str(LIMIT), "--shards", "2", "--report", str(out)]
+            "--large-model", "mai-shapes-large", "--limit", str(LIMIT), "--shards", "2",
+            "--max-new-tokens", f"R={SHORT_R['R']}", "--report", str(out)]
     assert main(argv) == 0
     assert loaded_engines() == []  # the same run: a store lookup, nothing computed
     assert out.is_file() and out.stat().st_size > 100_000
@@ -100,6 +104,8 @@ def test_a_cached_rerun_makes_no_shard_flow_and_only_the_shards_that_lack_output
     _same_results(wider, again)
 
 
+# slow: it needs the session's shapes splits (200 MB, about 30 s of CPU to build), which the fast tier never builds
+@pytest.mark.slow
 @pytest.mark.usefixtures("shapes_dataset")
 def test_a_stored_step_run_by_its_task_loads_no_model(home: Path) -> None:
     """The steps of a shard that runs as a flow (some other shard lacks outputs) still compute nothing and make no
@@ -115,7 +121,8 @@ def test_a_stored_step_run_by_its_task_loads_no_model(home: Path) -> None:
     from mai.storage.paths import Home
     from mai.tasks.step import step_state
 
-    sparse: dict[str, Any] = {"limit": 4, "shards": 1, "mode": "full_rt", "transfer": "sparse", "transfer_layer": 1}
+    sparse: dict[str, Any] = {"limit": 4, "shards": 1, "mode": "full_rt", "transfer": "sparse", "transfer_layer": 1,
+                              "max_new_tokens": SHORT_R}
     manifest = api.run(shapes_pair_config(home=str(home), **sparse), progress=False, local=True)
     plan = prepare_run(shapes_pair_config(home=str(home), **sparse), Home.at(home))
     clear_engines()

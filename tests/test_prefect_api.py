@@ -25,6 +25,40 @@ PROGRESS_BAR = re.compile(r" \d+/\d+ \d+:\d\d:\d\d ")  # a line of the terminal'
 FEW_CLIENT_RETRIES = {"PREFECT_CLIENT_MAX_RETRIES": "3", "PREFECT_CLIENT_RETRY_JITTER_FACTOR": "0"}
 
 
+@pytest.fixture(scope="module")
+def migrated_database(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A Prefect server database that a temporary server created and migrated (Prefect's hundred-odd migrations, most
+    of a server's start), once for the module: the tests whose subject is not a fresh database start their servers
+    on copies of it (`migrated_copy`, `seed_template`)."""
+    from mai.flows.prefect_api import _await_api, _spawn_server
+
+    directory = tmp_path_factory.mktemp("migrated")
+    with mock.patch.dict(os.environ, {"PREFECT_HOME": str(directory / "prefect-home")}):
+        server, url = _spawn_server(directory / "prefect.db")
+        _await_api(server, url)
+    server.terminate()
+    server.wait(timeout=60)
+    return directory / "prefect.db"
+
+
+def migrated_copy(migrated: Path, target: Path) -> Path:
+    """A copy of the module's migrated database at `target`, for a server started on it."""
+    import shutil
+
+    shutil.copyfile(migrated, target)
+    return target
+
+
+def seed_template(migrated: Path, prefect_home: Path) -> None:
+    """The migrated database as the template of this Prefect version in `prefect_home` (flows/prefect_api.py): a
+    command's temporary server there starts on a copy of it, as after any earlier first start on that machine."""
+    from mai.flows.prefect_api import _template
+
+    template = _template(prefect_home / "mai-stores")
+    template.parent.mkdir(parents=True, exist_ok=True)
+    migrated_copy(migrated, template)
+
+
 def session_processes(session: int) -> list[int]:
     """Processes whose session id is `session` (field 6 of /proc/PID/stat)."""
     found = []
@@ -99,7 +133,7 @@ def test_a_stores_first_server_starts_on_a_copy_of_a_migrated_database(tmp_path:
         assert template.execute("SELECT count(*) FROM flow_run").fetchone() == (0,)
 
 
-def test_runs_on_two_stores_do_not_wait_on_each_other_for_their_servers(tmp_path: Path,
+def test_runs_on_two_stores_do_not_wait_on_each_other_for_their_servers(tmp_path: Path, migrated_database: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """Two `mai run` on two stores, started together with no server configured: while the first is held at its
     server start (the test holds that store's start lock), the second starts its own server and completes. Before,
@@ -112,6 +146,7 @@ def test_runs_on_two_stores_do_not_wait_on_each_other_for_their_servers(tmp_path
 
     env = {key: value for key, value in os.environ.items() if key != "PREFECT_API_URL"}
     env.update(HF_HUB_OFFLINE="1", PREFECT_LOGGING_LEVEL="WARNING", PREFECT_HOME=str(tmp_path / "prefect-home"))
+    seed_template(migrated_database, tmp_path / "prefect-home")  # the servers' start, not a migration, is the subject
     args = ["run", "--limit", "2", "--shards", "1", "--max-new-tokens", "S=4", "--max-new-tokens", "R=4",
             "--max-new-tokens", "RT=4"]
     stores = [tmp_path / "store-a", tmp_path / "store-b"]
@@ -130,7 +165,7 @@ def test_runs_on_two_stores_do_not_wait_on_each_other_for_their_servers(tmp_path
     assert runs[0].returncode == 0, out_a[-2000:]
 
 
-def test_the_settings_alone_decide_on_the_temporary_server(tmp_path: Path) -> None:
+def test_the_settings_alone_decide_on_the_temporary_server(tmp_path: Path, migrated_database: Path) -> None:
     """A notebook that imported Prefect before any API was set, then runs: its settings name no API, so the run
     gets mai's temporary server (the store's database, dying with the process), not Prefect's own, and its flow run
     is recorded there. Before, an imported Prefect counted as a configured API and Prefect started a server of its
@@ -140,6 +175,7 @@ def test_the_settings_alone_decide_on_the_temporary_server(tmp_path: Path) -> No
 
     env = {key: value for key, value in os.environ.items() if key != "PREFECT_API_URL"}
     env.update(HF_HUB_OFFLINE="1", PREFECT_LOGGING_LEVEL="WARNING", PREFECT_HOME=str(tmp_path / "prefect-home"))
+    seed_template(migrated_database, tmp_path / "prefect-home")
     script = f"""
 import json
 import prefect.flows  # first: Prefect reads its settings now, and they name no API
@@ -171,7 +207,8 @@ print(json.dumps({{"run": manifest["run_name"], "flow_runs": names, "begun_befor
     assert result["begun_before_counting"] and all(result["begun_before_counting"]), result
 
 
-def test_a_run_whose_prefect_api_dies_fails_with_one_line_and_resumes(tmp_path: Path) -> None:
+def test_a_run_whose_prefect_api_dies_fails_with_one_line_and_resumes(tmp_path: Path, migrated_database: Path
+                                                                      ) -> None:
     """The configured Prefect server dies while `mai run` generates: the command fails with one line (no traceback,
     none of Prefect's own reports of the dead API, also while its client retries) and keeps what it stored; run
     again, it computes only the rest."""
@@ -185,8 +222,9 @@ def test_a_run_whose_prefect_api_dies_fails_with_one_line_and_resumes(tmp_path: 
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PREFECT_LOGGING_LEVEL": "WARNING", **FEW_CLIENT_RETRIES,
            "PREFECT_HOME": str(tmp_path / "prefect-home")}
+    seed_template(migrated_database, tmp_path / "prefect-home")  # for the re-run's temporary server
     with mock.patch.dict(os.environ, {"PREFECT_HOME": env["PREFECT_HOME"]}):  # the server's database: its own
-        server, url = _spawn_server(tmp_path / "prefect.db")
+        server, url = _spawn_server(migrated_copy(migrated_database, tmp_path / "prefect.db"))
         _await_api(server, url)
     home = tmp_path / "store"
     command = [sys.executable, "-m", "mai.cli", "--home", str(home), "run", "--limit", "12", "--shards", "2",
@@ -236,7 +274,7 @@ sys.exit(main(sys.argv[3:]))
 """
 
 
-def test_a_run_in_the_store_is_completed_though_its_prefect_api_died(tmp_path: Path) -> None:
+def test_a_run_in_the_store_is_completed_though_its_prefect_api_died(tmp_path: Path, migrated_database: Path) -> None:
     """Recording in Prefect never changes a run's outcome: the configured server dies after the run is written to
     the store (publishing its artifacts and ending its flow run fail), and the command still reports the run as
     completed with its stored manifest (api/__init__.py, `_completed_in_store`)."""
@@ -251,7 +289,7 @@ def test_a_run_in_the_store_is_completed_though_its_prefect_api_died(tmp_path: P
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PREFECT_LOGGING_LEVEL": "WARNING", **FEW_CLIENT_RETRIES,
            "PREFECT_HOME": str(tmp_path / "prefect-home")}
     with mock.patch.dict(os.environ, {"PREFECT_HOME": env["PREFECT_HOME"]}):  # the server's database: its own
-        server, url = _spawn_server(tmp_path / "prefect.db")
+        server, url = _spawn_server(migrated_copy(migrated_database, tmp_path / "prefect.db"))
         _await_api(server, url)
     try:
         home = tmp_path / "store"

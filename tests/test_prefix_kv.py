@@ -158,6 +158,8 @@ def test_a_mixed_batch_runs_as_two_calls_only_on_a_cpu() -> None:
     assert splits_mixed_batches("cpu") and not splits_mixed_batches("cuda")
 
 
+# slow: it needs the session's shapes splits (200 MB, about 30 s of CPU to build), which the fast tier never builds
+@pytest.mark.slow
 @pytest.mark.usefixtures("shapes_dataset")
 def test_a_split_mixed_batch_times_every_row_from_the_batchs_start(home: Path, monkeypatch: pytest.MonkeyPatch
                                                                    ) -> None:

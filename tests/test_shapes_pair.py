@@ -45,8 +45,11 @@ def test_demo_runs_the_trained_pair_and_the_regression_flow_guards_it(home: Path
     baseline = tmp_path / "baseline.json"
     assert main(["--home", str(home), "baseline", demo_run, "--out", str(baseline)]) == 0
     assert main(["--home", str(home), "regress", "--limit", str(LIMIT), "--baseline", str(baseline)]) == 0
+    # (the random pair at the budgets of `worse` above: its stored outputs, not the general budgets' 1024-token
+    # reasoning computed again)
     assert main(["--home", str(home), "regress", "--limit", str(LIMIT), "--baseline", str(baseline),
-                 "--small-model", "mai-tiny-small", "--large-model", "mai-tiny-large"]) == 1
+                 "--small-model", "mai-tiny-small", "--large-model", "mai-tiny-large",
+                 *[f"--max-new-tokens={kind}={n}" for kind, n in SHAPES_MAX_NEW_TOKENS.items()]]) == 1
     assert main(["--home", str(home), "regress", "--baseline", "no-such-run"]) == 2
 
     # a baseline whose items are not this data's (the benchmark was regenerated since): refused, never paired

@@ -43,6 +43,8 @@ def stored(home: Path, sql: str) -> list[tuple[Any, ...]]:
     return sorted(query(Home.at(home), sql)[1])
 
 
+# slow: it needs the session's shapes splits (200 MB, about 30 s of CPU to build), which the fast tier never builds
+@pytest.mark.slow
 @pytest.mark.usefixtures("shapes_dataset")
 def test_cascade_outputs_are_token_identical_with_and_without_the_speed_levers(
         home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from mai.cli import main
+from tests.helpers import link_shapes
 
 PROBE = """
 import json, os, subprocess, sys
@@ -114,18 +115,21 @@ def _without_wall_time(summary: str) -> list[str]:
             if not line.startswith(("wall time:", "phases:"))]
 
 
-@pytest.mark.prefect
-def test_any_slice_of_stored_outputs_is_a_lookup_in_this_process(tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_any_slice_of_stored_outputs_is_a_lookup_in_this_process(tmp_path: Path, shapes_dataset: Path) -> None:
     """A slice of stored outputs (the demo's first 8 rows, after a run over the first 16 at the demo's shards and
     budgets: a cheaper `mai demo`) is the pipeline on the in-process executor: its samples are read from the larger
     slice the store holds, nothing is computed, no Prefect is imported and no process but git's (the manifest's
-    commit) starts, with PREFECT_API_URL unset or naming a closed port; with S2 too, once S2 is stored."""
+    commit) starts, with PREFECT_API_URL unset or naming a closed port; with S2 too, once S2 is stored. The wider
+    runs that store the outputs compute in this process (the in-process executor: what they store is the subject,
+    and every executor stores the same, tests/test_executors.py), on the session's shapes splits."""
     from mai import api
     from mai.config import shapes_pair_config
 
     home = tmp_path / "store"
+    link_shapes(shapes_dataset, home)
     for s2 in (False, True):
-        api.run(shapes_pair_config(home=str(home), limit=16, s2=s2, run_name="wide"), progress=False)
+        api.run(shapes_pair_config(home=str(home), limit=16, s2=s2, run_name="wide"), progress=False, local=True)
         args = ["demo", "--limit", "8", *(["--s2"] if s2 else [])]
         answers = []
         for api_url in (None, "http://127.0.0.1:9/api"):

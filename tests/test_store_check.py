@@ -27,17 +27,10 @@ from mai.storage.filesystem_check import (
 
 CHECKS = ["locks across processes", "lock mount options", "atomic rename", "symlinks", "fsync", "free space"]
 
-# every flock "succeeds" at once; at exit, how many models this process loaded (the run's lookup, before the store is
-# checked, may count prompt tokens with a tokenizer: torch may be imported, no model may load)
+# every flock "succeeds" at once (in the process and in those it starts)
 NO_LOCKS = """
-import atexit, fcntl, json, os, sys
+import fcntl
 fcntl.flock = lambda fd, operation: None
-report = os.environ.get("MAI_TEST_IMPORTS")
-def loaded():
-    registry = sys.modules.get("mai.backends.registry")
-    return len(registry.loaded_engines()) if registry else 0
-if report:
-    atexit.register(lambda: open(report, "a").write(json.dumps({"engines": loaded()}) + "\\n"))
 """
 
 
@@ -90,35 +83,45 @@ def test_a_store_whose_locks_do_not_exclude_fails_the_check(tmp_path: Path, no_l
 
 
 def test_a_run_on_a_store_without_working_locks_is_refused_before_any_model_loads(
-        home: Path, tmp_path: Path, no_locks: dict[str, str]) -> None:
-    imports = tmp_path / "imports.jsonl"
-    result = mai("--home", str(home), "run", "--limit", "2", env={**no_locks, "MAI_TEST_IMPORTS": str(imports)})
-    assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-3000:]
-    last = result.stderr.strip().splitlines()[-1]
+        home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The command in this process, whose every flock "succeeds" at once (as on a filesystem whose locks grant
+    everyone; the probe's holder, a process of its own, locks for real): refused, and no model loaded. What it
+    answers, not how a process starts, is the subject (`mai store check` above runs as a process of its own)."""
+    import fcntl
+
+    from mai.backends.registry import loaded_engines
+    from mai.cli import main
+
+    monkeypatch.setattr(filesystem_check, "_PROBED", {})  # this process's verdicts so far: probe again
+    monkeypatch.setattr(fcntl, "flock", lambda fd, operation: None)
+    code = main(["--home", str(home), "run", "--limit", "2"])
+    err = capsys.readouterr().err
+    assert code == 2, err[-3000:]
+    last = err.strip().splitlines()[-1]
     assert last.startswith("error: the store's filesystem at ") and "fails the locks across processes check" in last
     assert "runs refuse it. To fix: mount the store with working file locks" in last
-    assert [json.loads(line) for line in imports.read_text().splitlines()] == [{"engines": 0}]
+    assert loaded_engines() == []
     assert not list((home / "store").glob("generations/**/*.parquet"))
 
 
-# symbolic links refused, as on some SMB and object-store mounts
-NO_SYMLINKS = """
-import errno, os
-def refuse(*args, **kwargs):
-    raise PermissionError(errno.EPERM, "Operation not permitted", args[1] if len(args) > 1 else None)
-os.symlink = refuse
-"""
+def test_a_run_on_a_store_whose_symlinks_fail_is_refused_before_it_writes(
+        home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Not only the lock check: a run refuses a store that fails any check a run depends on (#39). The command in
+    this process, on a filesystem whose symbolic links are refused (as on some SMB and object-store mounts): what it
+    answers, not how a process starts, is the subject (as the lock check's refusal above)."""
+    import errno
 
+    from mai.cli import main
 
-def test_a_run_on_a_store_whose_symlinks_fail_is_refused_before_it_writes(home: Path, tmp_path: Path) -> None:
-    """Not only the lock check: a run refuses a store that fails any check a run depends on (#39)."""
-    site = tmp_path / "no-symlinks"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(NO_SYMLINKS)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
-    result = mai("--home", str(home), "run", "--limit", "2", env=env)
-    assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-3000:]
-    last = result.stderr.strip().splitlines()[-1]
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise PermissionError(errno.EPERM, "Operation not permitted", args[1] if len(args) > 1 else None)
+
+    monkeypatch.setattr(filesystem_check, "_PROBED", {})  # this process's verdicts so far: probe again
+    monkeypatch.setattr(os, "symlink", refuse)
+    code = main(["--home", str(home), "run", "--limit", "2"])
+    err = capsys.readouterr().err
+    assert code == 2, err[-3000:]
+    last = err.strip().splitlines()[-1]
     assert last.startswith("error: the store's filesystem at ") and "fails the symlinks check" in last
     assert "Operation not permitted" in last and "To fix: use a filesystem with symbolic links" in last
     assert not list((home / "store").glob("generations/**/*.parquet"))

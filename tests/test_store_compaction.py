@@ -172,12 +172,13 @@ def test_a_compacted_real_store_answers_every_saved_query_as_before(home: Path) 
     from mai.dashboards.saved import list_saved, load_saved
     from mai.flows.sweep import sweep_variants
 
-    small_batches = {"batch_size": 2}
+    # 12 samples in batches of 2: files enough to compact (several a partition), at half the runs' cost of 24
+    small_batches = {"batch_size": 2, "limit": 12}
     run(home, **small_batches)
     run(home, s2=True, **small_batches)
     run(home, mode="full_rt", **small_batches)
     run(home, mode="single", single_model="large", single_prompt="R", **small_batches)
-    for variant in sweep_variants(RunConfig(home=str(home), limit=24, shards=2, batch_size=2, max_new_tokens=BUDGET),
+    for variant in sweep_variants(RunConfig(home=str(home), limit=12, shards=2, batch_size=2, max_new_tokens=BUDGET),
                                   [1, 2]):  # the runs of `mai sweep --layers 1,2`
         api.run(variant, progress=False, local=True)
     store = Home.at(home)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,6 +31,23 @@ def store(tmp_path_factory: pytest.TempPathFactory, shapes_dataset: Path) -> Pat
     return root
 
 
+@pytest.fixture(scope="module")
+def planned_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store for the tests that only plan: planning checks that the data exists, which a small shapes world's
+    splits given as the run's data (`--data`) satisfy, without the session's 200 MB splits."""
+    from mai.run.assets import build_shapes_dataset
+
+    root = tmp_path_factory.mktemp("planned-store")
+    build_shapes_dataset(Home.at(root / "small"), {"test": 8, "validation": 8, "train": 16})
+    return root
+
+
+def planned(store: Path, **overrides: Any) -> RunPlan:
+    """The shapes pair's plan on `planned_store`'s data."""
+    data = str(Home.at(store / "small").datasets / "shapes")
+    return prepare_run(shapes_pair_config(home=str(store), data=data, **overrides), Home.at(store))
+
+
 def moved(plan: RunPlan, directory: str) -> RunPlan:
     """The plan as a parent on another machine made it: its local models lie under `directory` there."""
     models = {role: dataclasses.replace(spec, name_or_path=f"{directory}/{spec.identity_name}")
@@ -37,8 +55,9 @@ def moved(plan: RunPlan, directory: str) -> RunPlan:
     return plan.model_copy(update={"models": models})
 
 
-def test_shipped_models_come_from_the_installed_package(store: Path) -> None:
-    plan = prepare_run(shapes_pair_config(home=str(store)), Home.at(store))
+def test_shipped_models_come_from_the_installed_package(planned_store: Path) -> None:
+    store = planned_store
+    plan = planned(store)
     foreign = moved(plan, DEPLOYER_CHECKOUT)
     assert not Path(foreign.models["large"].name_or_path).exists()
     local = localize_models(foreign, Home.at(store).models)
@@ -46,20 +65,23 @@ def test_shipped_models_come_from_the_installed_package(store: Path) -> None:
     assert localize_models(plan, Home.at(store).models) is plan  # nothing to change: the same plan
 
 
-def test_a_checkpoint_with_other_files_is_refused_naming_both_fingerprints(store: Path, tmp_path: Path) -> None:
+def test_a_checkpoint_with_other_files_is_refused_naming_both_fingerprints(planned_store: Path, tmp_path: Path
+                                                                           ) -> None:
+    store = planned_store
     checkpoint = tmp_path / "ckpt" / "my-small"
     shutil.copytree(shipped_models_dir() / "mai-shapes-small", checkpoint)
-    plan = prepare_run(shapes_pair_config(home=str(store), small_model=str(checkpoint)), Home.at(store))
+    plan = planned(store, small_model=str(checkpoint))
     (checkpoint / "generation_config.json").write_text('{"do_sample": false, "max_length": 7}')  # the worker's copy
     with pytest.raises(ConfigError, match=r"fingerprint sha256:\w+, but the run was planned with sha256:\w+") as error:
         localize_models(plan, Home.at(store).models)
     assert str(checkpoint) in str(error.value)
 
 
-def test_a_missing_checkpoint_names_its_path_and_the_host(store: Path, tmp_path: Path) -> None:
+def test_a_missing_checkpoint_names_its_path_and_the_host(planned_store: Path, tmp_path: Path) -> None:
+    store = planned_store
     checkpoint = tmp_path / "ckpt" / "my-small"
     shutil.copytree(shipped_models_dir() / "mai-shapes-small", checkpoint)
-    plan = prepare_run(shapes_pair_config(home=str(store), small_model=str(checkpoint)), Home.at(store))
+    plan = planned(store, small_model=str(checkpoint))
     shutil.rmtree(checkpoint)
     with pytest.raises(ConfigError, match="does not exist on host"):
         localize_models(plan, Home.at(store).models)
