@@ -1,9 +1,8 @@
 """The library API: what `mai`'s commands, the training scripts and notebooks call to run and inspect things.
 
-It lives in a folder of its own (`api/`, installed as `mai.api`), above the flows: `mai/` is the pure core and never
-imports the shell (flows, tasks, Prefect), and this facade is what sits on top of all of it, so that a caller
-needs one import, not the layout of `mai.flows`. It reaches into the shell only lazily, inside each function;
-importing it stays cheap. The command line (`cli/`, installed as `mai.cli`) is a thin argparse layer over it.
+Installed as `mai.api` from `api/`, above the core (`mai/`, which never imports the shell) and the shell (flows,
+Prefect), which it reaches only lazily, inside each function, so importing it stays cheap. The command line
+(`cli/`, installed as `mai.cli`) is a thin argparse layer over it.
 
     from mai import api
     manifest = api.run(RunConfig(benchmark="demo", limit=8))
@@ -57,12 +56,10 @@ class Estimate(NamedTuple):
 
 def run(config: RunConfig, progress: bool = True, local: bool = False, startup_s: float | None = None
         ) -> RunManifest:
-    """Validate and resolve the configuration once (before any model loads), run the pipeline with that plan (with
-    a progress bar on the terminal), and return its manifest with the store's `home` and `catalog` paths added. The
-    executor: a run with nothing to compute, and any run with `local`, computes in this process (mai/run/shard.py
-    `InProcessShards`: no Prefect, no server, no API); else the run is the `mai-run` flow, which the Prefect UI
-    shows (its shards in this process, or fanned out to a work pool with `config.workers`). `startup_s`: the
-    seconds the caller took to start (the command line's), recorded as the run's first phase."""
+    """Validate and resolve the configuration once (before any model loads), run it, and return its manifest with
+    the store's `home` and `catalog` paths. A run with nothing to compute, and any with `local`, computes in this
+    process (no Prefect, no server); else it is the `mai-run` flow (its shards here, or on a work pool with
+    `config.workers`). `startup_s`: the caller's start-up seconds (the command line's), the run's first phase."""
     decided = _resolved(config, local, progress, startup_s)
     plan = decided.plan
     if decided.manifest is not None:
@@ -103,9 +100,8 @@ class Decided(NamedTuple):
 def _resolved(config: RunConfig, local: bool = False, progress: bool = False, startup_s: float | None = None
               ) -> Decided:
     """The one place a command decides on its executor, having planned and resolved the run once: it ran here
-    (nothing to compute, or `local`: the in-process executor, with no Prefect), or its resolution is handed over to
-    the `mai-run` flow. When something is missing, nothing is written beyond the samples and the resolution, and
-    what computing needs is checked (a store whose locks work, the workers)."""
+    (nothing to compute, or `local`), or its resolution is handed over to the `mai-run` flow, once what computing
+    needs is checked (a store whose locks work, the workers)."""
     import logging
 
     from mai.pipeline import Phases, complete, hand_over, resolve
@@ -123,7 +119,9 @@ def _resolved(config: RunConfig, local: bool = False, progress: bool = False, st
     if not local and not config.workers and not prompts_checked_before(plan):
         # a run about to count new prompts (seconds), and then compute: its temporary Prefect server starts
         # meanwhile, where its flow would wait for it (a run of checked prompts may be a lookup, which needs none)
-        _start_server_early(plan.home)
+        from mai.flows.prefect_api import start_early
+
+        start_early(Home.at(plan.home))
     log = logging.getLogger("mai")
     steps = StoreSteps(log)
     resolved = resolve(plan, steps, phases)
@@ -160,12 +158,6 @@ def _prefect_api(home: str | Path | None) -> AbstractContextManager[object]:
     return ensure_api(Home.at(home))
 
 
-def _start_server_early(home: str | Path | None) -> None:
-    from mai.flows.prefect_api import start_early
-
-    start_early(Home.at(home))
-
-
 def plan_run(config: RunConfig) -> RunPlan:
     """What every call that runs a configuration does first: quiet the libraries' own progress bars, build the
     built-in models and data the configuration names, and validate and resolve it into the run's plan, so a bad
@@ -184,16 +176,14 @@ def sweep(config: RunConfig, layers: list[int], deltas: list[float] | None = Non
     from mai.config import sweep_variants
     from mai.run.plan import prepare_run
 
-    api = nullcontext() if local else _prefect_api(config.home)
-    home = _assets_for(config)
-    variants = sweep_variants(config, layers, deltas)
+    home, variants = _assets_for(config), sweep_variants(config, layers, deltas)
     plans = [prepare_run(variant, home) for variant in variants]
-    _check_workers(config)
     if local:
         return [run(variant, local=True) for variant in variants]
+    _check_workers(config)
     from mai.flows.sweep import mai_sweep
 
-    with api, _progress_bar(True):
+    with _prefect_api(config.home), _progress_bar(True):
         return mai_sweep(config, layers, deltas, plans)
 
 
@@ -204,7 +194,6 @@ def speculative(config: RunConfig, draft_tokens: int = 4, progress: bool = True,
     from mai.run.plan import prepare_run
     from mai.run.speculative import pair_config, speculative_baseline
 
-    api = nullcontext() if local else _prefect_api(config.home)
     plan = prepare_run(pair_config(config), _assets_for(config))
     if local:
         with _progress_bar(progress):
@@ -212,7 +201,7 @@ def speculative(config: RunConfig, draft_tokens: int = 4, progress: bool = True,
     _check_workers(config)
     from mai.flows.speculative import mai_speculative
 
-    with api, _progress_bar(progress):  # the reference run's stages, then a `speculative` bar
+    with _prefect_api(config.home), _progress_bar(progress):  # the reference run's stages, then a `speculative` bar
         return mai_speculative(config, draft_tokens, plan)
 
 
