@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -27,6 +28,12 @@ import pytest
 if os.environ.get("PYTEST_XDIST_WORKER"):
     for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ.setdefault(_variable, "1")
+
+# a suite started in the background of a non-interactive shell (`nohup make test &`) inherits SIGINT ignored, and so
+# would every command a test starts: the Ctrl-C tests (`mai sql`, a fanned-out run) then hang or run to the end.
+# They model a terminal, where Ctrl-C reaches the command: Python's own handler, as in a foreground session
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 from tests.helpers import link_shapes  # after the thread settings: it may come to import torch
 
