@@ -137,28 +137,35 @@ def check_workers(config: RunConfig) -> None:
 
 
 def ensure_zombie_automation(client: SyncPrefectClient) -> bool:
-    """Prefect's "detect zombie flows" automation, scoped to drain and shard runs, unless the server has it (by
-    name): a run of those flows with no heartbeat or end for three heartbeat intervals is marked Crashed. Only these
-    flows: others on a shared server keep Prefect's 180 s heartbeat, which this window would call dead. True if
-    created."""
+    """Prefect's "detect zombie flows" automation, scoped to drain and shard runs, on the server as written here
+    (created, or updated when an older mai made it otherwise): a run of those flows that started Running, or sent a
+    heartbeat, and then sent neither for three heartbeat intervals nor ended is marked Crashed (Running too: a
+    process killed before its first heartbeat reached the server sends none). Only these flows: others on a shared
+    server keep Prefect's 180 s heartbeat, which this window would call dead. True if it was created or updated."""
     from prefect.events.actions import ChangeFlowRunState
     from prefect.events.schemas.automations import AutomationCore, EventTrigger, Posture
     from prefect.events.schemas.events import ResourceSpecification
 
-    if client.read_automations_by_name(ZOMBIE_AUTOMATION):
-        return False
     ended = {f"prefect.flow-run.{name}" for name in ("Completed", "Failed", "Cancelled", "Crashed", TAKEN_OUT)}
-    client.create_automation(AutomationCore(
+    automation = AutomationCore(
         name=ZOMBIE_AUTOMATION,
         description="created by mai: its fanned-out runs' drains and shards, lost with their host, end Crashed",
         trigger=EventTrigger(
-            after={"prefect.flow-run.heartbeat"}, expect={"prefect.flow-run.heartbeat", *ended},
+            after={"prefect.flow-run.heartbeat", "prefect.flow-run.Running"},
+            expect={"prefect.flow-run.heartbeat", *ended},
             match=ResourceSpecification({"prefect.resource.id": "prefect.flow-run.*"}),
             match_related=ResourceSpecification({"prefect.resource.role": "flow", "prefect.resource.name": DRAIN_FLOWS}),
             for_each={"prefect.resource.id"}, posture=Posture.Proactive, threshold=1,
             within=timedelta(seconds=3 * HEARTBEAT_S)),
         actions=[ChangeFlowRunState(name=None, force=False, state=StateType.CRASHED, message=(
-            f"no heartbeat for {3 * HEARTBEAT_S} s: its host or process is gone (mai's zombie automation)"))]))
+            f"no heartbeat for {3 * HEARTBEAT_S} s: its host or process is gone (mai's zombie automation)"))])
+    existing = client.read_automations_by_name(ZOMBIE_AUTOMATION)
+    if not existing:
+        client.create_automation(automation)
+    elif existing[0].trigger.model_dump(exclude={"id"}) != automation.trigger.model_dump(exclude={"id"}):
+        client.update_automation(existing[0].id, automation)
+    else:
+        return False
     return True
 
 
