@@ -54,13 +54,13 @@ class Estimate(NamedTuple):
 # --- runs ---------------------------------------------------------------------------------------------------
 
 
-def run(config: RunConfig, progress: bool = True, local: bool = False, startup_s: float | None = None
-        ) -> RunManifest:
+def run(config: RunConfig, progress: bool = True, local: bool = False, startup_s: float | None = None,
+        plan: RunPlan | None = None) -> RunManifest:
     """Validate and resolve the configuration once (before any model loads), run it, and return its manifest with
     the store's `home` and `catalog` paths. A run with nothing to compute, and any with `local`, computes in this
     process (no Prefect, no server); else it is the `mai-run` flow (its shards here, or on a work pool with
-    `config.workers`). `startup_s`: the caller's start-up seconds (the command line's), the run's first phase."""
-    decided = _resolved(config, local, progress, startup_s)
+    `config.workers`). `startup_s`: the caller's start-up seconds, the run's first phase; `plan`: `config`'s, made."""
+    decided = _resolved(config, local, progress, startup_s, plan)
     plan = decided.plan
     if decided.manifest is not None:
         return _with_store_paths(decided.manifest, plan)
@@ -97,8 +97,8 @@ class Decided(NamedTuple):
     handed: HandedOver | None
 
 
-def _resolved(config: RunConfig, local: bool = False, progress: bool = False, startup_s: float | None = None
-              ) -> Decided:
+def _resolved(config: RunConfig, local: bool = False, progress: bool = False, startup_s: float | None = None,
+              planned: RunPlan | None = None) -> Decided:
     """The one place a command decides on its executor, having planned and resolved the run once: it ran here
     (nothing to compute, or `local`), or its resolution is handed over to the `mai-run` flow, once what computing
     needs is checked (a store whose locks work, the workers)."""
@@ -114,7 +114,7 @@ def _resolved(config: RunConfig, local: bool = False, progress: bool = False, st
         raise ConfigError(f"--local computes in this process, --workers {config.workers} fans the shards out over a "
                           "Prefect work pool: give one of them")
     phases = Phases(startup_s)
-    plan = prepare_run(config, _assets_for(config), check_store=False)
+    plan = planned or prepare_run(config, _assets_for(config), check_store=False)
     phases.end("plan_s")
     if not local and not config.workers and not prompts_checked_before(plan):
         # a run about to count new prompts (seconds), and then compute: its temporary Prefect server starts
@@ -179,7 +179,7 @@ def sweep(config: RunConfig, layers: list[int], deltas: list[float] | None = Non
     home, variants = _assets_for(config), sweep_variants(config, layers, deltas)
     plans = [prepare_run(variant, home) for variant in variants]
     if local:
-        return [run(variant, local=True) for variant in variants]
+        return [run(variant, local=True, plan=plan) for variant, plan in zip(variants, plans, strict=True)]
     _check_workers(config)
     from mai.flows.sweep import mai_sweep
 

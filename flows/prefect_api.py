@@ -64,10 +64,17 @@ def ensure_api(home: Home) -> AbstractContextManager[object]:
     and every flow run's end waits up to 1 s for its heartbeat thread, prefect 3.9)."""
     from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
-    if _temporary is None and PREFECT_API_URL.value():
+    if _configured_api():
         return nullcontext()
     url = start_temporary_server(home)  # begun earlier (`start_early`) or now
     return temporary_settings(updates={PREFECT_API_URL: url, PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
+
+
+def _configured_api() -> bool:
+    """Whether the flows run on an API that Prefect's settings name (not this process's temporary server)."""
+    from prefect.settings import PREFECT_API_URL
+
+    return _temporary is None and bool(PREFECT_API_URL.value())
 
 
 def server_directory(home: Home) -> Path:
@@ -133,9 +140,7 @@ def _last_used(folder: Path) -> float:
 def start_early(home: Home) -> None:
     """When Prefect's settings name no API: this process's temporary server, started now without waiting for its API
     (`begin_temporary_server`), for a command about to spend seconds before its flow runs (checking new prompts)."""
-    from prefect.settings import PREFECT_API_URL
-
-    if _temporary is None and not PREFECT_API_URL.value():
+    if not _configured_api():
         begin_temporary_server(home)
 
 
