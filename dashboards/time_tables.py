@@ -213,9 +213,7 @@ def _instead(row: SpeedupRow, ref: str, estimate: float | None, why: str, source
 
 def priced_on(prices: str | None, hardware: dict[str, str]) -> str:
     """The hardware an estimate's profiles describe ('H100 (paper tables 3-4)'), from its 'model=profile, ...'."""
-    if not prices:
-        return "?"
-    return "; ".join(sorted({hardware.get(p.rsplit("=", 1)[-1], "?") for p in prices.split(", ")}))
+    return "; ".join(sorted({hardware.get(p.rsplit("=", 1)[-1], "?") for p in prices.split(", ")})) if prices else "?"
 
 
 TABLE_11_DIFFERENCES = (
