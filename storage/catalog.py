@@ -30,6 +30,7 @@ import signal
 import tempfile
 import threading
 import uuid
+from contextlib import suppress
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -355,10 +356,8 @@ def _worker(home: Home, statements: list[duckdb.Statement], limits: QueryLimits,
 
 def _exit_with_caller(lifeline: Connection) -> None:
     """Wait until the caller closes its end of the lifeline (done with this worker, or dead), then exit."""
-    try:
+    with suppress(EOFError, OSError):
         lifeline.recv_bytes()
-    except (EOFError, OSError):
-        pass
     os._exit(0)
 
 

@@ -10,6 +10,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -209,11 +210,9 @@ def _decoded_rows(dataset: Any) -> Iterator[HubRow]:
 
 
 def _one_row(dataset: Any, index: int) -> HubRow:
-    try:
+    with suppress(UnicodeDecodeError, ValueError):
         row: dict[str, object] = dataset[index]
         return row
-    except (UnicodeDecodeError, ValueError):
-        pass
     cells: dict[str, object] = {}
     failed = []
     for column in dataset.column_names:
