@@ -237,8 +237,10 @@ def read_only_statements(sql: str) -> list[duckdb.Statement]:
         raise ConfigError("the query holds no SQL statement")
     for statement in statements:
         if _statement_kind(statement) != "SELECT":
+            shown = " ".join(statement.query.split())
+            shown = shown if len(shown) <= 80 else shown[:77] + "..."
             raise ConfigError(f"only SELECT queries are allowed over the store (read-only); refused a "
-                              f"{_statement_kind(statement)} statement: {_excerpt(statement.query)}")
+                              f"{_statement_kind(statement)} statement: {shown}")
     return statements
 
 
@@ -248,11 +250,6 @@ def _statement_kind(statement: duckdb.Statement) -> str:
         return statement.type.name
     except ValueError:
         return "unnamed"
-
-
-def _excerpt(text: str, limit: int = 80) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def query(home: Home, sql: str, limits: QueryLimits = QueryLimits()) -> Rows:
