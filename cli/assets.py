@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from mai import api
+from mai.cli.options import printing
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -14,13 +15,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
     shapes = commands.add_parser("build-shapes", help="generate the shapes benchmark's train/validation/test splits")
     shapes.add_argument("--force", action="store_true")
-    shapes.set_defaults(handler=_build_shapes)
+    shapes.set_defaults(handler=printing(lambda args: api.build_shapes(args.home, force=args.force)))
 
     data = commands.add_parser("build-demo", help="generate the demo benchmark (offline, seeded)")
     data.add_argument("--rows", type=int, default=None)
     data.add_argument("--seed", type=int, default=None)
     data.add_argument("--force", action="store_true")
-    data.set_defaults(handler=_build_demo)
+    data.set_defaults(handler=printing(lambda args: api.build_demo(args.home, rows=args.rows, seed=args.seed,
+                                                                    force=args.force)))
 
 
 def _build_models(args: argparse.Namespace) -> int:
@@ -28,12 +30,3 @@ def _build_models(args: argparse.Namespace) -> int:
         print(path)
     return 0
 
-
-def _build_shapes(args: argparse.Namespace) -> int:
-    print(api.build_shapes(args.home, force=args.force))
-    return 0
-
-
-def _build_demo(args: argparse.Namespace) -> int:
-    print(api.build_demo(args.home, rows=args.rows, seed=args.seed, force=args.force))
-    return 0

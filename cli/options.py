@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +13,14 @@ from mai.types import PROMPT_KINDS, RUN_MODES
 
 if TYPE_CHECKING:  # RunConfig is pydantic: imported by the commands that build one, not by `mai sql`
     from mai.config import RunConfig
+
+
+def printing(result: Callable[[argparse.Namespace], object]) -> Callable[[argparse.Namespace], int]:
+    """A command's handler that prints what `result` returns for the parsed options (a path, a line)."""
+    def handler(args: argparse.Namespace) -> int:
+        print(result(args))
+        return 0
+    return handler
 
 
 def add_run_options(run: argparse.ArgumentParser) -> None:

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from mai import api
-from mai.cli.options import batch_sizes_per_kind, integers, model_profiles
+from mai.cli.options import batch_sizes_per_kind, integers, model_profiles, printing
 from mai.dashboards.render import format_rows
 
 PROFILE_COLUMNS = ["image_resolution", "image_tokens", "query_tokens", "input_tokens", "output_tokens",
@@ -34,7 +34,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     imported.add_argument("--model", help="the CSV's rows of this model (needed when it holds several)")
     imported.add_argument("--hardware", default="published")
     imported.add_argument("--replace", action="store_true")
-    imported.set_defaults(handler=_import_profile)
+    imported.set_defaults(handler=printing(lambda args: api.import_profile(args.csv, args.name, args.model,
+                                                                            args.hardware, args.home, args.replace)))
 
     priced = commands.add_parser("estimate", help="price a stored run under latency profiles (equation 27)")
     priced.add_argument("run_id")
@@ -62,11 +63,6 @@ def _profile(args: argparse.Namespace) -> int:
     print(format_rows(PROFILE_COLUMNS, [(r["image_resolution"], r["image_tokens"], r["query_tokens"], r["input_tokens"],
                                          r["output_tokens"], r.get("preprocess_ms"), r.get("vision_ms"), r["ttft_ms"],
                                          r["decode_ms"], r["tokens_per_s"]) for r in rows], "table"))
-    return 0
-
-
-def _import_profile(args: argparse.Namespace) -> int:
-    print(api.import_profile(args.csv, args.name, args.model, args.hardware, args.home, args.replace))
     return 0
 
 

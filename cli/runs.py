@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mai import api
-from mai.cli.options import add_run_options, layers_and_deltas, run_config
+from mai.cli.options import add_run_options, layers_and_deltas, printing, run_config
 from mai.host import process_age_s
 
 if TYPE_CHECKING:  # pydantic: imported by the commands that build a configuration
@@ -65,7 +65,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     baseline = commands.add_parser("baseline", help="write a stored run as a baseline file for `mai regress`")
     baseline.add_argument("run_id")
     baseline.add_argument("--out", type=Path, required=True)
-    baseline.set_defaults(handler=_baseline)
+    baseline.set_defaults(handler=printing(lambda args: api.write_baseline(args.run_id, args.out, args.home)))
 
 
 def _add_local_option(parser: argparse.ArgumentParser) -> None:
@@ -149,11 +149,6 @@ def _regress(args: argparse.Namespace) -> int:
     print(result["report"])
     if result.get("warning"):
         print(result["warning"], file=sys.stderr)
-    return 0
-
-
-def _baseline(args: argparse.Namespace) -> int:
-    print(api.write_baseline(args.run_id, args.out, args.home))
     return 0
 
 

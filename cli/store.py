@@ -11,6 +11,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from mai import api
+from mai.cli.options import printing
 from mai.dashboards.render import format_chunks, format_rows
 from mai.errors import ConfigError
 from mai.scoring import split_jsonl
@@ -48,7 +49,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     rescore.set_defaults(handler=_rescore)
 
     catalog = commands.add_parser("catalog", help="(re)build the DuckDB catalog file and print its path")
-    catalog.set_defaults(handler=_catalog)
+    catalog.set_defaults(handler=printing(lambda args: api.catalog(args.home)))
 
     store = commands.add_parser("store", help="store maintenance: compact, stats, verify, check")
     actions = store.add_subparsers(required=True, metavar="ACTION")
@@ -139,11 +140,6 @@ def _rescore(args: argparse.Namespace) -> int:
     rows = [(m["metric"], m["subset"], m["value"], m["n"]) for m in result["metrics"]]
     print(f"run {result['run_id']} re-scored with profile {result['scorer_profile']}")
     print(format_rows(METRIC_COLUMNS, rows, "table"))
-    return 0
-
-
-def _catalog(args: argparse.Namespace) -> int:
-    print(api.catalog(args.home))
     return 0
 
 

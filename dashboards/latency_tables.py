@@ -87,13 +87,10 @@ def add_tables(section: Section, profiles: list[LatencyPointRow], note: str) -> 
     for name in mean_speed:
         rows.setdefault(name, {})
     if rows:
-        part.tables.append(_table(columns, rows, _decode_header, "", mean_speed, "tokens / s"))
+        part.tables.append(_table(columns, rows, lambda k: (f"{k[0]}² px, " if k[0] else "") + f"{k[1]} in, {k[2]} out",
+                                  "", mean_speed, "tokens / s"))
     else:
         part.notes.append(f"No profile holds decoding timings: {note}")
-
-
-def _decode_header(k: Key) -> str:
-    return (f"{k[0]}² px, " if k[0] else "") + f"{k[1]} in, {k[2]} out"
 
 
 def _mean_of(rows: dict[str, dict[Key, float]], column: Key) -> str | None:

@@ -213,9 +213,7 @@ def _instead(row: SpeedupRow, ref: str, estimate: float | None, why: str, source
 
 def priced_on(prices: str | None, hardware: dict[str, str]) -> str:
     """The hardware an estimate's profiles describe ('H100 (paper tables 3-4)'), from its 'model=profile, ...'."""
-    if not prices:
-        return "?"
-    return "; ".join(sorted({hardware.get(p.rsplit("=", 1)[-1], "?") for p in prices.split(", ")}))
+    return "; ".join(sorted({hardware.get(p.rsplit("=", 1)[-1], "?") for p in prices.split(", ")})) if prices else "?"
 
 
 TABLE_11_DIFFERENCES = (
@@ -288,17 +286,13 @@ def _columns(store: Store, rows: list[SpeedupRow]) -> list[str]:
     return [column(row, head) for row, head in zip(rows, heads)]
 
 
-def _pairs(store: Store, rows: list[SpeedupRow]) -> list[Cell]:
-    runs = {r["run_id"]: r for r in store.all_runs}
-    return ["model pair", *(f"{runs[r['run_id']]['small_model']} + {runs[r['run_id']]['large_model']}" for r in rows)]
-
-
 def _paper_rows_11(store: Store, key: str, label: str, rows: list[SpeedupRow], head: str, caption: str,
                    timed: list[Measured], *provenance: list[Cell]) -> Table:
     """One table-11 table in the paper's rows: Full RT, MAI and Speedup from each column's times (an estimate or a
     dash in a measured table marked, its reason a footnote), the model pair, where the times come from
     (`provenance`: machines, loads), and the Full RT run."""
     columns = _columns(store, rows)
+    runs = {r["run_id"]: r for r in store.all_runs}
     table = Table([head, *columns], [], f"{label}: {caption}", wrap=tuple(columns), group=key,
                   narrow=(head, *columns), narrow_rows=3)  # the paper's rows: Full RT, MAI, Speedup
 
@@ -309,7 +303,7 @@ def _paper_rows_11(store: Store, key: str, label: str, rows: list[SpeedupRow], h
         ["Full RT (s)", *(seconds(c.ref_s, c) for c in timed)],
         ["MAI (s)", *(seconds(c.run_s, c) for c in timed)],
         ["Speedup", *(table.noted(c.speedup, c.footnote) for c in timed)],
-        _pairs(store, rows),
+        ["model pair", *(f"{runs[r['run_id']]['small_model']} + {runs[r['run_id']]['large_model']}" for r in rows)],
         *provenance,
         ["MAI run", *(r["run_id"] for r in rows)],
         ["Full RT run", *(r["full_rt_run_id"] for r in rows)]]

@@ -48,9 +48,7 @@ CONSUMES_UPSTREAM: frozenset[PromptKind] = frozenset({"S2", "RT"})
 
 def template_id(kind: PromptKind, style: AnswerStyle, rt_template: str) -> str:
     """The name under which a template is recorded with each generation."""
-    if kind == "RT":
-        return f"RT/{rt_template}@v{PROMPTS_VERSION}"
-    return f"{kind}/{style}@v{PROMPTS_VERSION}"
+    return f"RT/{rt_template}@v{PROMPTS_VERSION}" if kind == "RT" else f"{kind}/{style}@v{PROMPTS_VERSION}"
 
 
 def build_instruction(

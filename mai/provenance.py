@@ -15,6 +15,7 @@ import os
 import platform
 import shlex
 import sys
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -88,12 +89,10 @@ def model_provenance(model: ModelSpec) -> ModelProvenance:
 
 
 def _cpu_name() -> str:
-    try:
+    with suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
     return platform.processor() or platform.machine()
 
 
@@ -117,10 +116,8 @@ def _still_importing(module: object) -> bool:
 def hardware() -> str:
     """The machine in words: 'Intel Xeon ... x2 cores, 7.7 GiB; NVIDIA H100 80GB HBM3'."""
     memory = ""
-    try:
+    with suppress(ValueError, OSError, AttributeError):
         memory = f", {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.1f} GiB"
-    except (ValueError, OSError, AttributeError):
-        pass
     gpus = _accelerators()
     return f"{_cpu_name()} x{os.cpu_count()} cores{memory}" + (f"; {', '.join(gpus)}" if gpus else "")
 

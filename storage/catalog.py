@@ -30,6 +30,7 @@ import signal
 import tempfile
 import threading
 import uuid
+from contextlib import suppress
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -236,8 +237,10 @@ def read_only_statements(sql: str) -> list[duckdb.Statement]:
         raise ConfigError("the query holds no SQL statement")
     for statement in statements:
         if _statement_kind(statement) != "SELECT":
+            shown = " ".join(statement.query.split())
+            shown = shown if len(shown) <= 80 else shown[:77] + "..."
             raise ConfigError(f"only SELECT queries are allowed over the store (read-only); refused a "
-                              f"{_statement_kind(statement)} statement: {_excerpt(statement.query)}")
+                              f"{_statement_kind(statement)} statement: {shown}")
     return statements
 
 
@@ -247,11 +250,6 @@ def _statement_kind(statement: duckdb.Statement) -> str:
         return statement.type.name
     except ValueError:
         return "unnamed"
-
-
-def _excerpt(text: str, limit: int = 80) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def query(home: Home, sql: str, limits: QueryLimits = QueryLimits()) -> Rows:
@@ -355,10 +353,8 @@ def _worker(home: Home, statements: list[duckdb.Statement], limits: QueryLimits,
 
 def _exit_with_caller(lifeline: Connection) -> None:
     """Wait until the caller closes its end of the lifeline (done with this worker, or dead), then exit."""
-    try:
+    with suppress(EOFError, OSError):
         lifeline.recv_bytes()
-    except (EOFError, OSError):
-        pass
     os._exit(0)
 
 

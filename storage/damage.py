@@ -67,9 +67,7 @@ def parquet_damage(path: Path) -> str | None:
         os.close(descriptor)
     if head != MAGIC or tail[4:] != MAGIC:
         return "not a Parquet file: truncated, or overwritten"
-    if int.from_bytes(tail[:4], "little") + 12 > size:
-        return "its footer is longer than the file: truncated"
-    return None
+    return "its footer is longer than the file: truncated" if int.from_bytes(tail[:4], "little") + 12 > size else None
 
 
 def split_readable(files: Iterable[Path]) -> tuple[list[Path], list[Unreadable]]:

@@ -145,9 +145,7 @@ def _from_stored_slice(home: Home, directory: Path, source: DataSource, limit: i
 
 def _holds(subset: str, limit: int | None) -> bool:
     """Whether a materialised subset (`all`, `firstN`) holds the first `limit` rows (None: every row)."""
-    if subset == "all":
-        return True
-    return limit is not None and int(subset.removeprefix("first")) >= limit
+    return subset == "all" or (limit is not None and int(subset.removeprefix("first")) >= limit)
 
 
 def _write_shards(directory: Path, samples: list[Sample], source: DataSource, files: tuple[FileRead, ...]) -> None:

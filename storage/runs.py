@@ -83,9 +83,7 @@ def read_shard_outcomes(home: Home, run_id: str) -> list[ShardOutcome]:
 
 def read_shard_outcome(home: Home, run_id: str, shard_path: str) -> ShardOutcome | None:
     path = shard_outcome_path(home, run_id, shard_path)
-    if not path.exists():
-        return None
-    return ShardOutcome.model_validate_json(path.read_text())
+    return ShardOutcome.model_validate_json(path.read_text()) if path.exists() else None
 
 
 def read_routes(home: Home, run_id: str) -> list[dict[str, Any]]:

@@ -327,11 +327,9 @@ def dangling_selections(scan: StoreScan) -> list[Finding]:
     captured = _ids(scan, "attention", "capture_id")
     selections = read_columns(scan.readable("selections"), ["capture_id"]).column("capture_id").to_pylist()
     lost = sorted({c for c in selections if c} - captured)
-    if not lost:
-        return []
     return [Finding("references", f"{len(lost)} attention captures that token selections name are not in the store "
                                   f"(e.g. {lost[0]}): the selections and their runs stand, the attention rows are "
-                                  "lost", problem=False)]
+                                  "lost", problem=False)] if lost else []
 
 
 def dangling_scores(scan: StoreScan) -> list[Finding]:
@@ -398,10 +396,8 @@ DUCKDB_HEADERS_BYTES = 3 * 4096
 def live_claims(scan: StoreScan) -> list[Finding]:
     claims = scan.home.claims
     stale = list(claims.glob("*/*.claim")) if claims.exists() else []
-    if not stale:
-        return []
     return [Finding("claims", f"{len(stale)} claim files (live runs, or dead ones that the next claim clears)",
-                    problem=False)]
+                    problem=False)] if stale else []
 
 
 def runs_on_another_split(scan: StoreScan) -> list[Finding]:

@@ -30,7 +30,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -302,10 +302,8 @@ def _wait_group_gone(pgid: int, timeout_s: float) -> None:
         except ProcessLookupError:
             return
         time.sleep(0.1)
-    try:
+    with suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def _tail(path: Path, lines: int = 30) -> str:

@@ -83,15 +83,11 @@ def grouped_mean(scored: list[ScoredSample], name: str, key: Callable[[ScoredSam
 
 
 def overall_mean(scored: list[ScoredSample], name: str) -> list[Metric]:
-    if not scored:
-        return []
-    return [Metric(name, sum(s.score for s in scored) / len(scored), len(scored))]
+    return [Metric(name, sum(s.score for s in scored) / len(scored), len(scored))] if scored else []
 
 
 def unparsed_rate(scored: list[ScoredSample]) -> list[Metric]:
-    if not scored:
-        return []
-    return [Metric("unparsed_rate", sum(s.parsed is None for s in scored) / len(scored), len(scored))]
+    return [Metric("unparsed_rate", sum(s.parsed is None for s in scored) / len(scored), len(scored))] if scored else []
 
 
 def mean_accuracy(scored: list[ScoredSample]) -> list[Metric]:

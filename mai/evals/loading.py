@@ -10,6 +10,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -209,11 +210,9 @@ def _decoded_rows(dataset: Any) -> Iterator[HubRow]:
 
 
 def _one_row(dataset: Any, index: int) -> HubRow:
-    try:
+    with suppress(UnicodeDecodeError, ValueError):
         row: dict[str, object] = dataset[index]
         return row
-    except (UnicodeDecodeError, ValueError):
-        pass
     cells: dict[str, object] = {}
     failed = []
     for column in dataset.column_names:
@@ -324,7 +323,8 @@ def flag_duplicate_ids(samples: list[Sample]) -> list[Sample]:
                 out[index] = replace(samples[index], sample_id=f"{sample_id}#row{index}")
         if len(usable) < 2:
             continue
-        exact = len({_row_digest(samples[i]) for i in usable}) == 1
+        exact = len({(s.content_hash, s.answer, s.references, s.category, s.error, s.question)
+                     for s in (samples[i] for i in usable)}) == 1
         for position, index in enumerate(usable):
             if exact and position == 0:
                 continue
@@ -333,10 +333,6 @@ def flag_duplicate_ids(samples: list[Sample]) -> list[Sample]:
                       f"sample id '{sample_id}' is shared by rows {usable} with different content: none is used")
             out[index] = _error_sample(samples[index].benchmark, unique_id, reason)
     return out
-
-
-def _row_digest(sample: Sample) -> tuple[object, ...]:
-    return (sample.content_hash, sample.answer, sample.references, sample.category, sample.error, sample.question)
 
 
 def _error_sample(benchmark: str, sample_id: str, reason: str) -> Sample:

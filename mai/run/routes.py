@@ -4,13 +4,14 @@ scores without a flow engine, mai/pipeline.py)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mai import cascade
 from mai.evals.base import Benchmark, Metric, ScoredSample
 from mai.evals.registry import get_benchmark
-from mai.manifest import ROUTE_LABELS, RouteCounts, RunScores, StageMaps
+from mai.manifest import RouteCounts, RunScores, StageMaps
 from mai.plan import RunPlan
 from mai.run.answers import load_stage_answers
 from mai.storage.generations import shared_store
@@ -37,7 +38,9 @@ def score_run(plan: RunPlan, shard_paths: list[str], stage_maps: dict[str, Stage
                                  merged, plan.stages, plan.models)
     for sample in samples:
         if sample.error is not None:
-            rows.append(_error_row(plan.run_id, sample))
+            rows.append({"run_id": plan.run_id, "sample_id": sample.sample_id, "shard": sample.shard,
+                         "category": sample.category, "route": "ERROR", "reference": sample.answer, "score": None,
+                         "parsed": False, "error": sample.error})
             continue
         decision = cascade.route(sample, plan.config.mode, answers, benchmark)
         score = benchmark.score(decision.final_answer, sample, benchmark.profiles[0])
@@ -48,19 +51,15 @@ def score_run(plan: RunPlan, shard_paths: list[str], stage_maps: dict[str, Stage
     write_routes(home, plan.run_id, rows)
     write_scores(home, plan.run_id, profile, score_rows_for(plan.run_id, profile, scored, rows))
     write_metrics(home, plan.run_id, profile, metric_rows)
+    counts = Counter(r["route"] for r in rows)
     return {
-        "routes": _route_counts([r["route"] for r in rows]),
+        "routes": RouteCounts(MV1=counts["MV1"], MV2=counts["MV2"], RT=counts["RT"], SINGLE=counts["SINGLE"],
+                              ERROR=counts["ERROR"]),
         "scorer_profile": profile,
         "metrics": [{"metric": m["metric"], "subset": m["subset"], "value": m["value"], "n": m["n"]}
                     for m in metric_rows],
         "errors": [{"sample_id": r["sample_id"], "error": r["error"]} for r in rows if r["error"]],
     }
-
-
-def _route_counts(routes: list[str]) -> RouteCounts:
-    counts = {label: routes.count(label) for label in ROUTE_LABELS}
-    return RouteCounts(MV1=counts["MV1"], MV2=counts["MV2"], RT=counts["RT"], SINGLE=counts["SINGLE"],
-                       ERROR=counts["ERROR"])
 
 
 def _route_row(run_id: str, sample: Sample, decision: RouteDecision, score: float) -> dict[str, Any]:
@@ -75,11 +74,6 @@ def _route_row(run_id: str, sample: Sample, decision: RouteDecision, score: floa
         row[f"answer_{stage}"] = decision.answers.get(stage)
         row[f"gen_{stage}"] = decision.gen_ids.get(stage)
     return row
-
-
-def _error_row(run_id: str, sample: Sample) -> dict[str, Any]:
-    return {"run_id": run_id, "sample_id": sample.sample_id, "shard": sample.shard, "category": sample.category,
-            "route": "ERROR", "reference": sample.answer, "score": None, "parsed": False, "error": sample.error}
 
 
 def metric_rows_for(run_id: str, benchmark: Benchmark, metrics: list[Metric], profile: str) -> list[MetricRecord]:

@@ -67,7 +67,7 @@ def run_shard(plan: RunPlan, shard_path: str, run_group: RunGroup, listener: Sha
     with nullcontext() if held_by_this_process(lease) else Lease(lease):
         if listener is not None:
             progress.add_listener(listener, run_id=plan.run_id)
-        loading_before = _seconds_loading()
+        loading_before = {id(engine): engine.counters.load_s for engine in loaded_engines()}  # seconds so far
         try:
             stage_maps: StageMaps = {}
             for index, group in enumerate(groups):
@@ -89,11 +89,6 @@ def run_shard(plan: RunPlan, shard_path: str, run_group: RunGroup, listener: Sha
             if listener is not None:
                 progress.remove_listener(listener)
     return outcome
-
-
-def _seconds_loading() -> dict[int, float]:
-    """Each engine of this process (by object) -> the seconds it has spent loading its model (or server) so far."""
-    return {id(engine): engine.counters.load_s for engine in loaded_engines()}
 
 
 def _loaded_since(before: dict[int, float]) -> list[str]:
