@@ -129,11 +129,14 @@ class MMMUBenchmark(HubBenchmark):
 
 def _check_referenced(row: HubRow, referenced: list[str]) -> None:
     """Names the `<image k>` the text references and the row lacks (not just the first image column)."""
-    missing = [column for column in referenced if (cell := row.get(column)) in (None, {}, b"")
-               or (isinstance(cell, dict) and not cell.get("bytes"))]
+    missing = [column for column in referenced if _holds_no_image(row.get(column))]
     if missing:
         markers = ", ".join(f"<image {column.split('_')[1]}>" for column in missing)
         raise BadRow(f"the question or options reference {markers} but column(s) {missing} hold no image")
+
+
+def _holds_no_image(cell: object) -> bool:
+    return cell in (None, {}, b"") or (isinstance(cell, dict) and not cell.get("bytes"))
 
 
 def _letters(n: int) -> tuple[str, ...]:
