@@ -35,7 +35,10 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
-from tests.helpers import link_shapes  # after the thread settings: it may come to import torch
+from tests.helpers import (  # after the thread settings: it may come to import torch
+    link_shapes,
+    shared_by_workers,
+)
 
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -156,12 +159,14 @@ def assets_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def shapes_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The `shapes` benchmark's splits (about 200 MB, half a minute of CPU), built once per session for the tests
-    that use it (`@pytest.mark.usefixtures("shapes_dataset")` puts them into `home`; `link_shapes` elsewhere)."""
+    """The `shapes` benchmark's splits (about 200 MB, half a minute of CPU), built once per session, its xdist
+    workers together, for the tests that use it (`@pytest.mark.usefixtures("shapes_dataset")` puts them into
+    `home`; `link_shapes` elsewhere). The first worker builds them; the others find them built (`world.json`)."""
     from mai.run.assets import build_shapes_dataset
     from mai.storage.paths import Home
 
-    return build_shapes_dataset(Home.at(tmp_path_factory.mktemp("shapes")))
+    with shared_by_workers(tmp_path_factory, "shapes") as directory:
+        return build_shapes_dataset(Home.at(directory))
 
 
 @pytest.fixture

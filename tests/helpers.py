@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
+import pytest
 
 from mai.backends.registry import loaded_engines
 from mai.config import RunConfig
@@ -55,3 +58,17 @@ def link_shapes(shapes_dataset: Path, root: Path) -> None:
     """The session's shapes splits in the store root `root`, hard-linked: nothing writes into a split file (a
     rebuild writes new files), and a link costs nothing where a copy costs 200 MB."""
     shutil.copytree(shapes_dataset, root / "datasets" / shapes_dataset.name, copy_function=os.link)
+
+
+@contextmanager
+def shared_by_workers(factory: pytest.TempPathFactory, name: str) -> Iterator[Path]:
+    """A directory `name` of this test session that its xdist workers share (pytest-xdist's recipe: their base
+    temporary directories have one parent per session), held under a file lock: the first worker in builds what
+    the session's tests only read, the others wait for it and find it built. Without xdist, the session's own."""
+    from filelock import FileLock
+
+    base = factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    with FileLock(shared / f"{name}.lock"):
+        (shared / name).mkdir(exist_ok=True)
+        yield shared / name

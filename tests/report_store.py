@@ -6,10 +6,11 @@ profiles, one measured on this CPU, and an estimate of every run as the README m
 pair's run, 'h100-8b' for the large model's).
 The runs compute in this process (the in-process executor: what the report reads is the store, whichever executor
 wrote it); the measured profile is the `mai-profile` flow, so a module using the store requests `prefect_server`.
-The tests only read it."""
+The tests only read it; the session's xdist workers share it (the first one in builds it)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import link_shapes
+from mai.files import write_atomically
+from tests.helpers import link_shapes, shared_by_workers
 
 LIMIT = 16
 LAYERS = (1, 2)
@@ -34,9 +36,14 @@ _built: dict[Path, Store] = {}
 
 
 def report_store(factory: pytest.TempPathFactory, assets_home: Path, shapes_dataset: Path) -> Store:
+    """The session's store, built by the first of its xdist workers to ask; the others read its run ids."""
     base = factory.getbasetemp()
     if base not in _built:
-        _built[base] = _build(base / "report-store", assets_home, shapes_dataset)
+        with shared_by_workers(factory, "report-store") as root:
+            runs = root / "runs.json"  # written last: the store is complete
+            if not runs.exists():
+                write_atomically(runs, json.dumps(_build(root / "home", assets_home, shapes_dataset).runs))
+            _built[base] = Store(root / "home", json.loads(runs.read_text()))
     return _built[base]
 
 
