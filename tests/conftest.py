@@ -147,13 +147,15 @@ MEASURED: list[str] = []
 
 @pytest.fixture(scope="session")
 def assets_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A store root holding only the built models and the demo dataset (copied into per-test roots)."""
+    """A store root holding only the built models and the demo dataset (copied into per-test roots), built by the
+    session's first xdist worker (the others find them built)."""
     from mai.run.assets import build_demo_dataset, build_models
     from mai.storage.paths import Home
 
-    home = Home.at(tmp_path_factory.mktemp("assets"))
-    build_models(home)
-    build_demo_dataset(home)
+    with shared_by_workers(tmp_path_factory, "assets") as directory:
+        home = Home.at(directory)
+        build_models(home)
+        build_demo_dataset(home)
     return home.root
 
 
