@@ -93,10 +93,12 @@ test: setup
 	  --durations=25
 
 # the core alone, needing only `make venv`: no Prefect server, workers, root/namespaces/PostgreSQL, vLLM, Chromium or
-# Node, and no test marked slow (the markers in pyproject.toml); on TEST_WORKERS xdist workers as `make test`
+# Node, and no test marked slow (the markers in pyproject.toml); on TEST_WORKERS xdist workers, each test its own
+# unit (`worksteal`: a worker that runs out takes half of the other's remaining tests). Per file (`loadfile`), xdist's
+# reorder handed out its one-test files last (the 7 s test_time_regimes among them) and one worker idled 4 s at the end
 FAST_TIER := not prefect and not workers and not cluster and not vllm and not browser and not node and not slow
 test-fast: venv
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "$(FAST_TIER)"
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "$(FAST_TIER)"
 
 # the report's screenshots in the docs (docs/report/), renewed on purpose: tests never write tracked files. The
 # report sections' come from the report tests' own stores, the paper items' that docs/reports.md shows (tables 7, 9,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import tomllib
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -60,10 +61,17 @@ def layer_of(module: str) -> str:
     return "core"
 
 
+@cache
+def nodes(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of a module's syntax tree, parsed once per session: the tests read the files, never change them
+    (each test parsing every module took most of this file's time)."""
+    return tuple(ast.walk(ast.parse(path.read_text(), str(path))))
+
+
 def imported_names(module: str, path: Path) -> Iterator[tuple[str, int]]:
     """(imported module or module.name, line) of every import statement, wherever it stands."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in nodes(path):
         if isinstance(node, ast.Import):
             yield from ((alias.name, node.lineno) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -191,7 +199,7 @@ def modules_asking_what_is_imported(files: dict[str, Path]) -> list[str]:
     for module, path in files.items():
         if module == "mai.flows.prefect_api":
             continue
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in nodes(path):
             if (isinstance(node, ast.Compare) and isinstance(node.left, ast.Constant)
                     and str(node.left.value).startswith("prefect") and "sys.modules" in ast.unparse(node)):
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}")

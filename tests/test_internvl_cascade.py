@@ -12,7 +12,11 @@ import pyarrow.parquet as pq
 
 from mai.config import INTERNVL_LARGE_BUILTIN, INTERNVL_SMALL_BUILTIN, LARGE_BUILTIN, SMALL_BUILTIN
 from mai.storage.paths import Home
-from tests.helpers import LIMIT, run, stored_generations
+from tests.helpers import run, stored_generations
+
+# 12 demo samples a run (the tests' usual 24 computed twice the outputs): enough that each pair disagrees on some (every
+# stage runs) and that a changed partner routes new samples to a model
+LIMIT = 12
 
 
 def set_max_tiles(directory: Path, max_tiles: int) -> None:
@@ -42,12 +46,12 @@ def assert_complete(manifest: dict[str, Any]) -> None:
 
 def test_internvl_pair_cascade_reruns_nothing_and_a_tile_change_recomputes(home: Path) -> None:
     pair = {"small_model": INTERNVL_SMALL_BUILTIN, "large_model": INTERNVL_LARGE_BUILTIN, "s2": True}
-    first = run(home, **pair)
+    first = run(home, limit=LIMIT, **pair)
     assert_complete(first)
     assert first["counts"]["generations_computed"] == first["counts"]["generations_needed"]
     assert first["routes"]["RT"] > 0  # the pair disagrees often enough that every stage runs
 
-    again = run(home, **pair)
+    again = run(home, limit=LIMIT, **pair)
     assert again["counts"]["generations_computed"] == 0
     assert again["routes"] == first["routes"] and again["metrics"] == first["metrics"]
 
@@ -55,7 +59,7 @@ def test_internvl_pair_cascade_reruns_nothing_and_a_tile_change_recomputes(home:
     # (its identity is a fingerprint of its files); the small model's are reused (it computes R and S2 only for
     # samples that reach stage 2 now and did not before: the large model's new S answers route them differently)
     set_max_tiles(Home.at(home).models / INTERNVL_LARGE_BUILTIN, 1)
-    retiled = run(home, **pair)
+    retiled = run(home, limit=LIMIT, **pair)
     assert_complete(retiled)
     computed = stored_generations(home, retiled["run_id"])
     large = [r for r in computed if r["model"] == INTERNVL_LARGE_BUILTIN]
@@ -72,10 +76,10 @@ def test_internvl_mixed_family_pairs_reuse_each_models_outputs(home: Path) -> No
     """InternVL small + Qwen large, then Qwen small + InternVL large: only text passes between the two models, and
     each model's outputs computed by an earlier pair are reused by the next (a model computes only what the new
     partner's answers route to it that it had not answered before)."""
-    internvl_pair = run(home, small_model=INTERNVL_SMALL_BUILTIN, large_model=INTERNVL_LARGE_BUILTIN)
+    internvl_pair = run(home, limit=LIMIT, small_model=INTERNVL_SMALL_BUILTIN, large_model=INTERNVL_LARGE_BUILTIN)
     assert_complete(internvl_pair)
 
-    mixed = run(home, small_model=INTERNVL_SMALL_BUILTIN, large_model=LARGE_BUILTIN)
+    mixed = run(home, limit=LIMIT, small_model=INTERNVL_SMALL_BUILTIN, large_model=LARGE_BUILTIN)
     assert_complete(mixed)
     computed = stored_generations(home, mixed["run_id"])
     assert sum(r["prompt_kind"] == "S" and r["model"] == LARGE_BUILTIN for r in computed) == LIMIT
@@ -84,14 +88,14 @@ def test_internvl_mixed_family_pairs_reuse_each_models_outputs(home: Path) -> No
         samples_of(home, internvl_pair["run_id"], INTERNVL_SMALL_BUILTIN, "R"))
     assert mixed["routes"]["RT"] > 0  # the Qwen model read the InternVL model's reasoning
 
-    reverse = run(home, small_model=SMALL_BUILTIN, large_model=INTERNVL_LARGE_BUILTIN)
+    reverse = run(home, limit=LIMIT, small_model=SMALL_BUILTIN, large_model=INTERNVL_LARGE_BUILTIN)
     assert_complete(reverse)
     computed = stored_generations(home, reverse["run_id"])
     assert sum(r["prompt_kind"] == "S" and r["model"] == SMALL_BUILTIN for r in computed) == LIMIT
     # the InternVL large model's S answers are reused; its RT reads the Qwen model's reasoning (new outputs)
     assert {r["prompt_kind"] for r in computed if r["model"] == INTERNVL_LARGE_BUILTIN} <= {"RT"}
     assert reverse["routes"]["RT"] > 0
-    again = run(home, small_model=SMALL_BUILTIN, large_model=INTERNVL_LARGE_BUILTIN)
+    again = run(home, limit=LIMIT, small_model=SMALL_BUILTIN, large_model=INTERNVL_LARGE_BUILTIN)
     assert again["counts"]["generations_computed"] == 0 and again["routes"] == reverse["routes"]
 
 
@@ -99,15 +103,15 @@ def test_sparse_rt_on_an_internvl_large_model_behind_a_qwen_small_model(home: Pa
     """Sparse RT with an InternVL large model: its language model's layers are captured (0-based decoder layers),
     the selected tokens of the Qwen model's reasoning are transferred, and a second layer costs no new prefill."""
     pair = {"small_model": SMALL_BUILTIN, "large_model": INTERNVL_LARGE_BUILTIN}
-    full = run(home, **pair)
+    full = run(home, limit=LIMIT, **pair)
     rt_samples = full["routes"]["RT"]
     assert rt_samples > 0
-    layer_3 = run(home, **pair, transfer="sparse", transfer_layer=3)
+    layer_3 = run(home, limit=LIMIT, **pair, transfer="sparse", transfer_layer=3)
     counts = layer_3["counts"]
     assert counts["selections_computed"] == rt_samples and counts["attention_prefills"] == rt_samples
     assert layer_3["routes"]["RT"] == rt_samples  # MV1 and MV2 outcomes are reused
     computed = stored_generations(home, layer_3["run_id"])
     assert {(r["model"], r["prompt_kind"]) for r in computed} == {(INTERNVL_LARGE_BUILTIN, "RT")}
-    layer_0 = run(home, **pair, transfer="sparse", transfer_layer=0)
+    layer_0 = run(home, limit=LIMIT, **pair, transfer="sparse", transfer_layer=0)
     assert layer_0["counts"]["selections_computed"] == rt_samples
     assert layer_0["counts"]["attention_prefills"] == rt_samples  # a run captures only its own layer

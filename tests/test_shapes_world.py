@@ -241,17 +241,18 @@ def test_splits_written_by_another_world_are_rebuilt_not_reused(tmp_path, monkey
     from mai.storage.paths import Home
 
     home = Home.at(tmp_path)
-    test_split = build_shapes_dataset(home, SIZES) / "test-00000-of-00001.parquet"
+    sizes = {"test": 12, "validation": 6, "train": 24}  # the rebuild's subject is the world, not the sizes: small
+    test_split = build_shapes_dataset(home, sizes) / "test-00000-of-00001.parquet"
     first = pq.read_table(test_split).column("image").to_pylist()
     written = test_split.stat().st_mtime_ns
-    build_shapes_dataset(home, SIZES)
+    build_shapes_dataset(home, sizes)
     assert test_split.stat().st_mtime_ns == written  # the same world: nothing rewritten
     # another world (2-7 shapes per scene), as a home built by an older version of the world holds it
     monkeypatch.setattr(world, "OBJECTS_PER_SCENE", (2, 7))
-    build_shapes_dataset(home, SIZES)
+    build_shapes_dataset(home, sizes)
     rebuilt = pq.read_table(test_split)
     assert rebuilt.column("image").to_pylist() != first
-    items = world.split_items("test", SIZES)  # the rows on disk are now that world's
+    items = world.split_items("test", sizes)  # the rows on disk are now that world's
     assert max(len(objects(scene)) for scene, _ in items) <= 7
     assert rebuilt.column("question").to_pylist() == [q.text for _, q in items]
     assert rebuilt.column("answer").to_pylist() == [q.answer for _, q in items]
