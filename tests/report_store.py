@@ -49,8 +49,7 @@ def report_store(factory: pytest.TempPathFactory, assets_home: Path, shapes_data
 
 def _build(root: Path, assets_home: Path, shapes_dataset: Path) -> Store:
     from mai import api
-    from mai.config import RunConfig, shapes_pair_config
-    from mai.flows.sweep import sweep_variants
+    from mai.config import RunConfig, shapes_pair_config, sweep_variants
 
     shutil.copytree(assets_home / "models", root / "models")
     link_shapes(shapes_dataset, root)

@@ -55,7 +55,7 @@ def tables(part: str) -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory, assets_home: Path) -> tuple[Path, dict[str, str]]:
     """The runs in this process (the in-process executor): the report reads the store, whichever executor wrote it."""
-    from mai.flows.sweep import sweep_variants
+    from mai.config import sweep_variants
 
     root = tmp_path_factory.mktemp("groups")
     shutil.copytree(assets_home / "models", root / "models")

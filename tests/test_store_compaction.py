@@ -168,9 +168,8 @@ def test_duplicates_and_orphans_are_reported_then_removed(tmp_path: Path) -> Non
 
 def test_a_compacted_real_store_answers_every_saved_query_as_before(home: Path) -> None:
     from mai import api
-    from mai.config import RunConfig
+    from mai.config import RunConfig, sweep_variants
     from mai.dashboards.saved import list_saved, load_saved
-    from mai.flows.sweep import sweep_variants
 
     # 12 samples in batches of 2: files enough to compact (several a partition), at half the runs' cost of 24
     small_batches = {"batch_size": 2, "limit": 12}
