@@ -50,6 +50,7 @@ DRAIN_END_WAIT_S = 30.0  # once every shard is done, how long the parent waits f
 # after three intervals without one (Prefect's documented rule)
 HEARTBEAT_S = 30
 ZOMBIE_AUTOMATION = "mai: crash drain and shard runs without heartbeats"
+DRAIN_START_AUTOMATION = "mai: crash drain runs that never sent a heartbeat"
 DRAIN_FLOWS = ["mai-drain", "mai-shard"]
 # a drain that no worker took this long after the run's flow run started makes the parent ask whether a worker of
 # the pool is online; while one is (busy) it asks again every NO_WORKER_RECHECK_S
@@ -137,36 +138,35 @@ def check_workers(config: RunConfig) -> None:
 
 
 def ensure_zombie_automation(client: SyncPrefectClient) -> bool:
-    """Prefect's "detect zombie flows" automation, scoped to drain and shard runs, on the server as written here
-    (created, or updated when an older mai made it otherwise): a run of those flows that started Running, or sent a
-    heartbeat, and then sent neither for three heartbeat intervals nor ended is marked Crashed (Running too: a
-    process killed before its first heartbeat reached the server sends none). Only these flows: others on a shared
-    server keep Prefect's 180 s heartbeat, which this window would call dead. True if it was created or updated."""
+    """Prefect's "detect zombie flows" automation, scoped to drain and shard runs, and a second one for drains alone,
+    unless the server has them (by name). The first marks Crashed a run of those flows whose heartbeats stopped for
+    three intervals before it ended; the second a drain that went Running and then sent no heartbeat, nor ended, in
+    that time (its process died before its first heartbeat reached the server). Shards are watched only from their
+    first heartbeat: a run's shards in its own process (no --workers) send none. Only these flows: others on a shared
+    server keep Prefect's 180 s heartbeat, which this window would call dead. True if one was created."""
     from prefect.events.actions import ChangeFlowRunState
     from prefect.events.schemas.automations import AutomationCore, EventTrigger, Posture
     from prefect.events.schemas.events import ResourceSpecification
 
     ended = {f"prefect.flow-run.{name}" for name in ("Completed", "Failed", "Cancelled", "Crashed", TAKEN_OUT)}
-    automation = AutomationCore(
-        name=ZOMBIE_AUTOMATION,
-        description="created by mai: its fanned-out runs' drains and shards, lost with their host, end Crashed",
-        trigger=EventTrigger(
-            after={"prefect.flow-run.heartbeat", "prefect.flow-run.Running"},
-            expect={"prefect.flow-run.heartbeat", *ended},
+    created = False
+    watches = [(ZOMBIE_AUTOMATION, "heartbeat", DRAIN_FLOWS,
+                "its fanned-out runs' drains and shards, lost with their host, end Crashed"),
+               (DRAIN_START_AUTOMATION, "Running", ["mai-drain"],
+                "a fanned-out run's drain whose process died before its first heartbeat ends Crashed")]
+    for name, start, flows, what in watches:
+        if client.read_automations_by_name(name):
+            continue
+        client.create_automation(AutomationCore(name=name, description=f"created by mai: {what}", trigger=EventTrigger(
+            after={f"prefect.flow-run.{start}"}, expect={"prefect.flow-run.heartbeat", *ended},
             match=ResourceSpecification({"prefect.resource.id": "prefect.flow-run.*"}),
-            match_related=ResourceSpecification({"prefect.resource.role": "flow", "prefect.resource.name": DRAIN_FLOWS}),
+            match_related=ResourceSpecification({"prefect.resource.role": "flow", "prefect.resource.name": flows}),
             for_each={"prefect.resource.id"}, posture=Posture.Proactive, threshold=1,
             within=timedelta(seconds=3 * HEARTBEAT_S)),
-        actions=[ChangeFlowRunState(name=None, force=False, state=StateType.CRASHED, message=(
-            f"no heartbeat for {3 * HEARTBEAT_S} s: its host or process is gone (mai's zombie automation)"))])
-    existing = client.read_automations_by_name(ZOMBIE_AUTOMATION)
-    if not existing:
-        client.create_automation(automation)
-    elif existing[0].trigger.model_dump(exclude={"id"}) != automation.trigger.model_dump(exclude={"id"}):
-        client.update_automation(existing[0].id, automation)
-    else:
-        return False
-    return True
+            actions=[ChangeFlowRunState(name=None, force=False, state=StateType.CRASHED, message=(
+                f"no heartbeat for {3 * HEARTBEAT_S} s: its host or process is gone (mai's zombie automation)"))]))
+        created = True
+    return created
 
 
 def run_shards(plan: RunPlan, shard_paths: list[str], workers: int, on_done: Callable[[int], None]) -> ShardsDone:

@@ -96,29 +96,23 @@ def test_a_run_planned_in_a_deployment_records_the_deployment_as_its_command(mon
         "Prefect deployment mai-run/cascade-test, flow run 0b7e (process: prefect flow-run execute)"
 
 
-def test_the_zombie_automation_is_created_once_and_an_older_one_is_brought_up_to_date() -> None:
-    """The run creates Prefect's zombie automation for its drains and shards; one an older mai created, whose watch
-    began only at a run's first heartbeat (a drain killed before that stayed Running), is updated to begin at Running
-    too; one already as written is left alone."""
+def test_the_zombie_automations_are_created_once() -> None:
+    """A fanned-out run creates Prefect's zombie automation for its drains and shards, and the one that watches a
+    drain from its Running; a server that has them (by name) is left as it is."""
     from prefect.client.orchestration import get_client
-    from prefect.events.schemas.automations import AutomationCore
 
-    from mai.flows.fanout import ZOMBIE_AUTOMATION, ensure_zombie_automation
+    from mai.flows.fanout import DRAIN_START_AUTOMATION, ZOMBIE_AUTOMATION, ensure_zombie_automation
 
     with get_client(sync_client=True) as client:
-        for old in client.read_automations_by_name(ZOMBIE_AUTOMATION):
-            client.delete_automation(old.id)
+        for name in (ZOMBIE_AUTOMATION, DRAIN_START_AUTOMATION):
+            for old in client.read_automations_by_name(name):
+                client.delete_automation(old.id)
         assert ensure_zombie_automation(client)
-        [created] = client.read_automations_by_name(ZOMBIE_AUTOMATION)
-        assert created.trigger.after == {"prefect.flow-run.heartbeat", "prefect.flow-run.Running"}  # type: ignore[union-attr]
+        [heartbeats] = client.read_automations_by_name(ZOMBIE_AUTOMATION)
+        [start] = client.read_automations_by_name(DRAIN_START_AUTOMATION)
+        assert heartbeats.trigger.after == {"prefect.flow-run.heartbeat"}  # type: ignore[union-attr]
+        # from Running only for drains: a run's shards in its own process send no heartbeats
+        assert start.trigger.after == {"prefect.flow-run.Running"}  # type: ignore[union-attr]
+        assert start.trigger.match_related.get("prefect.resource.name") == ["mai-drain"]  # type: ignore[union-attr]
         assert not ensure_zombie_automation(client)
-        older = AutomationCore.model_validate({  # the shape before the change
-            **created.model_dump(exclude={"id", "owner_resource"}), "trigger": created.trigger.model_copy(
-                update={"after": {"prefect.flow-run.heartbeat"}})})
-        client.update_automation(created.id, older)
-        assert client.read_automations_by_name(ZOMBIE_AUTOMATION)[0].trigger.after == {  # type: ignore[union-attr]
-            "prefect.flow-run.heartbeat"}
-        assert ensure_zombie_automation(client)
-        [updated] = client.read_automations_by_name(ZOMBIE_AUTOMATION)
-        assert updated.id == created.id and updated.trigger.after == created.trigger.after  # type: ignore[union-attr]
-        assert not ensure_zombie_automation(client)
+        assert len(client.read_automations_by_name(ZOMBIE_AUTOMATION)) == 1

@@ -382,7 +382,9 @@ def test_a_killed_worker_loses_its_shard_to_the_other(workers: Workers, home: Pa
     if "error" in result:
         raise result["error"]
     assert killed, "no shard was caught running on a worker"
-    silent = _a_drain_run_that_never_sends_a_heartbeat()
+    # a drain whose process died before its first heartbeat reached the server, and a shard subflow that sends no
+    # heartbeats, as a run's shards in its own process (no --workers) on this server would be
+    silent, silent_shard = (_a_run_that_never_sends_a_heartbeat(flow) for flow in ("mai-drain", "mai-shard"))
     manifest = result
     assert comparable(read_routes(Home.at(other), manifest["run_id"])) == comparable(
         read_routes(Home.at(home), reference["run_id"]))
@@ -400,8 +402,7 @@ def test_a_killed_worker_loses_its_shard_to_the_other(workers: Workers, home: Pa
     # the lost drain and the lost shard's run on the killed worker: Crashed by the zombie automation, no heartbeat
     # having come for three intervals after the last one (the goal: within two minutes of the kill)
     # (the shard run's heartbeats started after its drain's: its 90 s may end up to 30 s later)
-    # and a drain whose process died before its first heartbeat reached the server: the automation's watch began
-    # at its Running
+    # and the silent drain: the drains' second automation watched it from its Running
     deadline = killed_at + 300
     while True:
         lost = [r for kind in ("drain", "shard") for r in worker_flow_runs(manifest["run_id"], kind)
@@ -412,6 +413,9 @@ def test_a_killed_worker_loses_its_shard_to_the_other(workers: Workers, home: Pa
         time.sleep(1.0)
     assert sorted(r.name.split("-")[0] for r in lost) == ["drain", "shard"], [(r.name, r.state_type) for r in lost]
     assert silent_state.is_crashed() and "no heartbeat for 90 s" in (silent_state.message or ""), silent_state
+    # while a shard without heartbeats is not called dead: it was Running as long, and still is
+    assert _flow_run(silent_shard).state.is_running(), _flow_run(silent_shard).state
+    _end(silent_shard)
     assert all("no heartbeat for 90 s" in (r.state.message or "") for r in lost), [r.state.message for r in lost]
     crashed_s = [(r.state.timestamp - killed_wall).total_seconds() for r in lost]  # type: ignore[union-attr]
     print(f"SIGKILL mid-shard: the run completed {result['ended'] - killed_at:.1f} s after the kill, its drain and shard "
@@ -419,18 +423,26 @@ def test_a_killed_worker_loses_its_shard_to_the_other(workers: Workers, home: Pa
     assert max(crashed_s) < 120, crashed_s
 
 
-def _a_drain_run_that_never_sends_a_heartbeat() -> Any:
-    """A `mai-drain` flow run set Running, as a drain's engine does before its first heartbeat, that sends nothing
-    after (its process killed at once); its id."""
+def _a_run_that_never_sends_a_heartbeat(flow_name: str) -> Any:
+    """A flow run of `flow_name` set Running, as its engine does before its first heartbeat, that sends nothing
+    after; its id."""
     from prefect import Flow
     from prefect.client.orchestration import get_client
     from prefect.states import Pending, Running
 
     with get_client(sync_client=True) as client:
-        flow_run = client.create_flow_run(Flow(fn=lambda: None, name="mai-drain"), name="drain-killed-at-its-start",
+        flow_run = client.create_flow_run(Flow(fn=lambda: None, name=flow_name), name=f"{flow_name}-silent",
                                           state=Pending())
         client.set_flow_run_state(flow_run.id, Running(), force=True)
     return flow_run.id
+
+
+def _end(flow_run_id: Any) -> None:
+    from prefect.client.orchestration import get_client
+    from prefect.states import Completed
+
+    with get_client(sync_client=True) as client:
+        client.set_flow_run_state(flow_run_id, Completed(), force=True)
 
 
 def _flow_run(flow_run_id: Any) -> Any:
@@ -595,10 +607,18 @@ def _a_shard_runs(home: Home) -> bool:
 
 
 def _shard_run_is_running(lease: Path) -> bool:
-    """The lease's shard runs as a subflow run that is Running on the server (a drain takes the lease, then starts
-    the subflow run: the zombie automation's watch begins at its Running, its first heartbeat sent or not)."""
-    return any(r.name == lease.stem and r.state_type.value == "RUNNING"
-               for r in worker_flow_runs(lease.parent.parent.name, "shard"))
+    """The lease's shard runs as a subflow run whose first heartbeat is on the server (a drain takes the lease, then
+    starts the subflow run, whose heartbeats start the zombie automation's watch: a process killed before that one
+    reached the server leaves its shard run Running)."""
+    from prefect.client.orchestration import get_client
+    from prefect.events.filters import EventFilter, EventNameFilter, EventResourceFilter
+
+    runs = [r for r in worker_flow_runs(lease.parent.parent.name, "shard")
+            if r.name == lease.stem and r.state_type.value == "RUNNING"]
+    with get_client(sync_client=True) as client:
+        return any(client.read_events(filter=EventFilter(
+            event=EventNameFilter(name=["prefect.flow-run.heartbeat"]),
+            resource=EventResourceFilter(id=[f"prefect.flow-run.{r.id}"])), limit=1).events for r in runs)
 
 
 def _parent(pid: int) -> int:
