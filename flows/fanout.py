@@ -2,10 +2,10 @@
 drains (flows/drain.py): flow runs of the drain deployment, `mai-drain/drain` on `mai-gpu` unless the parent's
 environment names another (`MAI_DRAIN_DEPLOYMENT`: each parent deployment chooses its drains' pool).
 
-The parent only watches: the shards' outcomes in the store and the drains' flow runs. A lost worker is Prefect's to
-find: drains and their shard runs send heartbeats every HEARTBEAT_S, the "detect zombie flows" automation that the
-parent creates marks one that fell silent Crashed, and the parent submits a new drain in its slot; the shard it held
-is free at once (its lease is a flock). A shard that fails after the shard flow's retries fails its drain and the run.
+The parent only watches: the shards' outcomes in the store and the drains' flow runs (one request a poll). A lost
+worker is Prefect's to find: drains and their shard runs send heartbeats every HEARTBEAT_S, the "detect zombie flows"
+automation that the parent creates marks one that fell silent Crashed, and the parent submits a new drain in its
+slot; the shard it held is free at once (its lease is a flock). A shard that fails after the shard flow's retries fails its drain and the run.
 
 A host that cannot serve the run (mai.host_faults; or code too old to read the plan, or a flow it cannot import) is
 taken out, not the run: its drain ends `TakenOut` having run nothing, the other drains take every shard, and the
@@ -44,6 +44,7 @@ from mai.storage.runs import read_shard_outcome
 
 DRAIN_DEPLOYMENT = "mai-drain/drain"  # the default; MAI_DRAIN_DEPLOYMENT names another (`drain_deployment`)
 POLL_S = 1.0
+READ_LIMIT = 200  # flow runs one request reads at most (Prefect's default API limit)
 MAX_ATTEMPTS = 3         # drains submitted in one slot (the first and its replacements after lost workers)
 DRAIN_END_WAIT_S = 30.0  # once every shard is done, how long the parent waits for its running drains to end
 # drains' and their shard runs' heartbeats: Prefect's shortest interval; the zombie automation marks a run Crashed
@@ -277,8 +278,9 @@ def _watch_drains(client: SyncPrefectClient, run_id: str, drains: list[_Drain], 
     """The drains that ended: Completed, Crashed (lost: its worker or host died) or taken out (their host added to
     `hosts_taken_out`). Raises RunFailed for one that failed otherwise or that someone else cancelled."""
     ended = []
+    flow_runs = _flow_runs(client, drains)
     for drain in drains:
-        flow_run = client.read_flow_run(drain.flow_run_id)
+        flow_run = flow_runs[drain.flow_run_id]
         state = flow_run.state
         if state is None or not state.is_final():
             if state is not None and (state.is_scheduled() or state.is_pending()):
@@ -365,7 +367,8 @@ def _end_drains(client: SyncPrefectClient, drains: list[_Drain]) -> None:
     poll and are awaited (DRAIN_END_WAIT_S at most: one whose host died ends Crashed by the automation, later)."""
     deadline = time.monotonic() + DRAIN_END_WAIT_S
     while drains and time.monotonic() < deadline:
-        states = [(drain, client.read_flow_run(drain.flow_run_id).state) for drain in drains]
+        flow_runs = _flow_runs(client, drains)
+        states = [(drain, flow_runs[drain.flow_run_id].state) for drain in drains]
         _cancel_drains(client, [drain for drain, state in states if state and (state.is_scheduled() or
                                                                               state.is_pending())],
                        "every shard of its run was done")
@@ -382,8 +385,22 @@ def _cancel_drains(client: SyncPrefectClient, drains: list[_Drain], message: str
     """Prefect's cancellation: Cancelling for a drain that a worker took (the runner supervising its process sends
     it SIGTERM and reports it and its shard runs Cancelled), Cancelled at once for one that no worker took yet, so
     that none takes it later."""
+    flow_runs = _flow_runs(client, drains)
     for drain in drains:
-        state = client.read_flow_run(drain.flow_run_id).state
+        state = flow_runs[drain.flow_run_id].state
         if state is not None and not state.is_final():
             cancelled: State = Cancelled(message=message) if state.is_scheduled() else Cancelling(message=message)
             client.set_flow_run_state(drain.flow_run_id, cancelled, force=True)
+
+
+def _flow_runs(client: SyncPrefectClient, drains: list[_Drain]) -> dict[UUID, FlowRun]:
+    """The drains' flow runs by id, read in one request per READ_LIMIT drains: a parent watching many drains asks
+    the server once per poll, not once per drain (every request costs the server's CPU, shared by every run on it).
+    A drain whose flow run is gone (deleted on the server) fails the run, as reading it alone did."""
+    ids = [drain.flow_run_id for drain in drains]
+    runs = {run.id: run for start in range(0, len(ids), READ_LIMIT) for run in client.read_flow_runs(
+        flow_run_filter=filters.FlowRunFilter(id=filters.FlowRunFilterId(any_=ids[start:start + READ_LIMIT])),
+        limit=READ_LIMIT)}
+    if gone := [drain.name for drain in drains if drain.flow_run_id not in runs]:
+        raise RunFailed(f"the flow runs of drains {gone} are no longer on the Prefect server (deleted?)")
+    return runs

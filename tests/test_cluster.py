@@ -277,7 +277,8 @@ def kill_a_host_in_its_second_shard(cluster: Cluster, parent: subprocess.Popen[b
             done_there = {Path(o.shard_path).stem for o in read_shard_outcomes(home, lease.parent.parent.name)
                           if o.host == holder}
             if holder in names and done_there and lease.stem not in done_there and _shard_run_is_running(
-                    cluster, lease.parent.parent.name, lease.stem):
+                    cluster, lease.parent.parent.name, lease.stem) and lease_is_held(lease) \
+                    and not lease.with_suffix(".json").exists():  # still inside it after the server's answer
                 # inside the shard: its lease held, no outcome, its subflow run Running (a condition: a second shard,
                 # its models loaded, took 1.1 s, and a fixed 1.5 s wait let it finish before the kill)
                 cluster.hosts[names[holder]].kill()

@@ -52,7 +52,8 @@ def prefect_env(api_url: str, **extra: str) -> dict[str, str]:
     # as `mai` itself: warnings on the terminal, INFO to the Prefect API (a run's Logs tab)
     return {**os.environ, "PREFECT_API_URL": api_url, "PREFECT_LOGGING_LEVEL": "INFO",
             "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": "WARNING",
-            "PREFECT_WORKER_QUERY_SECONDS": "1", "PREFECT_WORKER_PREFETCH_SECONDS": "0", "HF_HUB_OFFLINE": "1",
+            # each poll costs the server ~27 ms of CPU (docs/cluster.md): 2 s, not 1, for the cluster's 12 workers
+            "PREFECT_WORKER_QUERY_SECONDS": "2", "PREFECT_WORKER_PREFETCH_SECONDS": "0", "HF_HUB_OFFLINE": "1",
             "PREFECT_WORKER_HEARTBEAT_SECONDS": "5",
             **extra}
 
@@ -371,8 +372,10 @@ def test_a_killed_worker_loses_its_shard_to_the_other(workers: Workers, home: Pa
         for lease in (Home.at(other).runs).glob("*/shards/*.lease"):
             holder = lease_holder(lease)
             worker = workers.pids().get(int(holder.get("ppid", 0) or 0))  # type: ignore[call-overload]
-            if worker and lease_is_held(lease) and list(Home.at(other).generations.glob("*/R/*.parquet")) \
-                    and _shard_run_is_running(lease):
+            # the server's answer (slow) first, the lease and the outcome (instant) last, just before the kill: a
+            # shard that finished meanwhile (its outcome written, its lease let go) would lose nothing to the kill
+            if worker and list(Home.at(other).generations.glob("*/R/*.parquet")) and _shard_run_is_running(lease) \
+                    and lease_is_held(lease) and lease_holder(lease) == holder and not lease.with_suffix(".json").exists():
                 workers.kill(worker, int(holder["pid"]))  # type: ignore[call-overload]
                 killed, lost_shard, killed_at, killed_wall = worker, lease.stem, time.monotonic(), datetime.now(UTC)
                 break
