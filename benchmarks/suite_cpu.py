@@ -29,6 +29,7 @@ KINDS = [
     ("drains (Prefect flow-run processes on workers)", r"_workspace_supervisor|prefect\.engine|prefect/engine"),
     ("Prefect servers (`prefect server start`)", r"prefect server start"),
     ("mai's temporary Prefect servers", r"uvicorn .*mai\.flows\.prefect_api"),
+    ("the tests' Prefect servers (one per xdist worker)", r"uvicorn .*prefect\.server\.api\.server:create_app"),
     ("Prefect workers", r"worker start|mai\.cli worker|/mai worker"),
     ("vLLM servers and engines", r"vllm|VLLM"),
     ("mai commands", r"mai\.cli|/bin/mai |cli/__main__"),

@@ -52,7 +52,7 @@ def prefect_env(api_url: str, **extra: str) -> dict[str, str]:
     # as `mai` itself: warnings on the terminal, INFO to the Prefect API (a run's Logs tab)
     return {**os.environ, "PREFECT_API_URL": api_url, "PREFECT_LOGGING_LEVEL": "INFO",
             "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": "WARNING",
-            # each poll costs the server ~27 ms of CPU (docs/cluster.md): 2 s, not 1, for the cluster's 12 workers
+            # each poll costs the server ~25 ms of CPU (docs/cluster.md): 2 s, not 1, for the cluster's 12 workers
             "PREFECT_WORKER_QUERY_SECONDS": "2", "PREFECT_WORKER_PREFETCH_SECONDS": "0", "HF_HUB_OFFLINE": "1",
             "PREFECT_WORKER_HEARTBEAT_SECONDS": "5",
             **extra}
