@@ -5,7 +5,8 @@ environment names another (`MAI_DRAIN_DEPLOYMENT`: each parent deployment choose
 The parent only watches: the shards' outcomes in the store and the drains' flow runs (one request a poll). A lost
 worker is Prefect's to find: drains and their shard runs send heartbeats every HEARTBEAT_S, the "detect zombie flows"
 automation that the parent creates marks one that fell silent Crashed, and the parent submits a new drain in its
-slot; the shard it held is free at once (its lease is a flock). A shard that fails after the shard flow's retries fails its drain and the run.
+slot; the shard it held is free at once (its lease is a flock). A shard that fails after the shard flow's retries
+fails its drain and the run.
 
 A host that cannot serve the run (mai.host_faults; or code too old to read the plan, or a flow it cannot import) is
 taken out, not the run: its drain ends `TakenOut` having run nothing, the other drains take every shard, and the
@@ -279,6 +280,9 @@ def _watch_drains(client: SyncPrefectClient, run_id: str, drains: list[_Drain], 
     `hosts_taken_out`). Raises RunFailed for one that failed otherwise or that someone else cancelled."""
     ended = []
     flow_runs = _flow_runs(client, drains)
+    if gone := [drain.name for drain in drains if drain.flow_run_id not in flow_runs]:
+        raise RunFailed(f"the flow runs of drains {gone} of run {run_id} are no longer on the Prefect server "
+                        "(deleted?); what the shards stored is kept")
     for drain in drains:
         flow_run = flow_runs[drain.flow_run_id]
         state = flow_run.state
@@ -368,7 +372,7 @@ def _end_drains(client: SyncPrefectClient, drains: list[_Drain]) -> None:
     deadline = time.monotonic() + DRAIN_END_WAIT_S
     while drains and time.monotonic() < deadline:
         flow_runs = _flow_runs(client, drains)
-        states = [(drain, flow_runs[drain.flow_run_id].state) for drain in drains]
+        states = [(drain, flow_runs[drain.flow_run_id].state) for drain in drains if drain.flow_run_id in flow_runs]
         _cancel_drains(client, [drain for drain, state in states if state and (state.is_scheduled() or
                                                                               state.is_pending())],
                        "every shard of its run was done")
@@ -387,7 +391,7 @@ def _cancel_drains(client: SyncPrefectClient, drains: list[_Drain], message: str
     that none takes it later."""
     flow_runs = _flow_runs(client, drains)
     for drain in drains:
-        state = flow_runs[drain.flow_run_id].state
+        state = flow_runs[drain.flow_run_id].state if drain.flow_run_id in flow_runs else None  # None: deleted
         if state is not None and not state.is_final():
             cancelled: State = Cancelled(message=message) if state.is_scheduled() else Cancelling(message=message)
             client.set_flow_run_state(drain.flow_run_id, cancelled, force=True)
@@ -396,11 +400,8 @@ def _cancel_drains(client: SyncPrefectClient, drains: list[_Drain], message: str
 def _flow_runs(client: SyncPrefectClient, drains: list[_Drain]) -> dict[UUID, FlowRun]:
     """The drains' flow runs by id, read in one request per READ_LIMIT drains: a parent watching many drains asks
     the server once per poll, not once per drain (every request costs the server's CPU, shared by every run on it).
-    A drain whose flow run is gone (deleted on the server) fails the run, as reading it alone did."""
+    One deleted on the server is missing: the watch fails the run for it, a cancellation or the end wait skips it."""
     ids = [drain.flow_run_id for drain in drains]
-    runs = {run.id: run for start in range(0, len(ids), READ_LIMIT) for run in client.read_flow_runs(
+    return {run.id: run for start in range(0, len(ids), READ_LIMIT) for run in client.read_flow_runs(
         flow_run_filter=filters.FlowRunFilter(id=filters.FlowRunFilterId(any_=ids[start:start + READ_LIMIT])),
         limit=READ_LIMIT)}
-    if gone := [drain.name for drain in drains if drain.flow_run_id not in runs]:
-        raise RunFailed(f"the flow runs of drains {gone} are no longer on the Prefect server (deleted?)")
-    return runs
