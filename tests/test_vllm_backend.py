@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -68,14 +69,21 @@ def vllm_processes() -> list[str]:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def no_servers_left() -> Iterator[None]:
-    yield
-    clear_engines()
-    vllm_server.stop_all_started()
-    deadline = time.monotonic() + 30
-    while vllm_processes() and time.monotonic() < deadline:
-        time.sleep(0.5)
+def no_servers_left(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """No server outlives the module, and none leaves a file in the temporary directory (vLLM puts its engine's
+    sockets there: one a start, before the servers got a directory of their own)."""
+    temp = tmp_path_factory.mktemp("tmpdir")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TMPDIR", str(temp))  # for the servers and `mai serve`, started by the tests
+        patch.setattr(tempfile, "tempdir", str(temp))  # for this process (tempfile caches it)
+        yield
+        clear_engines()
+        vllm_server.stop_all_started()
+        deadline = time.monotonic() + 30
+        while vllm_processes() and time.monotonic() < deadline:
+            time.sleep(0.5)
     assert vllm_processes() == [], "tests left vLLM servers running"
+    assert sorted(path.name for path in temp.iterdir()) == [], "vLLM servers left temporary files"
 
 
 @pytest.fixture(scope="module")

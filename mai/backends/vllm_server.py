@@ -24,6 +24,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 import urllib.error
@@ -190,8 +191,11 @@ def server_command(env: Path, model: ModelSpec, port: int) -> list[str]:
     return command + os.environ.get("MAI_VLLM_SERVE_ARGS", "").split()
 
 
-def server_environment(model: ModelSpec, cpu: bool) -> dict[str, str]:
+def server_environment(model: ModelSpec, cpu: bool, temp_dir: Path) -> dict[str, str]:
     env = dict(os.environ)
+    # the server's temporary files (its engine's ZeroMQ sockets, torch.distributed's rendezvous file) in a directory
+    # of its own, removed when it stops: vLLM leaves them in /tmp (one socket and one file a start, measured)
+    env["TMPDIR"] = env["VLLM_RPC_BASE_PATH"] = str(temp_dir)
     for key in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME"):
         env.pop(key, None)  # the server runs in its own environment, not ours
     env.setdefault("VLLM_CPU_KVCACHE_SPACE", os.environ.get("MAI_VLLM_KV_CACHE_GIB", "1"))  # GiB, always set
@@ -225,6 +229,7 @@ class ManagedServer:
         self.env, self.model, self.log_dir, self.owner = env, model, log_dir, owner
         self.process: subprocess.Popen[bytes] | None = None
         self.info: ServerInfo | None = None
+        self.temp_dir: Path | None = None
 
     def start(self, timeout_s: float = START_TIMEOUT_S) -> ServerInfo:
         port = free_port()
@@ -250,12 +255,14 @@ class ManagedServer:
 
     def _spawn(self, port: int, log_path: Path) -> subprocess.Popen[bytes]:
         command = server_command(self.env, self.model, port)
+        # a short name: a ZeroMQ socket's path in it must fit in 107 bytes
+        self.temp_dir = Path(tempfile.mkdtemp(prefix="mai-vllm-"))
         setpriv = shutil.which("setpriv")
         if setpriv:  # the server dies with this process even when it is killed without a chance to clean up
             command = [setpriv, "--pdeathsig", "TERM", "--", *command]
         with open(log_path, "ab") as log:
             return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env=server_environment(self.model, is_cpu_build(self.env)),
+                                    env=server_environment(self.model, is_cpu_build(self.env), self.temp_dir),
                                     start_new_session=True)
 
     def _wait_healthy(self, url: str, log_path: Path, timeout_s: float) -> None:
@@ -289,6 +296,8 @@ class ManagedServer:
                     break
                 except subprocess.TimeoutExpired:
                     continue
+        if self.temp_dir is not None:
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
         with _STARTED_LOCK:
             _STARTED.discard(self)
 
