@@ -28,7 +28,7 @@ from mai.flows.fanout import POLL_S, SKEWED_FIX, shard_run_name, taken_out
 from mai.flows.shard import mai_shard
 from mai.host import host_name
 from mai.host_faults import host_fault
-from mai.plan import RunPlan
+from mai.plan import RunPlan, backend_difference
 from mai.storage.claims import Lease
 from mai.storage.paths import Home, plan_on_this_host
 from mai.storage.runs import shard_lease_path, shard_outcome_path
@@ -48,6 +48,10 @@ def mai_drain(plan: RunPlan, shard_paths: list[str]) -> list[str] | State:
         if difference:  # outputs the run's identities do not describe
             raise ConfigError(f"it runs other code than the run was planned with ({difference}): {SKEWED_FIX}")
         plan = plan_on_this_host(plan)
+        if difference := backend_difference(plan):  # its vLLM environment or server flags, its image processor
+            raise ConfigError(f"it would compute with other backends than the run was planned with ({difference}): "
+                              "give every host the same vLLM environment and MAI_VLLM_SERVE_ARGS, and the same "
+                              "packages, then restart its workers")
         home = Home.at(plan.home)
         _require_writable(home.runs / plan.run_id / "shards")
         with stop.on_sigterm(), tags(*plan.tags):

