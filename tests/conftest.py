@@ -37,6 +37,7 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 
 from tests.helpers import (  # after the thread settings: it may come to import torch
     link_shapes,
+    seeded_store,
     shared_by_workers,
 )
 
@@ -176,8 +177,7 @@ def home(request: pytest.FixtureRequest, tmp_path: Path, assets_home: Path) -> P
     """A fresh store root with the built-in models and demo data already in place (and the shapes splits, for a
     test that uses the `shapes_dataset` fixture)."""
     root = tmp_path / "home"
-    shutil.copytree(assets_home / "models", root / "models")
-    shutil.copytree(assets_home / "datasets", root / "datasets")
+    seeded_store(root, assets_home)
     if "shapes_dataset" in request.fixturenames:
         link_shapes(request.getfixturevalue("shapes_dataset"), root)
     return root

@@ -84,3 +84,12 @@ def vllm_environment(root: Path) -> Path:
     (root / "bin").mkdir()
     (root / "bin" / "python").touch()
     return root
+
+
+def seeded_store(root: Path, assets: Path) -> Path:
+    """`root` with the built-in models and demo data of the store root `assets` copied in (the `assets_home`
+    fixture's, or a test's store), so that a run there builds neither: about 7 CPU-s a store, for the tests whose
+    subject is not that first build (tests/test_builtin_assets.py's is)."""
+    shutil.copytree(assets / "models", root / "models")
+    shutil.copytree(assets / "datasets", root / "datasets")
+    return root

@@ -6,7 +6,6 @@ two runs, here two transformers batch sizes in two stores (float32: identical; b
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from mai.identity import generation_id
 from mai.run.plan import prepare_run
 from mai.storage.paths import Home
 from mai.types import Decoding, ModelSpec
-from tests.helpers import run
+from tests.helpers import run, seeded_store
 
 MODEL = ModelSpec("/models/mai-tiny-large", revision="sha256:1", local=True)
 ARGS = {"template": "S/phrase@v1", "benchmark": "demo", "benchmark_version": "1", "decoding": Decoding(8),
@@ -59,8 +58,7 @@ def test_the_identity_names_the_image_processor_transformers_loads(assets_home: 
 
 def second_store(tmp_path: Path, assets_home: Path) -> Path:
     root = tmp_path / "home-b"
-    shutil.copytree(assets_home / "models", root / "models")
-    shutil.copytree(assets_home / "datasets", root / "datasets")
+    seeded_store(root, assets_home)
     return root
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -41,7 +40,7 @@ from mai.manifest import ShardOutcome
 from mai.storage.claims import lease_holder, lease_is_held
 from mai.storage.paths import Home
 from mai.storage.runs import read_routes, read_shard_outcomes, shard_lease_path
-from tests.helpers import BUDGET, comparable
+from tests.helpers import BUDGET, comparable, seeded_store
 from tests.hosts import Bridge, Host, HostFault, host_faults, on_host, start_host
 from tests.leaks import outlives_the_test
 from tests.postgres_prefect import (
@@ -150,8 +149,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, assets_home: Path) -> Iter
     """PostgreSQL, the server on the bridge, the deployments, and hosts a, b (`mai-gpu`), e, f (`mai-bindfs`)."""
     directory = tmp_path_factory.mktemp("cluster")
     store = directory / "store"
-    shutil.copytree(assets_home / "models", store / "models")
-    shutil.copytree(assets_home / "datasets", store / "datasets")
+    seeded_store(store, assets_home)
     postgres = start_postgres()
     bridge: Bridge | None = None
     built: Cluster | None = None

@@ -17,7 +17,7 @@ from mai.config import RunConfig
 from mai.errors import ConfigError
 from mai.storage.paths import Home
 from mai.storage.runs import is_complete, read_routes
-from tests.helpers import BUDGET, comparable, run
+from tests.helpers import BUDGET, comparable, run, seeded_store
 
 REPO = Path(__file__).resolve().parents[1]
 LIMIT = 8
@@ -65,11 +65,7 @@ def test_local_and_workers_are_one_choice(home: Path) -> None:
 
 @pytest.mark.prefect
 def test_in_process_and_flow_executors_store_the_same_outputs_and_routes(home: Path, tmp_path: Path) -> None:
-    import shutil
-
-    other = tmp_path / "flow"
-    shutil.copytree(home / "models", other / "models")
-    shutil.copytree(home / "datasets", other / "datasets")
+    other = seeded_store(tmp_path / "flow", home)
     values = {"limit": LIMIT, "shards": 2, "batch_size": 8, "max_new_tokens": BUDGET}
     local = api.run(RunConfig(home=str(home), **values), progress=False, local=True)
     flow = run(other, flow=True, **values)

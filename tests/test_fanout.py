@@ -36,7 +36,7 @@ from mai.manifest import ShardOutcome
 from mai.storage.claims import lease_holder, lease_is_held
 from mai.storage.paths import Home
 from mai.storage.runs import read_routes, read_shard_outcomes, shard_lease_path
-from tests.helpers import BUDGET, comparable, link_shapes, run
+from tests.helpers import BUDGET, comparable, link_shapes, run, seeded_store
 from tests.test_executors import stored_outputs
 
 # no `prefect` marker: the module runs a server of its own (`fanout_server`), which every test here uses
@@ -240,12 +240,9 @@ def shard_outcomes(home: Path, run_id: str) -> list[ShardOutcome]:
 def test_shards_fan_out_to_two_workers_with_the_in_process_results(
     workers: Workers, home: Path, tmp_path: Path, assets_home: Path
 ) -> None:
-    import shutil
-
     other, in_process = tmp_path / "fanned-out", tmp_path / "in-process"
     for store in (other, in_process):
-        shutil.copytree(home / "models", store / "models")
-        shutil.copytree(home / "datasets", store / "datasets")
+        seeded_store(store, home)
     local = run(home, flow=True, limit=32, shards=4)
     fanned = run(other, flow=True, limit=32, shards=4, workers=2)
     # the third executor: no Prefect at all (mai run --local)
@@ -352,10 +349,7 @@ def test_a_killed_worker_loses_its_shard_to_the_other(workers: Workers, home: Pa
     budget = {**BUDGET, "R": 160}  # long reasoning, so the kill lands inside a shard
     reference = run(home, flow=True, limit=24, shards=2, batch_size=4, max_new_tokens=budget)
     other = tmp_path / "killed"
-    import shutil
-
-    shutil.copytree(home / "models", other / "models")
-    shutil.copytree(home / "datasets", other / "datasets")
+    seeded_store(other, home)
     result: dict[str, Any] = {}
 
     def fanned_out_run() -> None:
@@ -502,11 +496,8 @@ def test_stopping_a_fanned_out_parent_cancels_its_drains_and_shards(workers: Wor
     """The parent stops within seconds, with one line and no traceback; it, its drains and the shard it ran end
     Cancelled (none is left for a worker to take later); the same run again completes, computing each identity
     once."""
-    import shutil
-
     other = tmp_path / "stopped"
-    shutil.copytree(home / "models", other / "models")
-    shutil.copytree(home / "datasets", other / "datasets")
+    seeded_store(other, home)
     name = f"stop-me-{signal.Signals(signum).name}"
     args = ["--limit", "24", "--shards", "2", "--workers", "2", "--batch-size", "4", "--max-new-tokens", "R=160"]
     parent = subprocess.Popen([sys.executable, "-m", "mai.cli", "--home", str(other), "run", *args, "--name",
@@ -560,11 +551,8 @@ def test_a_worker_stopped_by_sigterm_ends_within_seconds_and_its_drain_gives_its
     """A third worker, started as the docs' unit starts it (`mai worker`), runs one of a run's three drains; SIGTERM
     to it mid-shard ends it within seconds (Prefect's own worker did not end on one SIGTERM), its drain, in a
     session of its own, stops too and lets go of its shard, which the other drains complete."""
-    import shutil
-
     other = tmp_path / "stopped-worker"
-    shutil.copytree(home / "models", other / "models")
-    shutil.copytree(home / "datasets", other / "datasets")
+    seeded_store(other, home)
     log = (tmp_path / "worker-c.log").open("wb")
     third = subprocess.Popen([sys.executable, "-m", "mai.cli", "worker", "--pool", POOL, "--limit", "1",
                               "--name", "worker-c"], cwd=tmp_path, env=prefect_env(workers.api_url, MAI_HOME=str(other)),
@@ -686,13 +674,10 @@ def test_with_no_worker_online_the_run_says_how_to_start_one(workers: Workers, h
     worker to take a drain, then fails within 10 s more, in one line without a traceback that gives the real wait,
     the pool and the command that starts a worker, and cancels its drains so that a worker started later does not
     run them."""
-    import shutil
-
     workers.stop()
     _until_offline(POOL)  # Prefect's foreman marks them offline three of their 5 s heartbeat intervals later
     other = tmp_path / "no-worker"
-    shutil.copytree(home / "models", other / "models")
-    shutil.copytree(home / "datasets", other / "datasets")
+    seeded_store(other, home)
     wait_s = 5
     started = time.monotonic()
     failed = subprocess.run([sys.executable, "-m", "mai.cli", "--home", str(other), "run", "--limit", "8",

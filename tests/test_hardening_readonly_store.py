@@ -19,6 +19,7 @@ import pytest
 
 from mai.cli import main
 from mai.storage.paths import Home
+from tests.helpers import seeded_store
 
 pytestmark = [pytest.mark.prefect, pytest.mark.cluster]
 
@@ -30,8 +31,7 @@ MAI = str(Path(sys.executable).with_name("mai"))
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory, prefect_server: str, assets_home: Path) -> Home:
     root = tmp_path_factory.mktemp("readonly") / "home"
-    shutil.copytree(assets_home / "models", root / "models")
-    shutil.copytree(assets_home / "datasets", root / "datasets")
+    seeded_store(root, assets_home)
     assert main(["--home", str(root), *RUN, "--limit", "4"]) == 0
     return Home.at(root)
 

@@ -20,6 +20,7 @@ from mai.cli import main
 from mai.errors import ConfigError
 from mai.storage.catalog import VIEW_NAMES, build_catalog
 from mai.storage.paths import Home
+from tests.helpers import seeded_store
 
 # the module's fixtures build stores of many runs: the full suite's, not the fast tier's
 pytestmark = pytest.mark.slow
@@ -33,8 +34,7 @@ ODD_NAMES = ["store'b", "a[1]", "x*y?", "with space", "ünïcødé ☃", "semi;c
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory, assets_home: Path) -> Home:
     root = tmp_path_factory.mktemp("hardening") / "home"
-    shutil.copytree(assets_home / "models", root / "models")
-    shutil.copytree(assets_home / "datasets", root / "datasets")
+    seeded_store(root, assets_home)
     assert main(["--home", str(root), *RUN]) == 0
     return Home.at(root)
 

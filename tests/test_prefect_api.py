@@ -13,6 +13,8 @@ from unittest import mock
 
 import pytest
 
+from tests.helpers import seeded_store
+
 # each test starts Prefect servers of its own (the tier of the tests that need a Prefect API)
 pytestmark = pytest.mark.prefect
 
@@ -72,14 +74,14 @@ def session_processes(session: int) -> list[int]:
     return found
 
 
-def test_a_killed_run_leaves_no_process_behind(tmp_path: Path) -> None:
+def test_a_killed_run_leaves_no_process_behind(tmp_path: Path, assets_home: Path) -> None:
     """SIGKILL of `mai run` while it generates: the temporary Prefect server it started dies with it."""
     import signal
     import time
 
     env = {key: value for key, value in os.environ.items() if key != "PREFECT_API_URL"}
     env.update(HF_HUB_OFFLINE="1", PREFECT_LOGGING_LEVEL="WARNING", PREFECT_HOME=str(tmp_path / "a-fresh-prefect-home"))  # not made yet
-    home = tmp_path / "store"
+    home = seeded_store(tmp_path / "store", assets_home)
     with open(tmp_path / "run.log", "wb") as log:
         run = subprocess.Popen([sys.executable, "-m", "mai.cli", "--home", str(home), "run", "--limit", "24",
                                 "--shards", "1", "--max-new-tokens", "R=64"], cwd=REPO, env=env, stdout=log,
@@ -133,8 +135,8 @@ def test_a_stores_first_server_starts_on_a_copy_of_a_migrated_database(tmp_path:
         assert template.execute("SELECT count(*) FROM flow_run").fetchone() == (0,)
 
 
-def test_runs_on_two_stores_do_not_wait_on_each_other_for_their_servers(tmp_path: Path, migrated_database: Path,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_runs_on_two_stores_do_not_wait_on_each_other_for_their_servers(
+        tmp_path: Path, migrated_database: Path, assets_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two `mai run` on two stores, started together with no server configured: while the first is held at its
     server start (the test holds that store's start lock), the second starts its own server and completes. Before,
     every temporary server's start took one lock for the whole machine, and runs on unrelated stores waited 2-5
@@ -149,7 +151,7 @@ def test_runs_on_two_stores_do_not_wait_on_each_other_for_their_servers(tmp_path
     seed_template(migrated_database, tmp_path / "prefect-home")  # the servers' start, not a migration, is the subject
     args = ["run", "--limit", "2", "--shards", "1", "--max-new-tokens", "S=4", "--max-new-tokens", "R=4",
             "--max-new-tokens", "RT=4"]
-    stores = [tmp_path / "store-a", tmp_path / "store-b"]
+    stores = [seeded_store(tmp_path / name, assets_home) for name in ("store-a", "store-b")]
     monkeypatch.setenv("PREFECT_HOME", env["PREFECT_HOME"])  # the lock where the commands' own PREFECT_HOME puts it
     lock_path = server_start_lock(Home.at(stores[0]))
     lock_path.parent.mkdir(parents=True, exist_ok=True)
@@ -165,7 +167,8 @@ def test_runs_on_two_stores_do_not_wait_on_each_other_for_their_servers(tmp_path
     assert runs[0].returncode == 0, out_a[-2000:]
 
 
-def test_the_settings_alone_decide_on_the_temporary_server(tmp_path: Path, migrated_database: Path) -> None:
+def test_the_settings_alone_decide_on_the_temporary_server(tmp_path: Path, migrated_database: Path,
+                                                           assets_home: Path) -> None:
     """A notebook that imported Prefect before any API was set, then runs: its settings name no API, so the run
     gets mai's temporary server (the store's database, dying with the process), not Prefect's own, and its flow run
     is recorded there. Before, an imported Prefect counted as a configured API and Prefect started a server of its
@@ -176,6 +179,7 @@ def test_the_settings_alone_decide_on_the_temporary_server(tmp_path: Path, migra
     env = {key: value for key, value in os.environ.items() if key != "PREFECT_API_URL"}
     env.update(HF_HUB_OFFLINE="1", PREFECT_LOGGING_LEVEL="WARNING", PREFECT_HOME=str(tmp_path / "prefect-home"))
     seed_template(migrated_database, tmp_path / "prefect-home")
+    seeded_store(tmp_path / "store", assets_home)
     script = f"""
 import json
 import prefect.flows  # first: Prefect reads its settings now, and they name no API
@@ -207,8 +211,8 @@ print(json.dumps({{"run": manifest["run_name"], "flow_runs": names, "begun_befor
     assert result["begun_before_counting"] and all(result["begun_before_counting"]), result
 
 
-def test_a_run_whose_prefect_api_dies_fails_with_one_line_and_resumes(tmp_path: Path, migrated_database: Path
-                                                                      ) -> None:
+def test_a_run_whose_prefect_api_dies_fails_with_one_line_and_resumes(tmp_path: Path, migrated_database: Path,
+                                                                      assets_home: Path) -> None:
     """The configured Prefect server dies while `mai run` generates: the command fails with one line (no traceback,
     none of Prefect's own reports of the dead API, also while its client retries) and keeps what it stored; run
     again, it computes only the rest."""
@@ -226,7 +230,7 @@ def test_a_run_whose_prefect_api_dies_fails_with_one_line_and_resumes(tmp_path: 
     with mock.patch.dict(os.environ, {"PREFECT_HOME": env["PREFECT_HOME"]}):  # the server's database: its own
         server, url = _spawn_server(migrated_copy(migrated_database, tmp_path / "prefect.db"))
         _await_api(server, url)
-    home = tmp_path / "store"
+    home = seeded_store(tmp_path / "store", assets_home)
     command = [sys.executable, "-m", "mai.cli", "--home", str(home), "run", "--limit", "12", "--shards", "2",
                "--max-new-tokens", "R=32", "--json"]
     run = subprocess.Popen(command, cwd=REPO, env={**env, "PREFECT_API_URL": url}, stdout=subprocess.PIPE,
@@ -274,7 +278,8 @@ sys.exit(main(sys.argv[3:]))
 """
 
 
-def test_a_run_in_the_store_is_completed_though_its_prefect_api_died(tmp_path: Path, migrated_database: Path) -> None:
+def test_a_run_in_the_store_is_completed_though_its_prefect_api_died(tmp_path: Path, migrated_database: Path,
+                                                                     assets_home: Path) -> None:
     """Recording in Prefect never changes a run's outcome: the configured server dies after the run is written to
     the store (publishing its artifacts and ending its flow run fail), and the command still reports the run as
     completed with its stored manifest (api/__init__.py, `_completed_in_store`)."""
@@ -292,7 +297,7 @@ def test_a_run_in_the_store_is_completed_though_its_prefect_api_died(tmp_path: P
         server, url = _spawn_server(migrated_copy(migrated_database, tmp_path / "prefect.db"))
         _await_api(server, url)
     try:
-        home = tmp_path / "store"
+        home = seeded_store(tmp_path / "store", assets_home)
         done = subprocess.run(
             [sys.executable, "-c", API_DIES_AFTER_THE_STORE, str(server.pid), str(urlparse(url).port), "--home",
              str(home), "run", "--limit", "2", "--shards", "1", "--max-new-tokens", "S=4", "--max-new-tokens", "R=4",

@@ -5,7 +5,6 @@ every saved dashboard query still answer. A real tiny run builds the store (real
 from __future__ import annotations
 
 import hashlib
-import shutil
 from pathlib import Path
 
 import duckdb
@@ -17,6 +16,7 @@ from mai.errors import ConfigError
 from mai.storage.catalog import VIEW_NAMES, build_catalog, connect, query
 from mai.storage.latency import read_run_calls
 from mai.storage.paths import Home
+from tests.helpers import seeded_store
 
 RUN = ["run", "--local", "--limit", "6", "--max-new-tokens", "S=6", "--max-new-tokens", "R=12",
        "--max-new-tokens", "RT=6", "--max-new-tokens", "S2=6"]
@@ -26,8 +26,7 @@ RUN = ["run", "--local", "--limit", "6", "--max-new-tokens", "S=6", "--max-new-t
 def store(tmp_path_factory: pytest.TempPathFactory, assets_home: Path) -> Home:
     """One completed run (and its catalog file) shared by the module's tests: none of them may change it."""
     root = tmp_path_factory.mktemp("sql-readonly") / "home"
-    shutil.copytree(assets_home / "models", root / "models")
-    shutil.copytree(assets_home / "datasets", root / "datasets")
+    seeded_store(root, assets_home)
     assert main(["--home", str(root), *RUN]) == 0
     home = Home.at(root)
     build_catalog(home)

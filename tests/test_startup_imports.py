@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from mai.cli import main
-from tests.helpers import link_shapes
+from tests.helpers import link_shapes, seeded_store
 
 PROBE = """
 import json, os, subprocess, sys
@@ -57,8 +57,8 @@ def probe_fresh_process(home: Path, args: list[str], api: str | None = None) -> 
 
 
 @pytest.mark.prefect
-def test_a_cached_rerun_imports_no_model_library_and_loads_no_model(tmp_path: Path) -> None:
-    home = tmp_path / "store"
+def test_a_cached_rerun_imports_no_model_library_and_loads_no_model(tmp_path: Path, assets_home: Path) -> None:
+    home = seeded_store(tmp_path / "store", assets_home)
     assert main(["--home", str(home), *ARGS]) == 0  # computes everything, in this process
     manifest, probe = run_in_fresh_process(home)
     assert probe == {"code": 0, "heavy": [], "engines": 0, "started": ["git"], "api": None}, probe

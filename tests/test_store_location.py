@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,12 +17,12 @@ from mai.config import RunConfig
 from mai.errors import ConfigError
 from mai.plan import RunPlan, StoreLocations, build_plan
 from mai.storage.paths import Home, locate_store, plan_on_this_host, read_store_id, store_id
+from tests.helpers import seeded_store
 
 
 def new_store(root: Path, assets_home: Path) -> Home:
     """A store with the built-in models and demo data (what planning a default run needs), and its id."""
-    shutil.copytree(assets_home / "models", root / "models")
-    shutil.copytree(assets_home / "datasets", root / "datasets")
+    seeded_store(root, assets_home)
     home = Home.at(root)
     store_id(home)
     return home

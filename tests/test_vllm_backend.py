@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from mai.errors import ConfigError
 from mai.storage.catalog import query
 from mai.storage.paths import Home
 from mai.storage.runs import read_routes
+from tests.helpers import seeded_store
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -95,8 +95,7 @@ def vllm_env() -> Path:
 
 def new_home(tmp_path_factory: pytest.TempPathFactory, assets_home: Path, name: str) -> Path:
     root = tmp_path_factory.mktemp(name) / "home"
-    shutil.copytree(assets_home / "models", root / "models")
-    shutil.copytree(assets_home / "datasets", root / "datasets")
+    seeded_store(root, assets_home)
     return root
 
 
