@@ -389,14 +389,11 @@ def lookup(home: Path, model: ModelSpec) -> ServerInfo | None:
     neither used nor removed."""
     with _locked_registry(home) as entries:
         key = registry_key(model)
-        entry = entries.get(key)
-        if entry is None:
+        info = ServerInfo(**entries[key]) if key in entries else None
+        if info is not None and not health(info.url):
+            del entries[key]
             return None
-        info = ServerInfo(**entry)
-        if health(info.url):
-            return info
-        del entries[key]
-        return None
+        return info
 
 
 def registered(home: Path) -> list[tuple[str, ServerInfo]]:
