@@ -224,8 +224,11 @@ def test_mai_serve_keeps_servers_for_runs_prefix_cache_hits_and_given_urls(
     home = new_home(tmp_path_factory, assets_home, "served")
     models = model_overrides(home)
     names = [models.get(f"{role}_model", getattr(RunConfig(), f"{role}_model")) for role in ("small", "large")]
+    # started with a flag beyond mai's own (one that changes no output): the registry records it, runs on the
+    # servers name it in their identities
     serve = subprocess.Popen([sys.executable, "-m", "mai.cli", "--home", str(home), "serve", *names],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                             env={**os.environ, "MAI_VLLM_SERVE_ARGS": "--max-num-seqs 8"})
     try:
         registry = vllm_server.registry_path(home)
         deadline = time.monotonic() + 600
@@ -242,6 +245,8 @@ def test_mai_serve_keeps_servers_for_runs_prefix_cache_hits_and_given_urls(
         assert vllm_server._STARTED == set()
         assert_same_as_reference(home, first, reference)
         assert_prefix_cache_hits(home)
+        assert {r["backend_identity"].rpartition(" serve ")[2] for r in generations(home).values()} == {
+            "--max-num-seqs 8"}
 
         clear_engines()  # a later run adopts them again (and closing engines must not stop them)
         again = run(home, backend="vllm")
@@ -260,6 +265,7 @@ def test_mai_serve_keeps_servers_for_runs_prefix_cache_hits_and_given_urls(
         serve.send_signal(signal.SIGTERM)
         output = serve.communicate(timeout=120)[0].decode()
     assert serve.returncode == 0, output[-3000:]
+    assert output.count("flags --max-num-seqs 8: named in its outputs' identities") == 2, output[-3000:]
     assert json.loads(vllm_server.registry_path(home).read_text()) == {}
     assert not any(vllm_server.health(e["url"], timeout=1) for e in entries.values())
 

@@ -417,8 +417,9 @@ def serve_forever(env: Path, models: list[ModelSpec], home: Path, on_ready: Call
             infos = list(pool.map(lambda s: s.start(), servers))
         for model, info in zip(models, infos):
             register(home, model, info)
+            flags = f", flags {info.serve_args}: named in its outputs' identities" if info.serve_args else ""
             on_ready(f"{info.model}  {info.url}  on host {host_name()}  (started in {info.start_s:.1f} s, "
-                     f"log {info.log_path})")
+                     f"log {info.log_path}{flags})")
         while not stop.wait(1.0):
             for server in servers:
                 if not server.alive():
