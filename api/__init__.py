@@ -28,11 +28,11 @@ if TYPE_CHECKING:  # the run types only in signatures: `mai sql` and the other s
     from mai.dashboards.policies import LabRecord
     from mai.dashboards.report import Built as BuiltReport
     from mai.evals.spec_check import SpecCheck
-    from mai.flows.profiles import StageTime
     from mai.manifest import RunManifest
     from mai.pipeline import HandedOver
     from mai.plan import RunPlan
     from mai.run.baseline import RegressionResult
+    from mai.run.estimate import StageTime
     from mai.run.rescore import Rescored
     from mai.run.speculative import SpeculativeSummary
     from mai.run.timing import TimingSummary
@@ -390,16 +390,15 @@ def estimate(run_id: str, profiles: dict[str, str] | None = None, small_profile:
              large_profile: str | None = None, name: str | None = None, home: str | Path | None = None) -> Estimate:
     """Price a stored run under latency profiles (equation 27): `profiles` maps model names to profiles;
     `small_profile` / `large_profile` name the profiles of the run's own small and large model."""
-    api = _prefect_api(home)
-    from mai.flows.profiles import mai_estimate
+    from mai.run.estimate import estimate_run
+
     mapping = dict(profiles or {})
     if small_profile or large_profile:
         for model, chosen in zip(_run_models(Home.at(home), run_id), (small_profile, large_profile)):
             if model and chosen:
                 mapping[str(model)] = chosen
     label = name or "+".join(sorted(set(mapping.values())))
-    with api:
-        return Estimate(label, mai_estimate(run_id, mapping, label, _root(home)))
+    return Estimate(label, estimate_run(run_id, mapping, label, _root(home)))  # a store computation: no Prefect
 
 
 def time_runs(run_ids: list[str], name: str | None = None, batch_sizes: dict[str, int] | None = None,

@@ -39,9 +39,10 @@ def main() -> None:
 
     from mai.config import DEMO_MAX_NEW_TOKENS, RunConfig
     from mai.dashboards.saved import load_saved
-    from mai.flows.profiles import mai_estimate, mai_profile
+    from mai.flows.profiles import mai_profile
     from mai.flows.run import mai_run
     from mai.run.assets import build_demo_dataset, build_models
+    from mai.run.estimate import estimate_run
     from mai.storage.catalog import query
     from mai.storage.latency import rows_from_csv, write_profile
     from mai.storage.paths import Home
@@ -60,9 +61,9 @@ def main() -> None:
             "small R": RunConfig(**base, mode="single", single_model="small", single_prompt="R")}
     for config in runs.values():
         run_id = mai_run(config)["run_id"]
-        mai_estimate(run_id, {"mai-tiny-small": "mai-tiny-small-cpu", "mai-tiny-large": "mai-tiny-large-cpu"},
+        estimate_run(run_id, {"mai-tiny-small": "mai-tiny-small-cpu", "mai-tiny-large": "mai-tiny-large-cpu"},
                      "tiny-cpu", str(home.root))
-        mai_estimate(run_id, {"mai-tiny-small": "h100-2b", "mai-tiny-large": "h100-8b"}, "paper-h100", str(home.root))
+        estimate_run(run_id, {"mai-tiny-small": "h100-2b", "mai-tiny-large": "h100-8b"}, "paper-h100", str(home.root))
     columns, rows = query(home, load_saved("speedup"))
     table = [{c: (round(v, 4) if isinstance(v, float) else v) for c, v in zip(columns, row) if c != "run_id"}
              for row in rows]

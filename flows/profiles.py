@@ -1,11 +1,10 @@
-"""Latency flows: `mai-profile` measures a model on simulated inputs into a named latency profile (paper
-tables 1-4); `mai-estimate` prices a stored run under profiles with equation 27, running no model."""
+"""The latency flow `mai-profile`: a model measured on simulated inputs into a named latency profile (paper tables
+1-4). Pricing a stored run under profiles (`mai estimate`) runs no model and needs no flow: mai/run/estimate.py."""
 
 from __future__ import annotations
 
 import platform
 import statistics
-from typing import TypedDict
 
 from prefect import flow
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
@@ -16,13 +15,11 @@ from mai.backends.transformers_backend import TransformersEngine, profile_calls
 from mai.backends.transformers_profiling import ProfilePoint
 from mai.config import resolve_model
 from mai.errors import ConfigError
-from mai.latency_estimate import estimate
 from mai.run.prefect_sync import synchronous
 from mai.storage.catalog import build_catalog
-from mai.storage.latency import profile_path, read_profile, read_run_calls, write_estimate, write_profile
+from mai.storage.latency import profile_path, write_profile
 from mai.storage.paths import Home
 from mai.storage.rows import LatencyProfileRow
-from mai.storage.runs import is_complete
 
 
 def hardware_description() -> str:
@@ -86,27 +83,3 @@ def _milliseconds(seconds: tuple[float, ...]) -> tuple[float, float, float]:
     """(median, min, max) in milliseconds."""
     ms = [v * 1000 for v in seconds]
     return statistics.median(ms), min(ms), max(ms)
-
-
-class StageTime(TypedDict):
-    """One stage of a run priced under a latency profile (equation 27)."""
-
-    stage: str
-    profile: str
-    calls: int
-    ttft_s: float
-    decode_s: float
-    total_s: float
-
-
-def mai_estimate(run_id: str, profiles: dict[str, str], name: str, home: str | None = None) -> list[StageTime]:
-    """`profiles` maps a model (as stored with the generations, e.g. 'mai-tiny-large') to a profile name."""
-    root = Home.at(home)
-    if not is_complete(root, run_id):
-        raise ConfigError(f"no completed run '{run_id}' in {root.root}")
-    by_model = {model: read_profile(root, profile) for model, profile in profiles.items()}
-    stages = estimate(read_run_calls(root, run_id), by_model)
-    write_estimate(root, run_id, name, stages)
-    build_catalog(root)
-    return [StageTime(stage=s.stage, profile=s.profile, calls=s.calls, ttft_s=s.ttft_s, decode_s=s.decode_s,
-                      total_s=s.total_s) for s in stages]

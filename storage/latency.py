@@ -9,12 +9,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar, cast
 
-import pyarrow.parquet as pq
-
 from mai.errors import ConfigError
 from mai.latency_estimate import Call, LatencyProfile, StageEstimate
 from mai.storage.catalog import query
-from mai.storage.parquet import write_rows
+from mai.storage.parquet import read_rows, write_rows
 from mai.storage.paths import Home
 from mai.storage.rows import EstimateRow, LatencyProfileRow
 from mai.types import STAGE_NAMES
@@ -51,7 +49,9 @@ def read_profile(home: Home, name: str) -> LatencyProfile:
     if not path.exists():
         raise ConfigError(f"no latency profile '{name}' (see `mai sql \"SELECT DISTINCT profile_name FROM "
                           "latency_profiles\"`)")
-    rows: list[LatencyProfileRow] = pq.read_table(path).to_pylist()  # the latency_profiles table's columns
+    # the columns an estimate reads, with the Parquet reader alone and no timestamp column (pyarrow imports pandas
+    # for either: `mai estimate` stays a light command); a damaged file is named, not a traceback
+    rows = cast("list[LatencyProfileRow]", read_rows([path], ["model", "input_tokens", "ttft_ms", "tokens_per_s"]))
     speeds = [r["tokens_per_s"] for r in rows if r["tokens_per_s"]]
     if not speeds:
         raise ConfigError(f"latency profile '{name}' has no decoding throughput")

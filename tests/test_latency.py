@@ -9,8 +9,9 @@ import pytest
 from mai.backends.registry import loaded_engines
 from mai.cli import main
 from mai.dashboards.saved import load_saved
-from mai.flows.profiles import mai_estimate, mai_profile
+from mai.flows.profiles import mai_profile
 from mai.latency_estimate import Call, LatencyProfile, estimate, ttft_at
+from mai.run.estimate import estimate_run
 from mai.storage.catalog import query
 from mai.storage.latency import read_profile, read_run_calls, write_profile
 from mai.storage.paths import Home
@@ -53,7 +54,7 @@ def test_estimate_equals_the_hand_computation_and_runs_no_model(home: Path) -> N
     write_profile(Home.at(home), "hand-small", [_row("mai-tiny-small", 20, 10.0, 100.0), _row("mai-tiny-small", 220, 30.0, None)])
     write_profile(Home.at(home), "hand-large", [_row("mai-tiny-large", 20, 40.0, 25.0)])
     before = {id(e): e.counters.generations for e in loaded_engines()}
-    stages = mai_estimate(cascade["run_id"], {"mai-tiny-small": "hand-small", "mai-tiny-large": "hand-large"}, "hand",
+    stages = estimate_run(cascade["run_id"], {"mai-tiny-small": "hand-small", "mai-tiny-large": "hand-large"}, "hand",
                           str(home))
     assert {id(e): e.counters.generations for e in loaded_engines()} == before
     by_hand = 0.0

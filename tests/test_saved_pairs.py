@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from mai.dashboards.saved import load_saved
-from mai.flows.profiles import mai_estimate
+from mai.run.estimate import estimate_run
 from mai.storage.catalog import query
 from mai.storage.latency import write_profile
 from mai.storage.paths import Home
@@ -56,7 +56,7 @@ def test_s2_and_speedup_pairs_on_a_store_built_for_it(home: Path) -> None:
     write_profile(Home.at(home), "hand-small", [_profile("mai-tiny-small", 40.0, 200.0)])
     write_profile(Home.at(home), "hand-large", [_profile("mai-tiny-large", 80.0, 50.0)])
     profiles = {"mai-tiny-small": "hand-small", "mai-tiny-large": "hand-large"}
-    totals = {label: sum(s["total_s"] for s in mai_estimate(ids[label], profiles, "hand", str(home)) if s["stage"] != "total")
+    totals = {label: sum(s["total_s"] for s in estimate_run(ids[label], profiles, "hand", str(home)) if s["stage"] != "total")
               for label in ("A", "L12", "L24")}
 
     table = {name[r["run_id"]]: r for r in rows(home, "speedup")}
@@ -106,7 +106,7 @@ def test_sparse_time_counts_the_capture_pass_of_its_layer(home: Path) -> None:
 
         write_profile(Home.at(home), f"flat-large-{layer}", [_profile("mai-tiny-large", 80.0, 50.0)])
         write_profile(Home.at(home), f"flat-small-{layer}", [_profile("mai-tiny-small", 40.0, 200.0)])
-        stages = {s["stage"]: s for s in mai_estimate(run_id, {"mai-tiny-small": f"flat-small-{layer}",
+        stages = {s["stage"]: s for s in estimate_run(run_id, {"mai-tiny-small": f"flat-small-{layer}",
                                                                 "mai-tiny-large": f"flat-large-{layer}"},
                                                       "flat", str(home))}
         assert stages["capture"]["calls"] == len(read) and stages["capture"]["decode_s"] == 0

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from mai.cli import main
-from tests.helpers import link_shapes, seeded_store
+from tests.helpers import link_shapes, run, seeded_store
 
 PROBE = """
 import json, os, subprocess, sys
@@ -34,6 +34,7 @@ heavy = sorted(m for m in ("torch", "transformers", "datasets", "prefect", "pand
 print(json.dumps({"code": code, "heavy": heavy, "engines": len(loaded_engines()), "started": sorted(set(started)),
                   "api": os.environ.get("PREFECT_API_URL")}), file=sys.stderr)
 """
+REPO = Path(__file__).resolve().parents[1]
 ARGS = ["run", "--limit", "8", "--shards", "1", "--max-new-tokens", "S=4", "--max-new-tokens", "R=8",
         "--max-new-tokens", "RT=4", "--json"]
 
@@ -85,6 +86,23 @@ def test_a_cached_rerun_imports_no_model_library_and_loads_no_model(tmp_path: Pa
     out, probe = probe_fresh_process(home, ["regress", "--config", str(config), "--baseline", str(manifest["run_id"])])
     assert probe == {"code": 0, "heavy": [], "engines": 0, "started": ["git"], "api": None}, probe
     assert "no regression" in out, out
+
+
+def test_mai_estimate_is_a_store_computation_with_no_prefect_and_no_server(home: Path) -> None:
+    """`mai estimate` prices a stored run from the store and runs no model: a fresh process with no Prefect API
+    configured imports neither Prefect nor the model libraries and starts no process (before, it started a
+    temporary Prefect server for a function that never called it)."""
+    from mai import api
+
+    manifest = run(home, limit=4, shards=1)  # in this process (the in-process executor)
+    for name, model in (("h100-2b", "Qwen3-VL-2B"), ("h100-8b", "Qwen3-VL-8B")):
+        api.import_profile(REPO / "docs" / "paper_latency_h100.csv", name, model=model, home=home)
+    out, probe = probe_fresh_process(home, ["estimate", str(manifest["run_id"]), "--small-profile", "h100-2b",
+                                            "--large-profile", "h100-8b", "--json"])
+    assert probe == {"code": 0, "heavy": [], "engines": 0, "started": [], "api": None}, probe
+    stages = json.loads(out)
+    assert {s["profile"] for s in stages} >= {"h100-2b", "h100-8b"} and sum(s["total_s"] for s in stages) > 0, stages
+    assert api.query(home, "SELECT count(DISTINCT estimate_name) FROM estimates")[1] == [(1,)]
 
 
 SQL_PROBE = """
