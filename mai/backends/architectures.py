@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mai.backends.architectures_internvl import INTERNVL_SHAPES, build_random_internvl
+from mai.backends.architectures_internvl import INTERNVL_SHAPES, build_random_internvl, with_random_weights
 
 PREFIX = "random:"
 
@@ -87,7 +87,7 @@ def build_random_architecture(name: str, dtype: Any, device: str, workdir: Path)
     if architecture_name(name) in INTERNVL_SHAPES:
         return build_random_internvl(architecture_name(name), dtype, device, workdir)
     import torch
-    from transformers import GenerationConfig, Qwen3VLForConditionalGeneration
+    from transformers import Qwen3VLForConditionalGeneration
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
     from mai.backends.processor import ImageOnlyProcessor
@@ -98,13 +98,7 @@ def build_random_architecture(name: str, dtype: Any, device: str, workdir: Path)
     config = architecture_config(name, tokenizer)
     with torch.device("meta"):
         model = Qwen3VLForConditionalGeneration(config)
-    model = model.to_empty(device=device)
-    torch.manual_seed(0)
-    model.initialize_weights()
-    model.tie_weights()
-    model = model.to(dtype).eval()
-    pad, eos = tokenizer.convert_tokens_to_ids("<|endoftext|>"), tokenizer.convert_tokens_to_ids("<|im_end|>")
-    model.generation_config = GenerationConfig(eos_token_id=[eos, pad], pad_token_id=pad, do_sample=False)
+    model = with_random_weights(model, tokenizer, dtype, device)  # outside the meta device: real tensors
     image_processor = Qwen2VLImageProcessorPil(patch_size=16, temporal_patch_size=2, merge_size=2,
                                                image_mean=[0.5] * 3, image_std=[0.5] * 3,
                                                size={"shortest_edge": 256 * 256, "longest_edge": 4096 * 4096})

@@ -71,10 +71,26 @@ def internvl_architecture_config(name: str, tokenizer: Any) -> Any:
                           tie_word_embeddings=False)  # no InternVL3.5 checkpoint ties its output head
 
 
+def with_random_weights(model: Any, tokenizer: Any, dtype: Any, device: str) -> Any:
+    """A model made on the meta device, with seeded random weights on `device` in `dtype`, that decodes greedily and
+    stops at <|im_end|> or <|endoftext|>: both families' real-size architectures (architectures.py too)."""
+    import torch
+    from transformers import GenerationConfig
+
+    model = model.to_empty(device=device)
+    torch.manual_seed(0)
+    model.initialize_weights()
+    model.tie_weights()
+    model = model.to(dtype).eval()
+    pad, eos = tokenizer.convert_tokens_to_ids("<|endoftext|>"), tokenizer.convert_tokens_to_ids("<|im_end|>")
+    model.generation_config = GenerationConfig(eos_token_id=[eos, pad], pad_token_id=pad, do_sample=False)
+    return model
+
+
 def build_random_internvl(name: str, dtype: Any, device: str, workdir: Path) -> tuple[Any, Any, Any]:
     """(model, processor, tokenizer) of a real-size InternVL3.5 architecture with random weights."""
     import torch
-    from transformers import GenerationConfig, InternVLForConditionalGeneration
+    from transformers import InternVLForConditionalGeneration
 
     from mai.backends.internvl_processor import InternVLImageProcessorOnly
     from mai.backends.tiny_internvl import CHAT_TEMPLATE, build_image_processor, build_internvl_tokenizer
@@ -83,13 +99,7 @@ def build_random_internvl(name: str, dtype: Any, device: str, workdir: Path) -> 
     tokenizer.padding_side = "left"
     with torch.device("meta"):
         model = InternVLForConditionalGeneration(internvl_architecture_config(name, tokenizer))
-    model = model.to_empty(device=device)
-    torch.manual_seed(0)
-    model.initialize_weights()
-    model.tie_weights()
-    model = model.to(dtype).eval()
-    pad, eos = tokenizer.convert_tokens_to_ids("<|endoftext|>"), tokenizer.convert_tokens_to_ids("<|im_end|>")
-    model.generation_config = GenerationConfig(eos_token_id=[eos, pad], pad_token_id=pad, do_sample=False)
+    model = with_random_weights(model, tokenizer, dtype, device)  # outside the meta device: real tensors
     image_processor = build_image_processor(MAX_TILES, tile=TILE)
     processor = InternVLImageProcessorOnly(image_processor=image_processor, tokenizer=tokenizer,
                                            image_seq_length=TOKENS_PER_TILE, chat_template=CHAT_TEMPLATE)
