@@ -269,7 +269,8 @@ def backend_identity(model: ModelSpec, url: str | None, env: str | None, home: P
     environment) as every generation identity names it: its vLLM, transformers and torch, and its flags beyond mai's
     own (`MAI_VLLM_SERVE_ARGS`). A server this store's registry lists (`mai serve`) names the versions of the
     environment it was started from and the flags it was started with; a server given by a URL the registry does
-    not list can tell only its vLLM version (GET /version), and its transformers, torch and flags are unknown. vLLM depends on torchvision, so transformers loads the torchvision image processors in it."""
+    not list can tell only its vLLM version (GET /version), and its transformers, torch and flags are unknown. vLLM
+    depends on torchvision, so transformers loads the torchvision image processors in it."""
     registered = _registered_server(home, model, url)
     answering = url or (registered.url if registered is not None else None)
     serve_args = registered.serve_args if registered is not None else "" if answering else servers.serve_args()
