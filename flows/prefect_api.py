@@ -28,8 +28,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from concurrent.futures import Future
-from contextlib import AbstractContextManager, closing, nullcontext
+from contextlib import AbstractContextManager, closing, contextmanager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
@@ -58,14 +59,14 @@ def healthy(url: str, timeout_s: float = 1.0) -> bool:
 
 
 def ensure_api(home: Home) -> AbstractContextManager[object]:
-    """Before a flow runs: the settings to run it under. The API Prefect's settings name, as they are; when they
-    name none, this process's temporary server for the store at `home` (started once), with its URL (overriding
+    """Before a flow runs: the settings to run it under, a copy of this process's. The API Prefect's settings name,
+    as it is; when they name none, this process's temporary server for the store at `home` (started once), with its URL (overriding
     what Prefect read at import, for flows and tasks alike) and no flow-run heartbeats (nothing watches them there,
     and every flow run's end waits up to 1 s for its heartbeat thread, prefect 3.9)."""
     from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
     if _configured_api():
-        return nullcontext()
+        return temporary_settings()  # a copy of this process's settings, that `failing_fast_once_lost` may change
     url = start_temporary_server(home)  # begun earlier (`start_early`) or now
     return temporary_settings(updates={PREFECT_API_URL: url, PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
 
@@ -348,6 +349,23 @@ def api_lost(error: BaseException) -> str | None:
     return (f"the Prefect API at {url} stopped answering ({type(cause).__name__}: {cause}); what the run stored is "
             "kept: run the command again once the API answers (or with PREFECT_API_URL unset, for a temporary "
             "server) and it computes only what is missing")
+
+
+@contextmanager
+def failing_fast_once_lost() -> Iterator[None]:
+    """Around a flow's body: once a call to the Prefect API failed for good (its server died), every later call
+    under these settings fails at once. Prefect's client retries each call (2 + 4 + ... + 32 s by default), so after
+    the call that lost the API the engines' own last calls (the Failed states of the shard's and the run's flow
+    runs) waited out theirs too: 220 s from a dead server to the command's one line, instead of the first call's
+    62 s (docs/benchmarks.md, "A lost Prefect API")."""
+    try:
+        yield
+    except Exception as error:
+        if api_lost(error) is not None:
+            from prefect.settings import get_current_settings
+
+            get_current_settings().client.max_retries = 0  # `ensure_api`'s copy in a command; a drain's own process
+        raise
 
 
 def _request_to(error: BaseException, url: str) -> bool:

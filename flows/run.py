@@ -26,6 +26,7 @@ from mai.config import RunConfig
 from mai.flows.artifacts import publish_run
 from mai.flows.deployment import started_by, with_deployment_defaults
 from mai.flows.fanout import check_workers, run_shards
+from mai.flows.prefect_api import failing_fast_once_lost
 from mai.manifest import RunManifest, RunScores, StageMaps
 from mai.pipeline import HandedOver, Materialised, Phases, ShardsDone, complete, resolve, take_over
 from mai.plan import RunPlan
@@ -48,7 +49,8 @@ def mai_run(config: RunConfig, plan: RunPlan | None = None, resolved: HandedOver
     (mai/stop.py)."""
     with stop.on_sigterm():
         try:
-            return _run(config, plan, resolved)
+            with failing_fast_once_lost():
+                return _run(config, plan, resolved)
         except (KeyboardInterrupt, stop.StopRequested, TerminationSignal):
             if not stop.stop_requested():
                 raise

@@ -11,6 +11,7 @@ from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from mai import cascade, stop
+from mai.flows.prefect_api import failing_fast_once_lost
 from mai.flows.prefect_progress import PrefectProgress
 from mai.manifest import ShardOutcome, StageMaps
 from mai.plan import RunPlan
@@ -27,7 +28,7 @@ from mai.tasks.step import run_step
 def mai_shard(plan: RunPlan, shard_path: str) -> ShardOutcome:
     """Runs the plan's steps over `shard_path` and returns (and stores) its outcome. On a worker the shard is a
     subflow of a drain: SIGTERM (a Prefect cancellation of the drain) stops it within a decoding step."""
-    with stop.on_sigterm():
+    with stop.on_sigterm(), failing_fast_once_lost():
         plan = plan_on_this_host(plan)  # the store and checkpoints as this host sees them
         listener = PrefectProgress(f"{plan.run_id} {shard_path}", len(cascade.stage_groups(plan.stages)),
                                    key="mai-shard-progress")

@@ -1,11 +1,13 @@
 """The temporary Prefect servers' databases (flows/prefect_api.py): one per store, kept to a bound, never one a
-command is starting a server on. No server is started here."""
+command is starting a server on; and a run's Prefect calls once its API is lost. No server is started here."""
 
 from __future__ import annotations
 
 import os
 import shutil
 from pathlib import Path
+
+import pytest
 
 
 def test_the_temporary_servers_databases_are_kept_to_a_bound(tmp_path: Path) -> None:
@@ -52,3 +54,64 @@ def test_a_database_goes_with_its_store(tmp_path: Path) -> None:
     store_id(Home.at(replaced.root))  # a new store at the same root: another id
     assert set(prune_server_databases(stores)) == gone
     assert sorted(p.name for p in stores.iterdir()) == sorted([store_id(kept), "from-before-the-record"])
+
+
+
+def lost(url: str) -> Exception:
+    """What Prefect's client raises once its retries are spent on a dead server at `url`."""
+    import httpx
+
+    return httpx.ConnectError("refused", request=httpx.Request("POST", f"{url}/flow_runs/filter"))
+
+
+def test_once_its_api_is_lost_a_runs_later_calls_fail_at_once_and_the_process_keeps_its_retries(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A flow body's error that is a lost API (a failed request to the configured API's URL) turns the client's
+    retries off under the run's settings (`ensure_api`'s copy), so the engines' last calls do not each wait out a
+    minute of retries; the process's own settings keep theirs, and so does a run whose error was another one (a
+    refused connection to somewhere else, a bug)."""
+    import httpx
+    from prefect.settings import PREFECT_API_URL, PREFECT_CLIENT_MAX_RETRIES, temporary_settings
+
+    from mai.flows import prefect_api
+    from mai.storage.paths import Home
+
+    url = "http://127.0.0.1:9/api"
+    monkeypatch.setattr(prefect_api, "_temporary", None)  # this process started no temporary server
+    with temporary_settings({PREFECT_API_URL: url}):  # a configured API
+        retries = PREFECT_CLIENT_MAX_RETRIES.value()
+        assert retries > 0
+        for error in (httpx.ConnectError("refused", request=httpx.Request("GET", "http://127.0.0.1:9/models")),
+                      ValueError("a bug")):
+            with prefect_api.ensure_api(Home.at(tmp_path)), pytest.raises(type(error)), \
+                    prefect_api.failing_fast_once_lost():
+                raise error
+        assert PREFECT_CLIENT_MAX_RETRIES.value() == retries
+        with prefect_api.ensure_api(Home.at(tmp_path)):
+            with pytest.raises(httpx.ConnectError), prefect_api.failing_fast_once_lost():
+                raise lost(url)
+            assert PREFECT_CLIENT_MAX_RETRIES.value() == 0  # the engines' calls after the flow body's
+        assert PREFECT_CLIENT_MAX_RETRIES.value() == retries
+
+
+@pytest.mark.parametrize("flow", ["mai-run", "mai-shard"])
+def test_the_run_and_shard_flows_fail_fast_once_their_api_is_lost(flow: str, monkeypatch: pytest.MonkeyPatch
+                                                                  ) -> None:
+    """The bodies of `mai-run` and `mai-shard` (where a run's calls to the API are made: a shard's progress
+    artifact, its steps' task runs, the parent's watch of its drains) turn the retries off when the API is lost in
+    them (the flow's function alone, without Prefect's engine)."""
+    import httpx
+    from prefect.settings import PREFECT_API_URL, PREFECT_CLIENT_MAX_RETRIES, temporary_settings
+
+    from mai.flows import run, shard
+
+    url = "http://127.0.0.1:9/api"
+
+    def losing(*_: object) -> None:
+        raise lost(url)
+
+    monkeypatch.setattr(*((run, "_run", losing) if flow == "mai-run" else (shard, "plan_on_this_host", losing)))
+    with temporary_settings({PREFECT_API_URL: url}):
+        with pytest.raises(httpx.ConnectError):
+            (run.mai_run.fn(None) if flow == "mai-run" else shard.mai_shard.fn(None, "shard-00000"))
+        assert PREFECT_CLIENT_MAX_RETRIES.value() == 0
