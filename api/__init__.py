@@ -403,7 +403,7 @@ def estimate(run_id: str, profiles: dict[str, str] | None = None, small_profile:
 
 def time_runs(run_ids: list[str], name: str | None = None, batch_sizes: dict[str, int] | None = None,
               home: str | Path | None = None) -> TimingSummary:
-    """Re-time stored runs in one regime as a timing set (`mai time`; mai/flows/timing.py): their outputs recomputed
+    """Re-time stored runs in one regime as a timing set (`mai time`; mai/run/timing.py): their outputs recomputed
     here, batched as fresh runs batch them, each checked identical to the stored one; stored outputs stay."""
     from mai.run.timing import time_runs as timed
 

@@ -161,7 +161,7 @@ class ImageOnlyProcessor:
             out = [pieces[0]]
             for piece in pieces[1:]:
                 count = next(counts, None)
-                if count is None:  # the loader neutralises the token in benchmark text (benchmarks/loading.py)
+                if count is None:  # the loader neutralises the token in benchmark text (mai/evals/loading.py)
                     raise ValueError(f"the prompts hold more {IMAGE_TOKEN} markers than there are images")
                 out.append(IMAGE_TOKEN * count + piece)
             expanded.append("".join(out))

@@ -1,7 +1,7 @@
 """`mai benchmark check`: a spec and its data read as a run reads them, plus how long its prompts are for the
 run's models (default: the built-in pair, built into the store when missing, as a run builds them). No model runs:
 the tokenizer and image processor count each prompt (mai/backends/prompt_length.py), and the rows that would not fit
-a model's context with the run's output budgets are those a run would refuse (tasks/prompt_limits.py)."""
+a model's context with the run's output budgets are those a run would refuse (mai/run/prompt_limits.py)."""
 
 from __future__ import annotations
 
