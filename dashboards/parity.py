@@ -217,20 +217,17 @@ def _same(a: OutputRow, b: OutputRow) -> bool:
 def render_text(result: Parity) -> str:
     head = (f"parity of run {result['run_b']} against run {result['run_a']}: {result['samples_paired']} samples "
             f"paired ({result['only_in_a']} only in A, {result['only_in_b']} only in B)")
-    lines = [head, f"{'stage':<10} {'pairs':>6} {'identical':>10} {'share':>7} {'shared id':>10}"]
-    for s in result["stages"]:
-        lines.append(f"{s['stage']:<10} {s['pairs']:>6} {s['identical']:>10} {s['identical_share']:>7.3f} "
-                     f"{s['shared_identity']:>10}")
+    lines = [head, f"{'stage':<10} {'pairs':>6} {'identical':>10} {'share':>7} {'shared id':>10}",
+             *(f"{s['stage']:<10} {s['pairs']:>6} {s['identical']:>10} {s['identical_share']:>7.3f} "
+               f"{s['shared_identity']:>10}" for s in result["stages"])]
     share = result["identical_share"]
     lines.append(f"identical outputs: {result['outputs_identical']}/{result['outputs_paired']}"
                  + (f" ({fixed(share, 3)})" if share is not None else ""))
     if result["shared_identity"]:
         lines.append(f"  {result['shared_identity']} of them are one stored output shared by both runs (same identity)")
-    for s in result["stages"]:
-        for d in s["divergences"]:
-            lines.append(f"{s['stage']} {d['sample_id']}: first differs at output token {d['token_index']} "
-                         f"({d['token_a']} vs {d['token_b']}; {d['output_tokens_a']} vs {d['output_tokens_b']} "
-                         f"tokens): {d['cause']}")
+    lines += [f"{s['stage']} {d['sample_id']}: first differs at output token {d['token_index']} "
+              f"({d['token_a']} vs {d['token_b']}; {d['output_tokens_a']} vs {d['output_tokens_b']} tokens): "
+              f"{d['cause']}" for s in result["stages"] for d in s["divergences"]]
     lines.append(f"final answers equal: {fixed(result['final_answer_agreement'], 3)}, routes equal: "
                  f"{fixed(result['route_agreement'], 3)}")
     score_a, score_b, difference = result["score_a"], result["score_b"], result["score_difference"]

@@ -11,8 +11,8 @@ from prefect.artifacts import create_progress_artifact, update_progress_artifact
 
 from mai import progress
 from mai.backends.registry import get_engine
-from mai.backends.transformers_backend import TransformersEngine, profile_calls
-from mai.backends.transformers_profiling import ProfilePoint
+from mai.backends.transformers_backend import TransformersEngine
+from mai.backends.transformers_profiling import ProfilePoint, profile_calls
 from mai.config import resolve_model
 from mai.errors import ConfigError
 from mai.run.prefect_sync import synchronous

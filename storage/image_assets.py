@@ -24,6 +24,7 @@ import os
 import stat
 import time
 from collections.abc import Iterable
+from contextlib import suppress
 from pathlib import Path
 
 from mai.files import write_atomically
@@ -73,10 +74,8 @@ def damaged_images(images: Path, digests: Iterable[str]) -> dict[str, str]:
     damaged = {digest: reason for digest in dict.fromkeys(digests)
                if (reason := image_damage(asset_path(images, digest), digest, checked)) is not None}
     if checked != known:
-        try:
+        with suppress(OSError):  # a store that cannot be written: the next run hashes again, the answer is the same
             write_atomically(record, json.dumps({"images": checked}, separators=(",", ":")))
-        except OSError:
-            pass  # a store that cannot be written: the next run hashes again, the answer is the same
     return damaged
 
 

@@ -37,12 +37,10 @@ def _recatalogued(home: Home, reports: list[Compaction]) -> list[Compaction]:
 def auto_compact(home: Home, directories: set[Path]) -> list[Compaction]:
     """What the end of a run does: compacts the partitions it wrote to that hold many batch files (cheap to
     check: file names only), so a store's file count stays bounded without anyone running a command."""
-    done = []
-    for table in CONTENT_ADDRESSED:
-        for partition in partitions(home, table):
-            if partition.path in directories and count_small_files(partition) >= AUTO_MIN_SMALL_FILES:
-                done.append(compact(partition, table, min_small_files=AUTO_MIN_SMALL_FILES, tiered=True))
-    return _recatalogued(home, done)
+    return _recatalogued(home, [compact(partition, table, min_small_files=AUTO_MIN_SMALL_FILES, tiered=True)
+                                for table in CONTENT_ADDRESSED for partition in partitions(home, table)
+                                if partition.path in directories
+                                and count_small_files(partition) >= AUTO_MIN_SMALL_FILES])
 
 
 @dataclass

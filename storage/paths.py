@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -108,10 +109,8 @@ def store_id(home: Home) -> str:
             handle.write(json.dumps(record, indent=2) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
-        try:
+        with suppress(FileExistsError):  # another process made the store's id first: it is the one
             os.link(temp, home.id_file)
-        except FileExistsError:
-            pass  # another process made the store's id first: it is the one
     finally:
         temp.unlink(missing_ok=True)
     created = read_store_id(home.root)

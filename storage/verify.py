@@ -145,15 +145,11 @@ def damaged_images(scan: StoreScan) -> list[Finding]:
         for digests in read_columns([path], ["image_sha256"]).column("image_sha256").to_pylist():
             for digest in digests or ():
                 naming.setdefault(digest, set()).add(path.parent)
-    found = []
     present = {path.name for path in asset_files(images)}
-    for path in asset_files(images):
-        reason = image_damage(path, path.name)
-        if reason is not None:
-            found.append(_image_finding(scan, path, f"unreadable ({reason})", naming.get(path.name, set())))
-    for digest in sorted(set(naming) - present):
-        found.append(_image_finding(scan, asset_path(images, digest), "missing", naming[digest]))
-    return found
+    found = [_image_finding(scan, path, f"unreadable ({reason})", naming.get(path.name, set()))
+             for path in asset_files(images) if (reason := image_damage(path, path.name)) is not None]
+    return found + [_image_finding(scan, asset_path(images, digest), "missing", naming[digest])
+                    for digest in sorted(set(naming) - present)]
 
 
 def _image_finding(scan: StoreScan, path: Path, state: str, sets: set[Path]) -> Finding:

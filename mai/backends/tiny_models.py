@@ -80,11 +80,10 @@ def build_tokenizer(directory: Path, vocab_size: int = 1024, corpus: list[str] |
     bpe.train_from_iterator(tokenizer_corpus() if corpus is None else corpus, trainer)
     directory.mkdir(parents=True, exist_ok=True)
     bpe.save(str(directory / "tokenizer.json"))
-    tokenizer = Qwen2TokenizerFast(
+    return Qwen2TokenizerFast(
         tokenizer_file=str(directory / "tokenizer.json"), unk_token=None, bos_token=None,
         eos_token="<|im_end|>", pad_token="<|endoftext|>", chat_template=CHAT_TEMPLATE,
     )
-    return tokenizer
 
 
 def build_image_processor(min_pixels: int = 64 * 64, max_pixels: int = 128 * 128) -> Any:

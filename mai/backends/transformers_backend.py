@@ -39,20 +39,13 @@ from mai.backends.transformers_capture import Span, capture_inputs, last_row_att
 from mai.backends.transformers_inputs import encode_prompts
 from mai.backends.transformers_loading import LoadedModel, load_model, on_model_thread
 from mai.backends.transformers_prefix import continue_from_prefixes, prefix_hits, prefix_keeper
-from mai.backends.transformers_profiling import (
-    ProfilePoint,
-    measure_profile_point,
-    profile_calls,
-)
+from mai.backends.transformers_profiling import ProfilePoint, measure_profile_point
 from mai.errors import ModelLoadError
 from mai.host import host_name, one_minute_load
 from mai.types import CaptureRequest, Decoding, GenRequest, GenResult, LayerCapture, ModelSpec
 
 if TYPE_CHECKING:
     from torch import Tensor
-
-# mai.flows.profiles counts a profile's progress steps with profile_calls
-__all__ = ["TransformersEngine", "profile_calls"]
 
 
 class TransformersEngine:

@@ -38,6 +38,7 @@ import base64
 import binascii
 import math
 from collections.abc import Iterator
+from contextlib import suppress
 from pathlib import Path
 from typing import Literal, get_args
 
@@ -541,10 +542,8 @@ def _answer_list(value: object, column: str) -> tuple[str, ...]:
     """A text answer's references: a list cell, a cell written as a list (`['a', 'b']`, as VLMEvalKit's VQA files
     keep several answers), or one answer."""
     if isinstance(value, str) and value.strip().startswith("[") and value.strip().endswith("]"):
-        try:
+        with suppress(ValueError, SyntaxError):  # an answer that merely looks like a list is that answer
             value = ast.literal_eval(value.strip())
-        except (ValueError, SyntaxError):
-            pass  # an answer that merely looks like a list is that answer
     if isinstance(value, (list, tuple)):
         answers = tuple(str(a).strip() for a in value if a is not None and str(a).strip())
         if not answers:
