@@ -247,13 +247,14 @@ def serve(models: list[str], revision: str = "main", dtype: str = "float32", vll
     `say` gets the start line and each server's ready line."""
     from mai.backends.vllm_server import require_env, serve_forever
     from mai.config import BUILTIN_MODELS, resolve_model
+    from mai.evals.fingerprint_cache import FingerprintCache
     from mai.run.assets import build_models
 
     store = Home.at(home)
     env = require_env(vllm_env)
     if set(models) & set(BUILTIN_MODELS):
         build_models(store)
-    specs = [resolve_model(name, revision, dtype, store.models) for name in models]
+    specs = [resolve_model(name, revision, dtype, store.models, FingerprintCache(store.fingerprints)) for name in models]
     say(f"starting {len(specs)} vLLM server(s) from {env}; Ctrl-C stops them")
     serve_forever(env, specs, store.root, on_ready=say)
 

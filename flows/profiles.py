@@ -15,6 +15,7 @@ from mai.backends.transformers_backend import TransformersEngine
 from mai.backends.transformers_profiling import ProfilePoint, profile_calls
 from mai.config import resolve_model
 from mai.errors import ConfigError
+from mai.evals.fingerprint_cache import FingerprintCache
 from mai.run.prefect_sync import synchronous
 from mai.storage.catalog import build_catalog
 from mai.storage.latency import profile_path, write_profile
@@ -35,7 +36,7 @@ def mai_profile(model: str, name: str, resolutions: list[int], query_tokens: lis
                 repeats: int = 3, revision: str = "main", dtype: str = "float32", backend: str = "transformers",
                 home: str | None = None, replace: bool = False) -> list[LatencyProfileRow]:
     root = Home.at(home)
-    spec = resolve_model(model, revision, dtype, root.models)
+    spec = resolve_model(model, revision, dtype, root.models, FingerprintCache(root.fingerprints))
     if repeats < 1 or not (resolutions and query_tokens and output_tokens):
         raise ConfigError("profiling needs at least one resolution, query length and output length, and repeats >= 1")
     if profile_path(root, name).exists() and not replace:  # before the model loads, not after minutes of timing

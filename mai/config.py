@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -14,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from mai.backends.base import BACKENDS
 from mai.backends.untested_family import check_checkpoint_config
 from mai.errors import ConfigError
+from mai.evals.fingerprint_cache import FileStat, FingerprintCache, file_stats
 from mai.evals.loading import DEFAULT_MAX_IMAGE_PIXELS
 from mai.evals.spec import NAME_PATTERN, BenchmarkSpec, is_spec_path, load_spec, per_prompt_kind
 from mai.types import (
@@ -303,9 +305,12 @@ def check_backend(backend: str, vllm_urls: Mapping[str, str] | None = None) -> N
         raise ConfigError("--vllm-url applies only with --backend vllm")
 
 
-def resolve_model(name: str, revision: str, dtype: str, models_dir: Path) -> ModelSpec:
+def resolve_model(name: str, revision: str, dtype: str, models_dir: Path,
+                  fingerprints: FingerprintCache | None = None) -> ModelSpec:
     """A built-in name, a local checkpoint directory or a hub id. Local models are identified by a
-    fingerprint of their files, so the same weights are the same model wherever they lie."""
+    fingerprint of their files (`fingerprints`: the store's cache of them), so the same weights are the same model
+    wherever they lie; a hub model by the commit its revision resolves to in the Hugging Face cache, which is what
+    its load reads (a branch such as `main` moves)."""
     if dtype not in ("float32", "bfloat16", "float16"):
         raise ConfigError(f"dtype '{dtype}' is not supported: use float32, bfloat16 or float16")
     if name.startswith("random:"):
@@ -327,18 +332,20 @@ def resolve_model(name: str, revision: str, dtype: str, models_dir: Path) -> Mod
         if not (path / "config.json").exists():
             raise ConfigError(f"model directory '{path}' has no config.json: is it a Hugging Face checkpoint?")
         check_checkpoint_config(name, json.loads((path / "config.json").read_text()))
-        return ModelSpec(str(path.resolve()), revision=f"sha256:{fingerprint_directory(path)}", dtype=dtype, local=True)
+        return ModelSpec(str(path.resolve()), revision=f"sha256:{fingerprint_directory(path, fingerprints)}",
+                         dtype=dtype, local=True)
     if name.startswith((".", "/", "~")) or name.count("/") != 1:
         raise ConfigError(
             f"model '{name}' is neither an existing local directory nor a hub id 'owner/name' "
             f"(built-in models: {list(BUILTIN_MODELS + SHIPPED_MODELS)})"
         )
-    _check_hub_model(name, revision)
-    return ModelSpec(name, revision=revision, dtype=dtype)
+    return ModelSpec(name, revision=_hub_commit(name, revision), dtype=dtype)
 
 
-def _check_hub_model(repo_id: str, revision: str) -> None:
-    """Fetch only config.json (from the local cache when present) to prove the model is reachable."""
+def _hub_commit(repo_id: str, revision: str) -> str:
+    """The commit that `revision` (a branch, a tag or a commit) of a hub model resolves to, read from where its
+    config.json lies in the Hugging Face cache (`snapshots/<commit>/`: fetched there first when online), proving
+    the model reachable; the model is then loaded at that commit, and named by it."""
     from huggingface_hub import hf_hub_download
 
     try:
@@ -349,6 +356,8 @@ def _check_hub_model(repo_id: str, revision: str) -> None:
             f"fetched ({type(error).__name__}). Download it first or pass a local checkpoint directory."
         ) from error
     check_checkpoint_config(repo_id, json.loads(Path(config_path).read_text()))
+    snapshot = Path(config_path).parent  # the cache's layout (as mai.provenance.weights_fingerprint reads it)
+    return snapshot.name if snapshot.parent.name == "snapshots" else revision
 
 
 # files that document a checkpoint without changing what it computes: editing a model card must not
@@ -356,20 +365,26 @@ def _check_hub_model(repo_id: str, revision: str) -> None:
 DOCUMENTATION_FILES = ("README.md", "evaluation.json", "training_log.json")
 
 
-_FINGERPRINTS: dict[tuple[str, tuple[tuple[str, int, int], ...]], str] = {}
+_FINGERPRINTS: dict[tuple[str, tuple[FileStat, ...]], str] = {}
+HASH_CHUNK = 2**24  # bytes read at a time: a checkpoint's weight files are hashed without holding them in memory
 
 
-def fingerprint_directory(path: Path) -> str:
-    """sha256 over file names and contents; files over 64 MiB contribute their size and first/last MiB
-    (hashing 16 GB of weights on every run would cost minutes). Dotfiles and documentation are skipped.
-    Remembered per process while no file's name, size or modification time changes, so validating a
-    configuration twice (the terminal, then the flow) reads the weights once."""
+def fingerprint_directory(path: Path, cache: FingerprintCache | None = None) -> str:
+    """sha256 over every file's name and every byte of it (dotfiles and documentation skipped): a checkpoint is
+    named by all that a model load reads, so a fine-tune that kept the first and last MiB of its weight files (its
+    embeddings and head frozen) is another model. Hashing is once per version of the files: remembered in this
+    process, and between processes in `cache` (the store's, mai/evals/fingerprint_cache.py), both keyed by each
+    file's name, size and times, which any rewrite changes."""
     files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".")
                    and p.name not in DOCUMENTATION_FILES)
-    listing = tuple((str(f.relative_to(path)), f.stat().st_size, f.stat().st_mtime_ns) for f in files)
-    key = (str(path.resolve()), listing)
+    listed_at = time.time_ns()
+    listing = file_stats([(str(f.relative_to(path)), f) for f in files])
+    key = (f"checkpoint:{path.resolve()}", listing)
     if key not in _FINGERPRINTS:
-        _FINGERPRINTS[key] = _hash_files(path, files)
+        known = cache.lookup(key[0], listing) if cache is not None else None
+        _FINGERPRINTS[key] = known or _hash_files(path, files)
+        if cache is not None and known is None:
+            cache.store(key[0], listing, _FINGERPRINTS[key], listed_at)
     return _FINGERPRINTS[key]
 
 
@@ -377,14 +392,9 @@ def _hash_files(path: Path, files: list[Path]) -> str:
     digest = hashlib.sha256()
     for file in files:
         digest.update(str(file.relative_to(path)).encode())
-        size = file.stat().st_size
         with open(file, "rb") as handle:
-            if size <= 64 * 2**20:
-                digest.update(handle.read())
-            else:
-                digest.update(str(size).encode() + handle.read(2**20))
-                handle.seek(size - 2**20)
-                digest.update(handle.read())
+            while chunk := handle.read(HASH_CHUNK):
+                digest.update(chunk)
     return digest.hexdigest()[:16]
 
 

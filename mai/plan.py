@@ -112,16 +112,17 @@ class RunPlan(BaseModel):
         return ["mai", f"mai-run:{self.run_id}", f"benchmark:{self.benchmark}", f"mode:{self.config.mode}", *models]
 
 
-def localize_models(plan: RunPlan, models_dir: Path) -> RunPlan:
+def localize_models(plan: RunPlan, models_dir: Path, fingerprints: FingerprintCache | None = None) -> RunPlan:
     """The plan as the host that runs a shard sees it. The parent resolved local checkpoints to paths on its own
     machine; a worker on another machine may have them elsewhere: a shipped model (`mai-shapes-*`) is taken from
     the package installed on this host, a built-in one from `models_dir`; any local checkpoint must then have the
-    fingerprint the run planned (its identity), else the shard fails saying which path and which fingerprints."""
-    models = {role: _localize(spec, models_dir) for role, spec in plan.models.items()}
+    fingerprint the run planned (its identity), else the shard fails saying which path and which fingerprints
+    (`fingerprints`: the store's cache of them)."""
+    models = {role: _localize(spec, models_dir, fingerprints) for role, spec in plan.models.items()}
     return plan if models == plan.models else plan.model_copy(update={"models": models})
 
 
-def _localize(spec: ModelSpec, models_dir: Path) -> ModelSpec:
+def _localize(spec: ModelSpec, models_dir: Path, fingerprints: FingerprintCache | None) -> ModelSpec:
     if not spec.local:
         return spec  # a hub id: the host's own cache resolves it
     path, name, host = Path(spec.name_or_path), spec.identity_name, host_name()
@@ -136,7 +137,7 @@ def _localize(spec: ModelSpec, models_dir: Path) -> ModelSpec:
     if not path.is_dir():
         raise ConfigError(f"model '{name}' is not on host {host} (looked in {path}): install mai there, or build the "
                           "built-in models in the shared store (`mai build-models`)")
-    found = f"sha256:{fingerprint_directory(path)}"
+    found = f"sha256:{fingerprint_directory(path, fingerprints)}"
     if found != spec.revision:
         raise ConfigError(f"model directory {path} on host {host} has fingerprint {found}, but the run was planned with "
                           f"{spec.revision} (another checkpoint or another version of it): put the same files there")
@@ -149,10 +150,10 @@ def build_plan(config: RunConfig, store: StoreLocations, run_id: str | None = No
     check_backend(config.backend, config.vllm_urls)
     stages = cascade.stages_for(config.mode, config.s2, config.single_model, config.single_prompt, config.transfer)
     roles: set[Role] = {stage.role for stage in stages}
-    models = {role: _resolve_role(config, role, store.models) for role in sorted(roles)}
+    fingerprints = FingerprintCache(store.fingerprints) if store.fingerprints else None
+    models = {role: _resolve_role(config, role, store.models, fingerprints) for role in sorted(roles)}
     source = resolve_source(_data_location(config, store, entry.hub_ids), config.split or entry.split,
-                            config.subset or entry.config, config.revision or entry.revision,
-                            FingerprintCache(store.fingerprints) if store.fingerprints else None,
+                            config.subset or entry.config, config.revision or entry.revision, fingerprints,
                             default_split=entry.split)
     if config.benchmark_spec is not None:
         SpecBenchmark(config.benchmark_spec).check_data(source)
@@ -169,10 +170,11 @@ def build_plan(config: RunConfig, store: StoreLocations, run_id: str | None = No
                    load_at_start=load_average(), code_versions=code_versions())
 
 
-def _resolve_role(config: RunConfig, role: Role, models_dir: Path) -> ModelSpec:
+def _resolve_role(config: RunConfig, role: Role, models_dir: Path, fingerprints: FingerprintCache | None
+                  ) -> ModelSpec:
     name, revision = (config.small_model, config.small_revision) if role == "small" else \
         (config.large_model, config.large_revision)
-    return resolve_model(name, revision, config.dtype, models_dir)
+    return resolve_model(name, revision, config.dtype, models_dir, fingerprints)
 
 
 def _backends(config: RunConfig, models: Mapping[Role, ModelSpec], root: Path) -> dict[str, BackendIdentity]:

@@ -153,8 +153,9 @@ def plan_on_this_host(plan: RunPlan) -> RunPlan:
     mounts it (`locate_store`; every path derived from `plan.home` then lies there: models, leases, outcomes,
     claims, the vLLM server registry), and its local models re-resolved and checked on this host
     (mai.plan.localize_models). The plan itself when nothing differs."""
+    from mai.evals.fingerprint_cache import FingerprintCache
     from mai.plan import localize_models
 
     home = locate_store(plan.home, plan.store_id)
     mapped = plan if str(home.root) == plan.home else plan.model_copy(update={"home": str(home.root)})
-    return localize_models(mapped, home.models)
+    return localize_models(mapped, home.models, FingerprintCache(home.fingerprints))

@@ -39,7 +39,7 @@ def hub_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_a_hub_id_records_the_snapshot_commit_its_revision_resolved_to(hub_cache: Path) -> None:
-    recorded = model_provenance(ModelSpec(HUB_ID))  # what resolve_model gives a hub id: revision 'main'
+    recorded = model_provenance(ModelSpec(HUB_ID))  # at the branch 'main', as runs stored before named it
     assert (recorded["revision"], recorded["weights"]) == ("main", f"commit:{COMMIT}")
     assert (recorded["family"], recorded["architecture"]) == ("internvl", "InternVLForConditionalGeneration")
     assert model_provenance(ModelSpec(HUB_ID, revision=COMMIT))["weights"] == f"commit:{COMMIT}"  # pinned
