@@ -339,10 +339,10 @@ def resolve_model(name: str, revision: str, dtype: str, models_dir: Path,
             f"model '{name}' is neither an existing local directory nor a hub id 'owner/name' "
             f"(built-in models: {list(BUILTIN_MODELS + SHIPPED_MODELS)})"
         )
-    return ModelSpec(name, revision=_hub_commit(name, revision), dtype=dtype)
+    return ModelSpec(name, revision=hub_commit(name, revision), dtype=dtype)
 
 
-def _hub_commit(repo_id: str, revision: str) -> str:
+def hub_commit(repo_id: str, revision: str) -> str:
     """The commit that `revision` (a branch, a tag or a commit) of a hub model resolves to, read from where its
     config.json lies in the Hugging Face cache (`snapshots/<commit>/`: fetched there first when online), proving
     the model reachable; the model is then loaded at that commit, and named by it."""

@@ -28,6 +28,7 @@ from mai.config import (
     check_backend,
     check_transfer,
     fingerprint_directory,
+    hub_commit,
     resolve_model,
     shipped_models_dir,
 )
@@ -123,8 +124,9 @@ def localize_models(plan: RunPlan, models_dir: Path, fingerprints: FingerprintCa
 
 
 def _localize(spec: ModelSpec, models_dir: Path, fingerprints: FingerprintCache | None) -> ModelSpec:
-    if not spec.local:
-        return spec  # a hub id: the host's own cache resolves it
+    if not spec.local:  # a hub id at the commit the run was planned with: this host's cache has it, or fetches it
+        hub_commit(spec.name_or_path, spec.revision)  # else the host is taken out, saying so, before any load
+        return spec
     path, name, host = Path(spec.name_or_path), spec.identity_name, host_name()
     if not path.is_dir():
         if name in SHIPPED_MODELS:

@@ -87,6 +87,31 @@ def test_a_missing_checkpoint_names_its_path_and_the_host(planned_store: Path, t
         localize_models(plan, Home.at(store).models)
 
 
+def test_a_hub_model_is_taken_at_the_planned_commit_or_the_host_says_it_lacks_it(
+        planned_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hub model travels in the plan as the commit the planner's cache resolved; a worker whose cache holds
+    another commit under the same branch (and cannot fetch: offline) is refused before any load, naming the model
+    and the commit, where it used to load its own `main` under the planned identity."""
+    from huggingface_hub import constants
+
+    from mai.types import ModelSpec
+    from tests.test_model_identity import hub_cache
+
+    planned_commit, other = "c" * 40, "d" * 40
+    folder = hub_cache(tmp_path / "hub", "someone/vl-model", [other])  # this host's cache: another commit
+    (folder / "refs" / "main").write_text(other)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    plan = planned(planned_store)
+    hub = plan.model_copy(update={"models": {**plan.models, "small": ModelSpec("someone/vl-model",
+                                                                               revision=planned_commit)}})
+    with pytest.raises(ConfigError, match=f"model 'someone/vl-model' \\(revision {planned_commit}\\) is not in the "
+                                          "local Hugging Face cache"):
+        localize_models(hub, Home.at(planned_store).models)
+    hub_cache(tmp_path / "other-hub", "someone/vl-model", [planned_commit])  # a host that has the planned commit
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "other-hub"))
+    assert localize_models(hub, Home.at(planned_store).models) is hub
+
+
 @pytest.mark.prefect
 def test_a_shard_planned_on_another_machine_runs_here(store: Path) -> None:
     """The shard flow itself, given the deployer's paths, loads this host's copy of the models and computes."""
