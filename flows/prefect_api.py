@@ -60,9 +60,9 @@ def healthy(url: str, timeout_s: float = 1.0) -> bool:
 
 def ensure_api(home: Home) -> AbstractContextManager[object]:
     """Before a flow runs: the settings to run it under, a copy of this process's. The API Prefect's settings name,
-    as it is; when they name none, this process's temporary server for the store at `home` (started once), with its URL (overriding
-    what Prefect read at import, for flows and tasks alike) and no flow-run heartbeats (nothing watches them there,
-    and every flow run's end waits up to 1 s for its heartbeat thread, prefect 3.9)."""
+    as it is; when they name none, this process's temporary server for the store at `home` (started once), with its
+    URL (overriding what Prefect read at import, for flows and tasks alike) and no flow-run heartbeats (nothing
+    watches them there, and every flow run's end waits up to 1 s for its heartbeat thread, prefect 3.9)."""
     from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
     if _configured_api():
