@@ -57,20 +57,31 @@ from mai.storage.paths import Home
 from mai.storage.partitions import write_part
 from tests.test_store_compaction import rows
 home, batches, size, prefix = Home.at(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+until = Path(sys.argv[5]) if len(sys.argv) > 5 else None  # past `batches`, until this file exists (20 x at most)
 directory = home.generations / "m@r-float32" / "R"
-for b in range(batches):
-    write_part(home, directory, rows(f"{prefix}{b:05d}", size), "generations")
+written = 0
+while written < batches or (until is not None and not until.exists() and written < 20 * batches):
+    write_part(home, directory, rows(f"{prefix}{written:05d}", size), "generations")
+    written += 1
+print(written, flush=True)
 """
 
 
-def write_batches(home: Home, batches: int, size: int, prefix: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-c", WRITER, str(home.root), str(batches), str(size), prefix], cwd=REPO)
+def write_batches(home: Home, batches: int, size: int, prefix: str, until: Path | None = None
+                  ) -> subprocess.Popen[bytes]:
+    """A process writing `batches` batch files of `size` rows, and more until the file `until` exists; it prints
+    how many it wrote."""
+    return subprocess.Popen([sys.executable, "-c", WRITER, str(home.root), str(batches), str(size), prefix,
+                             *([str(until)] if until else [])], cwd=REPO, stdout=subprocess.PIPE)
 
 
 def test_compaction_while_a_writer_appends_and_a_reader_queries(tmp_path: Path) -> None:
     home = Home.at(tmp_path)
     write_part(home, partition_of(home).path, rows("seed", 8), "generations")
-    writer = write_batches(home, 400, 8, "w")
+    # the writer goes on until compaction has overlapped it three times: on a loaded machine its 400 batches alone
+    # were written before that
+    enough = tmp_path / "compacted-three-times"
+    writer = write_batches(home, 400, 8, "w", until=enough)
     failures: list[str] = []
     seen: list[tuple[int, int]] = []
     stop = threading.Event()
@@ -90,12 +101,16 @@ def test_compaction_while_a_writer_appends_and_a_reader_queries(tmp_path: Path) 
         while writer.poll() is None:
             report = compact(partition_of(home), GENERATIONS_TABLE, min_small_files=2, grace_s=5.0)
             compactions += not report.skipped
+            if compactions >= 3:
+                enough.touch()
             time.sleep(0.05)
     finally:
-        writer.wait(timeout=300)
+        enough.touch()
+        out = writer.communicate(timeout=300)[0]
         stop.set()
         reader.join(timeout=60)
     assert writer.returncode == 0
+    written = int(out)
     assert failures == []
     assert compactions >= 3, "compaction never overlapped the writer"
     # every published version a reader saw held each identity once, and no row ever went missing
@@ -104,7 +119,7 @@ def test_compaction_while_a_writer_appends_and_a_reader_queries(tmp_path: Path) 
     assert counts == sorted(counts)
     compact(partition_of(home), GENERATIONS_TABLE, min_small_files=2)
     ids = stored_ids(home)
-    assert len(ids) == 8 + 400 * 8 and set(ids.values()) == {1}
+    assert written >= 400 and len(ids) == 8 + written * 8 and set(ids.values()) == {1}
     assert len(partition_of(home).files()) == 1
 
 
